@@ -1,0 +1,121 @@
+/*
+ * awa_shard.hpp — declarations shared between the concerns of the extension
+ * (module, routing, reservation, enqueue, claim, lifecycle, wake-ups, stats).
+ * Every file that includes it is PostgreSQL-facing; pure C++ lives elsewhere.
+ */
+#pragma once
+
+#include "pg_boundary.hpp"
+
+extern "C"
+{
+#include "executor/spi.h"
+#include "utils/array.h"
+}
+
+#include <cstdint>
+
+namespace awa
+{
+
+/* Longest queue name in characters and in bytes (UTF-8). */
+constexpr int kMaxQueueChars = 200;
+constexpr int kMaxQueueBytes = kMaxQueueChars * 4;
+constexpr int kMaxOrderingKeyBytes = 1024;
+
+/* Fixed-size hash key of a lane (or of a queue: priority and shard 0) for backend caches. */
+struct LaneKey
+{
+	char queue[kMaxQueueBytes + 1];
+	int16 priority;
+	int16 shard;
+};
+
+/* Fill a zero-padded key so HASH_BLOBS compares it bytewise. */
+inline void
+make_lane_key(LaneKey *key, const char *queue, int queue_len, int priority, int shard)
+{
+	std::memset(key, 0, sizeof(*key));
+	std::memcpy(key->queue, queue, queue_len);
+	key->priority = static_cast<int16>(priority);
+	key->shard = static_cast<int16>(shard);
+}
+
+/* ---- module.cpp: settings and shared memory ---- */
+
+/* Milliseconds between NOTIFYs per queue (0 = every transaction, -1 = never). */
+extern int notify_interval_ms;
+
+/* Whether the library was loaded by shared_preload_libraries (shared memory exists). */
+bool shared_state_available();
+
+/* Next ticket of the server-wide rotor (or of the backend-local fallback). */
+std::uint32_t next_rotor_ticket();
+
+/* Counter bumped whenever this backend's transaction ends; caches compare against it. */
+std::uint64_t current_xact_epoch();
+
+/* ---- validate.cpp: argument checks with SQLSTATEs ---- */
+
+/* Text of a queue argument, checked (NULL -> 22004, length 1..200 -> 23514). */
+text *checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Priority checked to 1..4 (23514). */
+int checked_priority(int priority, const char *argname);
+
+/* ---- shard.cpp: routing ---- */
+
+/* Width of a queue for this transaction (queue_meta, cached per transaction). */
+int queue_width(const char *queue, int queue_len);
+
+/* Forget cached widths (own-transaction change of queue_meta). */
+void forget_queue_widths();
+
+/* Keyless pick, sticky per (queue, priority) for the rest of the transaction. */
+int sticky_rotor_shard(const char *queue, int queue_len, int priority, int shards);
+
+/* ---- reserve.cpp: lanes and reservations ---- */
+
+/* Reserve [start, start + count) on a lane, creating the lane on first use. */
+int64 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count);
+
+/* Register cache invalidation and transaction hooks of the lane cache. */
+void init_lane_cache();
+
+/* ---- spi_util.cpp: checked SPI ---- */
+
+/* Prepare a statement once per backend and keep it (SPI must be connected). */
+SPIPlanPtr keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
+
+/* Execute a kept plan and require the exact SPI result code. */
+void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
+			   int expected, const char *what);
+
+/* ---- wakeup.cpp: NOTIFY throttle and commit wake-ups ---- */
+
+/* Remember that this transaction made work available in a queue. */
+void note_enqueued(const char *queue, int queue_len);
+
+/* Transaction end: signal waiters of the queues this transaction fed. */
+void wakeup_at_xact_end(bool committed);
+
+/* ---- stats.cpp: per-shard counters ---- */
+
+enum class StatKind
+{
+	Enqueued = 0,
+	Claimed = 1,
+	Completed = 2,
+	Failed = 3
+};
+
+/* Add n to a (queue, shard) counter (no-op without shared memory). */
+void stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n);
+
+/* ---- module.cpp: shared memory sizing for the concerns above ---- */
+Size wakeup_shmem_size();
+void wakeup_shmem_init(void *base, bool found);
+Size stats_shmem_size();
+void stats_shmem_init(void *base, bool found);
+
+} // namespace awa

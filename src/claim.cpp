@@ -1,0 +1,195 @@
+/*
+ * claim.cpp — awa.claim_ready_runtime (ADR-025 claim path, D3).
+ *
+ * 1. Candidate walk: every claim head of the queue (all priorities and shards, never
+ *    filtered by the current width) whose lane has a visible ready row at or after its
+ *    cursor; ordered by effective priority, run_at of that head row, lane priority;
+ *    the first head that is not locked is locked FOR UPDATE SKIP LOCKED.
+ * 2. Drain: in a new statement (new snapshot, after the lock), take up to max_batch
+ *    visible rows of that lane with lane_seq >= claim_seq in lane order, record the
+ *    running attempts (receipts or leases) and set claim_seq = max(lane_seq) + 1.
+ * Because reservations hold the lane lock until commit, a visible lane_seq N+1 proves
+ * that every reservation before it has ended: skipping a missing N is safe, and a row
+ * reserved by an open transaction is never skipped (it has no visible successor).
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/tuplestore.h"
+}
+
+#include <cmath>
+
+namespace
+{
+
+SPIPlanPtr candidate_plan = nullptr;
+SPIPlanPtr drain_receipts_plan = nullptr;
+SPIPlanPtr drain_leases_plan = nullptr;
+
+/* Lock the best unlocked lane head of a queue; returns the plane mode in its last column. */
+const char *const kCandidateSql =
+	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s) "
+	"FROM awa.queue_claim_heads h "
+	"CROSS JOIN LATERAL (SELECT r.run_at FROM awa.ready_entries r "
+	"  WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
+	"    AND r.lane_seq >= h.claim_seq ORDER BY r.lane_seq LIMIT 1) head "
+	"WHERE h.queue = $1 "
+	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
+	"ORDER BY CASE WHEN $2 > 0 THEN greatest(1, h.priority - floor(extract(epoch FROM clock_timestamp() - head.run_at) / $2)) "
+	"              ELSE h.priority END, head.run_at, h.priority "
+	"LIMIT 1 FOR UPDATE OF h SKIP LOCKED";
+
+/* Shared head of the drain statements: the picked rows with their attempt values. */
+#define AWA_DRAIN_PICK(RING)                                                                                   \
+	"WITH picked AS MATERIALIZED ("                                                                            \
+	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
+	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
+	"  ORDER BY r.lane_seq LIMIT $5), "                                                                        \
+	"rows_ AS MATERIALIZED ("                                                                                  \
+	"  SELECT p.*, ring.current_slot AS ring_slot, ring.generation AS ring_generation, c.t AS claimed_at, "    \
+	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                           \
+	"    (CASE WHEN $7 > 0 THEN greatest(1, p.priority - floor(extract(epoch FROM c.t - p.run_at) / $7)) "    \
+	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
+	"  FROM picked p, (SELECT current_slot, generation FROM " RING ") ring, (SELECT clock_timestamp() AS t) c), " \
+	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next "                                       \
+	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                  \
+	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "              \
+	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                    \
+	"  WHERE r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
+
+/* Result columns, in the order of the function's RETURNS TABLE. */
+#define AWA_DRAIN_RESULT(LEASE_SLOT, LEASE_GEN, CLAIM_SLOT, RECEIPT)                                           \
+	"SELECT r.ready_slot, r.ready_generation, r.lane_seq, r.enqueue_shard, " LEASE_SLOT ", " LEASE_GEN ", "    \
+	CLAIM_SLOT ", " RECEIPT ", r.job_id, r.kind, r.queue, r.args, r.priority AS lane_priority, "               \
+	"r.effective_priority AS priority, (r.attempt + 1)::int2 AS attempt, r.run_lease + 1 AS run_lease, "      \
+	"r.max_attempts, r.run_at, r.claimed_at AS heartbeat_at, r.deadline_at, r.claimed_at AS attempted_at, "   \
+	"r.created_at, r.unique_key, r.unique_states, r.ordering_key, "                                           \
+	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "   \
+	"'errors', coalesce(r.errors, '[]')) AS payload "
+
+/* Receipts mode: one append-only lease_claims row per claimed job. */
+const char *const kDrainReceiptsSql =
+	AWA_DRAIN_PICK("awa.claim_ring_state")
+	"ins AS (INSERT INTO awa.lease_claims (claim_slot, job_id, run_lease, ready_slot, ready_generation, queue, "
+	"  priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at) "
+	"  SELECT ring_slot, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "
+	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "
+	"  FROM rows_ RETURNING job_id, receipt_id) "
+	AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot", "i.receipt_id")
+	"FROM rows_ r JOIN ins i USING (job_id) ORDER BY r.lane_seq";
+
+/* Leases mode: one mutable leases row per claimed job. */
+const char *const kDrainLeasesSql =
+	AWA_DRAIN_PICK("awa.lease_ring_state")
+	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "
+	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "
+	"  heartbeat_at, deadline_at, attempted_at) "
+	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, "
+	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, "
+	"    deadline_at, claimed_at FROM rows_) "
+	AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int", "NULL::bigint")
+	"FROM rows_ r ORDER BY r.lane_seq";
+
+/* A non-negative, finite number of seconds (NULL = 0); 22023 otherwise. */
+double
+checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	double v;
+
+	if (PG_ARGISNULL(argno))
+		return 0;
+	v = PG_GETARG_FLOAT8(argno);
+	if (std::isnan(v) || std::isinf(v) || v < 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be a finite number of seconds, 0 or more", argname)));
+	return v;
+}
+
+} // namespace
+
+/*
+ * awa.claim_ready_runtime(queue, max_batch, deadline_secs, aging_secs): claim up to
+ * max_batch jobs from one lane of the queue and return them in lane order.
+ */
+AWA_SQL_FUNCTION(awa_claim_ready_runtime)
+{
+	static const Oid cand_types[2] = {TEXTOID, FLOAT8OID};
+	static const Oid drain_types[7] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID};
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	int64 max_batch;
+	double deadline_secs;
+	double aging_secs;
+	Datum cand_values[2];
+	Datum drain_values[7];
+	bool isnull;
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;
+	bool receipts;
+	SPIPlanPtr drain;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_max_batch must not be null")));
+	max_batch = PG_GETARG_INT64(1);
+	if (max_batch < 1 || max_batch > 10000)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_max_batch must be between 1 and 10000"),
+						errdetail("The value is " INT64_FORMAT ".", max_batch)));
+	deadline_secs = checked_seconds(fcinfo, 2, "p_deadline_secs");
+	aging_secs = checked_seconds(fcinfo, 3, "p_aging_secs");
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+
+	awa::keep_plan(&candidate_plan, kCandidateSql, 2, cand_types);
+	cand_values[0] = PointerGetDatum(queue);
+	cand_values[1] = Float8GetDatum(aging_secs);
+	awa::exec_plan(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
+	if (SPI_processed == 0)
+	{
+		SPI_finish();
+		return (Datum) 0;
+	}
+	priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+
+	if (receipts)
+		drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 7, drain_types);
+	else
+		drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 7, drain_types);
+	drain_values[0] = PointerGetDatum(queue);
+	drain_values[1] = Int16GetDatum(priority);
+	drain_values[2] = Int16GetDatum(shard);
+	drain_values[3] = Int64GetDatum(claim_seq);
+	drain_values[4] = Int64GetDatum(max_batch);
+	drain_values[5] = Float8GetDatum(deadline_secs);
+	drain_values[6] = Float8GetDatum(aging_secs);
+	awa::exec_plan(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Datum values[32];
+		bool nulls[32];
+
+		if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts || rsinfo->setDesc->natts > 32)
+			elog(ERROR, "awa_shard: claim result has %d columns, expected %d", SPI_tuptable->tupdesc->natts,
+				 rsinfo->setDesc->natts);
+		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed,
+				   static_cast<int64>(SPI_processed));
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	return (Datum) 0;
+}

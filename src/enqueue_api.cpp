@@ -1,0 +1,397 @@
+/*
+ * enqueue_api.cpp — SQL entry points of the producer path: awa.insert_job_compat (one
+ * job, the reference's 12-argument signature), awa.insert_jobs (a batch into one queue)
+ * and awa._enqueue_ready (re-entry of existing jobs for promotion, DLQ retry, moves).
+ * Every argument is checked before anything is written (D11).
+ */
+#include "enqueue_core.hpp"
+
+extern "C"
+{
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+#include "utils/varbit.h"
+}
+
+namespace
+{
+
+using awa::EnqueueRow;
+
+/* Raise 22004 for a NULL argument that has no default. */
+void
+require_not_null(bool isnull, const char *argname)
+{
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", argname)));
+}
+
+/* Job kind: 1..200 characters (23514). */
+Datum
+checked_kind(Datum kind, const char *argname)
+{
+	text *t = DatumGetTextPP(kind);
+	int chars = pg_mbstrlen_with_len(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+
+	if (chars < 1 || chars > 200)
+		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be 1 to 200 characters long", argname),
+						errdetail("The value has %d characters.", chars)));
+	return PointerGetDatum(t);
+}
+
+/* max_attempts: 1..1000 (23514). */
+int
+checked_max_attempts(int value, const char *argname)
+{
+	if (value < 1 || value > 1000)
+		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be between 1 and 1000", argname),
+						errdetail("The value is %d.", value)));
+	return value;
+}
+
+/* Metadata must be a JSON object (22023); an empty object is stored as NULL. */
+void
+set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
+{
+	Jsonb *jb;
+
+	row->metadata_null = true;
+	if (isnull)
+		return;
+	jb = DatumGetJsonbP(metadata);
+	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a JSON object", argname)));
+	if (JB_ROOT_COUNT(jb) > 0)
+	{
+		row->metadata = PointerGetDatum(jb);
+		row->metadata_null = false;
+	}
+}
+
+/* Tags: a one-dimensional text array of at most 20 non-null tags (23514 / 22004). */
+void
+set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
+{
+	ArrayType *arr;
+	int n;
+
+	row->tags_null = true;
+	if (isnull)
+		return;
+	arr = DatumGetArrayTypeP(tags);
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
+	if (n > 20)
+		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must hold at most 20 tags", argname),
+						errdetail("The array has %d elements.", n)));
+	if (array_contains_nulls(arr))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not contain nulls", argname)));
+	if (n > 0)
+	{
+		row->tags = PointerGetDatum(arr);
+		row->tags_null = false;
+	}
+}
+
+/* Ordering key: at most 1024 bytes (22023); empty is a key, NULL is none. */
+void
+set_ordering_key(EnqueueRow *row, Datum key, bool isnull, const char *argname)
+{
+	row->ordering_key_null = isnull;
+	if (isnull)
+		return;
+	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) > awa::kMaxOrderingKeyBytes)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be at most %d bytes", argname, awa::kMaxOrderingKeyBytes)));
+	row->ordering_key = key;
+}
+
+/* Unique key (non-empty bytea) with its state mask; a key without a mask gets 11111000. */
+void
+set_unique(EnqueueRow *row, Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg,
+		   const char *mask_arg)
+{
+	row->unique_key_null = key_null;
+	row->unique_states_null = true;
+	if (key_null)
+	{
+		if (!mask_null)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("%s needs %s", mask_arg, key_arg)));
+		return;
+	}
+	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) == 0)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must not be empty", key_arg)));
+	row->unique_key = key;
+	row->unique_states = mask_null ? awa::default_unique_mask() : mask;
+	row->unique_states_null = false;
+}
+
+/* Defaults of a freshly enqueued job. */
+void
+init_row(EnqueueRow *row, const char *queue, int queue_len, TimestampTz now)
+{
+	std::memset(row, 0, sizeof(*row));
+	row->queue = queue;
+	row->queue_len = queue_len;
+	row->args = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	row->priority = 2;
+	row->max_attempts = 25;
+	row->run_at = now;
+	row->created_at = now;
+	row->attempted_at_null = true;
+	row->unique_key_null = row->unique_states_null = row->ordering_key_null = true;
+	row->metadata_null = row->tags_null = row->errors_null = true;
+}
+
+/* A future run_at turns an available job into a scheduled one (never claimable early). */
+void
+settle_run_at(EnqueueRow *row, TimestampTz now)
+{
+	if (row->deferred_state == nullptr && row->run_at > now)
+		row->deferred_state = "scheduled";
+}
+
+/* An enum value of awa.job_state by label. */
+Datum
+job_state_datum(Oid enum_type, const char *label)
+{
+	return DirectFunctionCall2(enum_in, CStringGetDatum(label), ObjectIdGetDatum(enum_type));
+}
+
+/* Elements of an optional array argument that must match p_kinds in length (22023). */
+void
+optional_array(FunctionCallInfo fcinfo, int argno, const char *argname, int n, Oid elemtype, Datum **values,
+			   bool **nulls)
+{
+	ArrayType *arr;
+	int16 typlen;
+	bool typbyval;
+	char typalign;
+	int count;
+
+	*values = nullptr;
+	*nulls = nullptr;
+	if (PG_ARGISNULL(argno))
+		return;
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, values, nulls, &count);
+	if (count != n)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must have as many elements as p_kinds", argname),
+						errdetail("p_kinds has %d elements, %s has %d.", n, argname, count)));
+}
+
+} // namespace
+
+/*
+ * awa.insert_job_compat(kind, queue, args, state, priority, max_attempts, run_at, metadata,
+ * tags, unique_key, unique_states, ordering_key) -> awa.job_row.
+ */
+AWA_SQL_FUNCTION(awa_insert_job_compat)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	EnqueueRow *row = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow)));
+	const char *queue = "default";
+	int queue_len = 7;
+	const char *state = "available";
+	TupleDesc tupdesc;
+	Datum values[21];
+	bool nulls[21];
+
+	require_not_null(PG_ARGISNULL(0), "p_kind");
+	if (!PG_ARGISNULL(1))
+	{
+		text *q = awa::checked_queue_arg(fcinfo, 1, "p_queue");
+
+		queue = VARDATA_ANY(q);
+		queue_len = VARSIZE_ANY_EXHDR(q);
+	}
+	init_row(row, queue, queue_len, now);
+	row->kind = checked_kind(PG_GETARG_DATUM(0), "p_kind");
+	if (!PG_ARGISNULL(2))
+		row->args = PG_GETARG_DATUM(2);
+	if (!PG_ARGISNULL(3))
+	{
+		state = DatumGetCString(DirectFunctionCall1(enum_out, PG_GETARG_DATUM(3)));
+		if (strcmp(state, "available") != 0 && strcmp(state, "scheduled") != 0 && strcmp(state, "retryable") != 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("p_state must be available, scheduled or retryable"),
+							errdetail("The value is \"%s\".", state)));
+		if (strcmp(state, "available") != 0)
+			row->deferred_state = state;
+	}
+	if (!PG_ARGISNULL(4))
+		row->priority = awa::checked_priority(PG_GETARG_INT16(4), "p_priority");
+	if (!PG_ARGISNULL(5))
+		row->max_attempts = checked_max_attempts(PG_GETARG_INT16(5), "p_max_attempts");
+	if (!PG_ARGISNULL(6))
+		row->run_at = PG_GETARG_TIMESTAMPTZ(6);
+	set_metadata(row, PG_GETARG_DATUM(7), PG_ARGISNULL(7), "p_metadata");
+	set_tags(row, PG_GETARG_DATUM(8), PG_ARGISNULL(8), "p_tags");
+	set_unique(row, PG_GETARG_DATUM(9), PG_ARGISNULL(9), PG_GETARG_DATUM(10), PG_ARGISNULL(10), "p_unique_key",
+			   "p_unique_states");
+	set_ordering_key(row, PG_GETARG_DATUM(11), PG_ARGISNULL(11), "p_ordering_key");
+	settle_run_at(row, now);
+
+	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE || tupdesc->natts != 21)
+		elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
+	awa::enqueue_rows(row, 1, true);
+
+	std::memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(row->job_id);
+	values[1] = row->kind;
+	values[2] = PointerGetDatum(cstring_to_text_with_len(row->queue, row->queue_len));
+	values[3] = row->args;
+	values[4] = job_state_datum(TupleDescAttr(tupdesc, 4)->atttypid,
+								row->deferred_state ? row->deferred_state : "available");
+	values[5] = Int16GetDatum(row->priority);
+	values[6] = Int16GetDatum(0);
+	values[7] = Int64GetDatum(0);
+	values[8] = Int16GetDatum(row->max_attempts);
+	values[9] = TimestampTzGetDatum(row->run_at);
+	nulls[10] = nulls[11] = true;
+	values[12] = TimestampTzGetDatum(row->created_at);
+	values[13] = row->metadata_null ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")) : row->metadata;
+	values[14] = row->tags_null ? PointerGetDatum(construct_empty_array(TEXTOID)) : row->tags;
+	values[15] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
+	values[16] = row->unique_key;
+	nulls[16] = row->unique_key_null;
+	values[17] = row->unique_states;
+	nulls[17] = row->unique_states_null;
+	values[18] = row->ordering_key;
+	nulls[18] = row->ordering_key_null;
+	values[19] = Int16GetDatum(row->shard);
+	nulls[19] = row->deferred_state != nullptr;
+	values[20] = Int64GetDatum(row->lane_seq);
+	nulls[20] = row->deferred_state != nullptr;
+	tupdesc = BlessTupleDesc(tupdesc);
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+}
+
+/*
+ * awa.insert_jobs(queue, kinds[], args[], priorities[], run_ats[], ordering_keys[],
+ * max_attempts[], metadata[], unique_keys[], unique_states[]) -> bigint[] of job ids in input order.
+ */
+AWA_SQL_FUNCTION(awa_insert_jobs)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+	ArrayType *kinds_arr;
+	Datum *kinds, *args, *prios, *run_ats, *keys, *maxes, *metas, *ukeys, *umasks;
+	bool *kinds_n, *args_n, *prios_n, *run_ats_n, *keys_n, *maxes_n, *metas_n, *ukeys_n, *umasks_n;
+	int n;
+	EnqueueRow *rows;
+	Datum *ids;
+
+	require_not_null(PG_ARGISNULL(1), "p_kinds");
+	kinds_arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(kinds_arr) > 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_kinds must be a one-dimensional array")));
+	deconstruct_array(kinds_arr, TEXTOID, -1, false, TYPALIGN_INT, &kinds, &kinds_n, &n);
+	if (n > 100000)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_kinds must hold at most 100000 jobs"),
+						errdetail("The array has %d elements.", n)));
+	optional_array(fcinfo, 2, "p_args", n, JSONBOID, &args, &args_n);
+	optional_array(fcinfo, 3, "p_priorities", n, INT2OID, &prios, &prios_n);
+	optional_array(fcinfo, 4, "p_run_ats", n, TIMESTAMPTZOID, &run_ats, &run_ats_n);
+	optional_array(fcinfo, 5, "p_ordering_keys", n, BYTEAOID, &keys, &keys_n);
+	optional_array(fcinfo, 6, "p_max_attempts", n, INT2OID, &maxes, &maxes_n);
+	optional_array(fcinfo, 7, "p_metadata", n, JSONBOID, &metas, &metas_n);
+	optional_array(fcinfo, 8, "p_unique_keys", n, BYTEAOID, &ukeys, &ukeys_n);
+	optional_array(fcinfo, 9, "p_unique_states", n, VARBITOID, &umasks, &umasks_n);
+
+	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
+	for (int i = 0; i < n; i++)
+	{
+		EnqueueRow *row = &rows[i];
+
+		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
+		require_not_null(kinds_n[i], "p_kinds element");
+		row->kind = checked_kind(kinds[i], "p_kinds element");
+		if (args && !args_n[i])
+			row->args = args[i];
+		if (prios && !prios_n[i])
+			row->priority = awa::checked_priority(DatumGetInt16(prios[i]), "p_priorities element");
+		if (run_ats && !run_ats_n[i])
+			row->run_at = DatumGetTimestampTz(run_ats[i]);
+		if (keys)
+			set_ordering_key(row, keys[i], keys_n[i], "p_ordering_keys element");
+		if (maxes && !maxes_n[i])
+			row->max_attempts = checked_max_attempts(DatumGetInt16(maxes[i]), "p_max_attempts element");
+		if (metas)
+			set_metadata(row, metas[i], metas_n[i], "p_metadata element");
+		set_unique(row, ukeys ? ukeys[i] : 0, ukeys ? ukeys_n[i] : true, umasks ? umasks[i] : 0,
+				   umasks ? umasks_n[i] : true, "p_unique_keys element", "p_unique_states element");
+		settle_run_at(row, now);
+	}
+	awa::enqueue_rows(rows, n, true);
+
+	ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
+	for (int i = 0; i < n; i++)
+		ids[i] = Int64GetDatum(rows[i].job_id);
+	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+/*
+ * awa._enqueue_ready(rows awa.deferred_jobs[]) -> integer: put existing jobs (ids, attempts,
+ * keys and bodies kept) back on the ready plane with the destination queue's current width.
+ * Keyed rows go to their key's shard; keyless rows through the rotor. run_at restarts now.
+ */
+AWA_SQL_FUNCTION(awa_enqueue_ready)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ArrayType *arr;
+	Datum *elems;
+	bool *elem_nulls;
+	int n;
+	EnqueueRow *rows;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT32(0);
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
+	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
+	for (int i = 0; i < n; i++)
+	{
+		HeapTupleHeader tup;
+		bool isnull;
+		text *queue;
+		EnqueueRow *row = &rows[i];
+
+		require_not_null(elem_nulls[i], "row");
+		tup = DatumGetHeapTupleHeader(elems[i]);
+		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
+		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
+		row->job_id = DatumGetInt64(GetAttributeByName(tup, "job_id", &isnull));
+		row->kind = GetAttributeByName(tup, "kind", &isnull);
+		row->args = GetAttributeByName(tup, "args", &isnull);
+		row->priority = awa::checked_priority(DatumGetInt16(GetAttributeByName(tup, "priority", &isnull)), "priority");
+		row->attempt = DatumGetInt16(GetAttributeByName(tup, "attempt", &isnull));
+		row->run_lease = DatumGetInt64(GetAttributeByName(tup, "run_lease", &isnull));
+		row->max_attempts = DatumGetInt16(GetAttributeByName(tup, "max_attempts", &isnull));
+		row->created_at = DatumGetTimestampTz(GetAttributeByName(tup, "created_at", &isnull));
+		row->attempted_at = GetAttributeByName(tup, "attempted_at", &row->attempted_at_null);
+		row->unique_key = GetAttributeByName(tup, "unique_key", &row->unique_key_null);
+		row->unique_states = GetAttributeByName(tup, "unique_states", &row->unique_states_null);
+		row->ordering_key = GetAttributeByName(tup, "ordering_key", &row->ordering_key_null);
+		row->metadata = GetAttributeByName(tup, "metadata", &row->metadata_null);
+		row->tags = GetAttributeByName(tup, "tags", &row->tags_null);
+		row->errors = GetAttributeByName(tup, "errors", &row->errors_null);
+		if (row->job_id <= 0 || row->kind == 0)
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
+	}
+	awa::enqueue_rows(rows, n, false);
+	PG_RETURN_INT32(n);
+}

@@ -1,0 +1,152 @@
+/*
+ * module.cpp — library entry: _PG_init, settings (GUCs), shared memory and the
+ * transaction hooks that drive per-transaction caches and commit wake-ups.
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+void _PG_init(void);
+}
+
+namespace awa
+{
+
+int notify_interval_ms = 250;
+
+namespace
+{
+
+/* Server-wide state; NULL when the library was not preloaded. */
+struct SharedState
+{
+	pg_atomic_uint32 rotor;
+};
+
+SharedState *shared = nullptr;
+bool preloaded = false;
+std::uint32_t local_rotor = 0;
+std::uint64_t xact_epoch = 1;
+void *wakeup_base = nullptr;
+void *stats_base = nullptr;
+
+shmem_request_hook_type prev_shmem_request = nullptr;
+shmem_startup_hook_type prev_shmem_startup = nullptr;
+
+/* Total shared memory of the extension. */
+Size
+total_shmem_size()
+{
+	return add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
+					MAXALIGN(stats_shmem_size()));
+}
+
+/* shmem_request_hook: reserve our segment. */
+void
+request_shmem()
+{
+	if (prev_shmem_request)
+		prev_shmem_request();
+	RequestAddinShmemSpace(total_shmem_size());
+	RequestNamedLWLockTranche("awa_shard", 1);
+}
+
+/* shmem_startup_hook: attach (and initialise once) the segment. */
+void
+startup_shmem()
+{
+	bool found;
+	char *base;
+
+	if (prev_shmem_startup)
+		prev_shmem_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	base = static_cast<char *>(ShmemInitStruct("awa_shard", total_shmem_size(), &found));
+	shared = reinterpret_cast<SharedState *>(base);
+	if (!found)
+		pg_atomic_init_u32(&shared->rotor, 0);
+	wakeup_base = base + MAXALIGN(sizeof(SharedState));
+	stats_base = static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size());
+	wakeup_shmem_init(wakeup_base, found);
+	stats_shmem_init(stats_base, found);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Transaction end: move the cache epoch and deliver wake-ups (must not raise at commit). */
+void
+on_xact_event(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			xact_epoch++;
+			wakeup_at_xact_end(true);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			xact_epoch++;
+			wakeup_at_xact_end(false);
+			break;
+		default:
+			break;
+	}
+}
+
+} // namespace
+
+bool
+shared_state_available()
+{
+	return shared != nullptr;
+}
+
+/* Shared rotor when preloaded; otherwise a backend counter seeded from the pid. */
+std::uint32_t
+next_rotor_ticket()
+{
+	if (shared != nullptr)
+		return pg_atomic_fetch_add_u32(&shared->rotor, 1);
+	return local_rotor++;
+}
+
+std::uint64_t
+current_xact_epoch()
+{
+	return xact_epoch;
+}
+
+} // namespace awa
+
+/* Library load: settings, shared memory when preloaded, transaction hooks. */
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("awa_shard.notify_interval",
+							"Minimum milliseconds between NOTIFYs sent by producers for one queue.",
+							"0 notifies on every producing transaction, -1 never notifies.",
+							&awa::notify_interval_ms, 250, -1, 3600 * 1000, PGC_USERSET,
+							GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	MarkGUCPrefixReserved("awa_shard");
+
+	awa::local_rotor = static_cast<std::uint32_t>(MyProcPid) * 2654435761u;
+	if (process_shared_preload_libraries_in_progress)
+	{
+		awa::preloaded = true;
+		awa::prev_shmem_request = shmem_request_hook;
+		shmem_request_hook = awa::request_shmem;
+		awa::prev_shmem_startup = shmem_startup_hook;
+		shmem_startup_hook = awa::startup_shmem;
+	}
+	RegisterXactCallback(awa::on_xact_event, nullptr);
+	awa::init_lane_cache();
+}

@@ -1,0 +1,101 @@
+/*
+ * pg_boundary.hpp — the single C++/PostgreSQL boundary of awa_shard.
+ *
+ * Every SQL-callable entry point is declared with AWA_SQL_FUNCTION(name). The
+ * macro emits the extern "C" symbol and its PG_FUNCTION_INFO_V1 record, and runs
+ * the C++ body inside invoke_guarded(), which catches every C++ exception
+ * (including `...`), copies its message and SQLSTATE into plain storage, leaves
+ * the handler, and only then raises the PostgreSQL error. A PostgreSQL error
+ * (longjmp) must never cross a live C++ object with a destructor: bodies hold no
+ * std::string/std::vector across a call that can raise; they use palloc'd memory.
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+#include "fmgr.h"
+#include "utils/elog.h"
+}
+
+#include <cstring>
+#include <exception>
+
+namespace awa
+{
+
+/* A C++ error that carries the SQLSTATE to report (e.g. ERRCODE_INVALID_PARAMETER_VALUE). */
+class SqlError : public std::exception
+{
+  public:
+	SqlError(int sqlstate, const char *message) : sqlstate_(sqlstate)
+	{
+		std::strncpy(message_, message, sizeof(message_) - 1);
+		message_[sizeof(message_) - 1] = '\0';
+	}
+	const char *what() const noexcept override
+	{
+		return message_;
+	}
+	int sqlstate() const noexcept
+	{
+		return sqlstate_;
+	}
+
+  private:
+	int sqlstate_;
+	char message_[512];
+};
+
+using SqlBody = Datum (*)(FunctionCallInfo);
+
+/* Run one SQL function body; turn any C++ exception into a PostgreSQL ERROR with a SQLSTATE. */
+inline Datum
+invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
+{
+	char message[512];
+	int sqlstate = ERRCODE_INTERNAL_ERROR;
+
+	message[0] = '\0';
+	try
+	{
+		return body(fcinfo);
+	}
+	catch (const SqlError &e)
+	{
+		sqlstate = e.sqlstate();
+		std::strncpy(message, e.what(), sizeof(message) - 1);
+	}
+	catch (const std::bad_alloc &)
+	{
+		sqlstate = ERRCODE_OUT_OF_MEMORY;
+		std::strncpy(message, "out of memory in awa_shard", sizeof(message) - 1);
+	}
+	catch (const std::exception &e)
+	{
+		std::strncpy(message, e.what(), sizeof(message) - 1);
+	}
+	catch (...)
+	{
+		std::strncpy(message, "unknown C++ exception in awa_shard", sizeof(message) - 1);
+	}
+	message[sizeof(message) - 1] = '\0';
+	/* The handler has ended: every C++ object of the body is destroyed. */
+	ereport(ERROR, (errcode(sqlstate), errmsg("%s", message)));
+	pg_unreachable();
+}
+
+} // namespace awa
+
+/* Declare a SQL-callable function whose body runs inside the C++ guard. */
+#define AWA_SQL_FUNCTION(name)                                                                     \
+	static Datum name##_body(PG_FUNCTION_ARGS);                                                    \
+	extern "C"                                                                                     \
+	{                                                                                              \
+		PG_FUNCTION_INFO_V1(name);                                                                 \
+		Datum name(PG_FUNCTION_ARGS)                                                               \
+		{                                                                                          \
+			return awa::invoke_guarded(name##_body, fcinfo);                                       \
+		}                                                                                          \
+	}                                                                                              \
+	static Datum name##_body(PG_FUNCTION_ARGS)

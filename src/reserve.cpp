@@ -1,0 +1,266 @@
+/*
+ * reserve.cpp — lanes and lane_seq reservation (D2).
+ *
+ * A lane (queue, priority, enqueue_shard) owns one sequence. A reservation takes the
+ * lane's advisory lock for the rest of the transaction, then one nextval and (for a
+ * block) one setval. A backend cache maps lane -> (sequence OID, lock key) so a known
+ * lane costs no SPI, no DDL and no catalog lookup; entries created by a (sub)transaction
+ * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
+ */
+#include "awa_shard.hpp"
+#include "ordering_hash.hpp"
+#include "shard_math.hpp"
+
+extern "C"
+{
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* A known lane. created_subid is set while the creating transaction is still open. */
+struct LaneEntry
+{
+	LaneKey key;
+	Oid seq_oid;
+	int64 lock_key;
+	SubTransactionId created_subid;
+};
+
+HTAB *lanes = nullptr;
+int pending_created = 0;
+SPIPlanPtr ensure_plan = nullptr;
+SPIPlanPtr peek_plan = nullptr;
+
+/* The lane cache, created on first use. */
+HTAB *
+lane_table()
+{
+	if (lanes == nullptr)
+	{
+		HASHCTL ctl;
+
+		std::memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LaneKey);
+		ctl.entrysize = sizeof(LaneEntry);
+		ctl.hcxt = TopMemoryContext;
+		lanes = hash_create("awa_shard lanes", 128, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		pending_created = 0;
+	}
+	return lanes;
+}
+
+/* Remove entries matching a predicate (the cache is small: one entry per lane used). */
+template <typename Pred>
+void
+evict_if(Pred pred)
+{
+	HASH_SEQ_STATUS status;
+	LaneEntry *entry;
+
+	if (lanes == nullptr)
+		return;
+	hash_seq_init(&status, lanes);
+	while ((entry = static_cast<LaneEntry *>(hash_seq_search(&status))) != nullptr)
+	{
+		if (pred(entry))
+		{
+			if (entry->created_subid != InvalidSubTransactionId)
+				pending_created--;
+			hash_search(lanes, &entry->key, HASH_REMOVE, nullptr);
+		}
+	}
+}
+
+/* Relcache invalidation: a dropped or recreated sequence must not be used again. */
+void
+on_relcache_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid)
+		evict_if([](LaneEntry *) { return true; });
+	else
+		evict_if([relid](LaneEntry *e) { return e->seq_oid == relid; });
+}
+
+/* Top-level end: entries of a committed creator become permanent; an aborted creator's vanish. */
+void
+on_xact(XactEvent event, void *arg)
+{
+	if (pending_created == 0)
+		return;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		evict_if([](LaneEntry *e) { return e->created_subid != InvalidSubTransactionId; });
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+	{
+		HASH_SEQ_STATUS status;
+		LaneEntry *entry;
+
+		hash_seq_init(&status, lanes);
+		while ((entry = static_cast<LaneEntry *>(hash_seq_search(&status))) != nullptr)
+			entry->created_subid = InvalidSubTransactionId;
+		pending_created = 0;
+	}
+}
+
+/* Subtransaction end: a rolled-back savepoint takes its lanes with it. */
+void
+on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	if (pending_created == 0)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		evict_if([my_subid](LaneEntry *e) { return e->created_subid == my_subid; });
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		HASH_SEQ_STATUS status;
+		LaneEntry *entry;
+
+		hash_seq_init(&status, lanes);
+		while ((entry = static_cast<LaneEntry *>(hash_seq_search(&status))) != nullptr)
+			if (entry->created_subid == my_subid)
+				entry->created_subid = parent_subid;
+	}
+}
+
+/* Cache miss: create or look up the lane through awa._ensure_lane (takes the lane lock). */
+LaneEntry *
+ensure_lane(const LaneKey *key, const char *queue, int queue_len)
+{
+	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
+	Datum values[3];
+	Oid seq_oid;
+	int64 lock_key;
+	bool created;
+	bool isnull;
+	bool found;
+	LaneEntry *entry;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
+			  argtypes);
+	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
+	values[1] = Int16GetDatum(key->priority);
+	values[2] = Int16GetDatum(key->shard);
+	exec_plan(ensure_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane creation");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: lane creation returned %lu rows", static_cast<unsigned long>(SPI_processed));
+	seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	created = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+
+	entry = static_cast<LaneEntry *>(hash_search(lane_table(), key, HASH_ENTER, &found));
+	if (found && entry->created_subid != InvalidSubTransactionId)
+		pending_created--;
+	entry->seq_oid = seq_oid;
+	entry->lock_key = lock_key;
+	entry->created_subid = created ? GetCurrentSubTransactionId() : InvalidSubTransactionId;
+	if (created)
+		pending_created++;
+	return entry;
+}
+
+/* Next value of a lane's sequence without reserving it (1 for a lane that does not exist). */
+int64
+peek_lane(const char *queue, int queue_len, int priority, int shard)
+{
+	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
+	Datum values[3];
+	int64 next = 1;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&peek_plan,
+			  "SELECT coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(seq_name))), 0) + 1 "
+			  "FROM awa.queue_enqueue_heads WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
+			  3, argtypes);
+	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
+	values[1] = Int16GetDatum(priority);
+	values[2] = Int16GetDatum(shard);
+	exec_plan(peek_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane peek");
+	if (SPI_processed == 1)
+	{
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			next = DatumGetInt64(d);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	return next;
+}
+
+} // namespace
+
+/* Reserve [start, start + count) on a lane; the lane lock stays held until the transaction ends. */
+int64
+reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count)
+{
+	LaneKey key;
+	bool found;
+	LaneEntry *entry;
+	int64 start;
+
+	make_lane_key(&key, queue, queue_len, priority, shard);
+	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
+	if (!found)
+		entry = ensure_lane(&key, queue, queue_len);
+	/* Re-entrant: a lane already locked by this transaction only bumps a local count. */
+	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(entry->lock_key));
+	start = nextval_internal(entry->seq_oid, false);
+	if (count > 1)
+		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
+	return start;
+}
+
+/* Hooks that keep the lane cache honest across aborts and DDL. */
+void
+init_lane_cache()
+{
+	CacheRegisterRelcacheCallback(on_relcache_inval, PointerGetDatum(nullptr));
+	RegisterXactCallback(on_xact, nullptr);
+	RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+} // namespace awa
+
+/* awa.reserve_enqueue_seq(queue, priority, shard, count). */
+AWA_SQL_FUNCTION(awa_reserve_enqueue_seq)
+{
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+	int priority;
+	int shard;
+	int64 count;
+
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("%s must not be null",
+							   PG_ARGISNULL(1) ? "p_priority" : PG_ARGISNULL(2) ? "p_enqueue_shard" : "p_count")));
+	priority = awa::checked_priority(PG_GETARG_INT16(1), "p_priority");
+	shard = PG_GETARG_INT16(2);
+	if (shard < 0 || shard >= awa::kMaxEnqueueShards)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("p_enqueue_shard must be between 0 and %d", awa::kMaxEnqueueShards - 1),
+						errdetail("The value is %d.", shard)));
+	count = PG_GETARG_INT64(3);
+	if (count > 1000000)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("p_count must be at most 1000000"), errdetail("The value is " INT64_FORMAT ".", count)));
+	if (count <= 0)
+		return Int64GetDatum(awa::peek_lane(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard));
+	return Int64GetDatum(awa::reserve_lane_block(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, count));
+}

@@ -1,0 +1,178 @@
+/*
+ * shard.cpp — routing of enqueued rows: the per-transaction width cache of
+ * awa.queue_meta (D7), the sticky keyless rotor pick (D6) and awa.shard_for_enqueue.
+ */
+#include "awa_shard.hpp"
+#include "ordering_hash.hpp"
+#include "shard_math.hpp"
+
+extern "C"
+{
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* A cached width or sticky pick, valid while epoch equals the transaction epoch. */
+struct RouteEntry
+{
+	LaneKey key;
+	std::uint64_t epoch;
+	int shards;
+	int shard;
+};
+
+HTAB *widths = nullptr;
+HTAB *picks = nullptr;
+SPIPlanPtr width_plan = nullptr;
+
+/* Backend-lifetime hash table of RouteEntry. */
+HTAB *
+route_table(HTAB **table, const char *name)
+{
+	if (*table == nullptr)
+	{
+		HASHCTL ctl;
+
+		std::memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LaneKey);
+		ctl.entrysize = sizeof(RouteEntry);
+		ctl.hcxt = TopMemoryContext;
+		*table = hash_create(name, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return *table;
+}
+
+/* Read enqueue_shards of a queue from awa.queue_meta (no row = 1). */
+int
+read_width(const char *queue, int queue_len)
+{
+	static const Oid argtypes[1] = {TEXTOID};
+	Datum values[1];
+	int shards = 1;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&width_plan, "SELECT enqueue_shards FROM awa.queue_meta WHERE queue = $1", 1, argtypes);
+	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
+	exec_plan(width_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue width lookup");
+	if (SPI_processed == 1)
+	{
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			shards = DatumGetInt16(d);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (!valid_shard_count(shards))
+		elog(ERROR, "awa_shard: queue_meta holds an out-of-range width %d", shards);
+	return shards;
+}
+
+} // namespace
+
+/* Width for this transaction: read once per transaction, so an UPSERT is seen next transaction. */
+int
+queue_width(const char *queue, int queue_len)
+{
+	LaneKey key;
+	bool found;
+	RouteEntry *entry;
+	int shards;
+
+	make_lane_key(&key, queue, queue_len, 0, 0);
+	entry = static_cast<RouteEntry *>(hash_search(route_table(&widths, "awa_shard widths"), &key, HASH_FIND, &found));
+	if (found && entry->epoch == current_xact_epoch())
+		return entry->shards;
+	shards = read_width(queue, queue_len);
+	entry = static_cast<RouteEntry *>(hash_search(widths, &key, HASH_ENTER, &found));
+	entry->epoch = current_xact_epoch();
+	entry->shards = shards;
+	return shards;
+}
+
+/* Drop every cached width (called when this transaction changed queue_meta). */
+void
+forget_queue_widths()
+{
+	if (widths != nullptr)
+	{
+		hash_destroy(widths);
+		widths = nullptr;
+	}
+}
+
+/* One rotor ticket per (queue, priority) per transaction: at most one keyless lane lock each. */
+int
+sticky_rotor_shard(const char *queue, int queue_len, int priority, int shards)
+{
+	LaneKey key;
+	bool found;
+	RouteEntry *entry;
+
+	if (shards <= 1)
+		return 0;
+	make_lane_key(&key, queue, queue_len, priority, 0);
+	entry = static_cast<RouteEntry *>(hash_search(route_table(&picks, "awa_shard picks"), &key, HASH_ENTER, &found));
+	if (!found || entry->epoch != current_xact_epoch() || entry->shards != shards)
+	{
+		entry->epoch = current_xact_epoch();
+		entry->shards = shards;
+		entry->shard = rotor_shard(next_rotor_ticket(), shards);
+	}
+	return entry->shard;
+}
+
+} // namespace awa
+
+/* awa.queue_enqueue_shards(queue): the width this transaction routes with. */
+AWA_SQL_FUNCTION(awa_queue_enqueue_shards)
+{
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+
+	return Int16GetDatum(static_cast<int16>(awa::queue_width(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue))));
+}
+
+/* awa.shard_for_enqueue(queue, priority, key): the shard a row would be enqueued to now. */
+AWA_SQL_FUNCTION(awa_shard_for_enqueue)
+{
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+	const char *q = VARDATA_ANY(queue);
+	int qlen = VARSIZE_ANY_EXHDR(queue);
+	int priority;
+	int shards;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_priority must not be null")));
+	priority = awa::checked_priority(PG_GETARG_INT16(1), "p_priority");
+	shards = awa::queue_width(q, qlen);
+	if (!PG_ARGISNULL(2))
+	{
+		bytea *key = PG_GETARG_BYTEA_PP(2);
+
+		return Int16GetDatum(static_cast<int16>(awa::shard_for_hash(
+			awa::ordering_key_hash(reinterpret_cast<const unsigned char *>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key)),
+			shards)));
+	}
+	return Int16GetDatum(static_cast<int16>(awa::sticky_rotor_shard(q, qlen, priority, shards)));
+}
+
+/* Statement trigger on awa.queue_meta: this transaction's next enqueue re-reads widths. */
+AWA_SQL_FUNCTION(awa_queue_meta_changed)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+						errmsg("awa._queue_meta_changed must be called as a trigger")));
+	awa::forget_queue_widths();
+	return PointerGetDatum(nullptr);
+}

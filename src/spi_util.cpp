@@ -1,0 +1,37 @@
+/* spi_util.cpp — checked SPI: plans prepared once per backend, exact result codes. */
+#include "awa_shard.hpp"
+
+namespace awa
+{
+
+/* Prepare `sql` into *slot on first use and keep it for the backend's lifetime. */
+SPIPlanPtr
+keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
+{
+	if (*slot == nullptr)
+	{
+		SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
+
+		if (plan == nullptr)
+			elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s",
+				 SPI_result_code_string(SPI_result), sql);
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "awa_shard: SPI_keepplan failed");
+		*slot = plan;
+	}
+	return *slot;
+}
+
+/* Run a kept plan; anything but the expected SPI code is a "cannot happen" error. */
+void
+exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
+		  int expected, const char *what)
+{
+	int rc = SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count);
+
+	if (rc != expected)
+		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),
+			 SPI_result_code_string(expected));
+}
+
+} // namespace awa

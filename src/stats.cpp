@@ -1,0 +1,175 @@
+/*
+ * stats.cpp — per-(queue, enqueue_shard) live counters since server start: enqueued,
+ * claimed, completed, failed. Kept in shared memory when the library is preloaded
+ * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
+ * the view falls back to what the tables can tell (see sql/1.0/70_observability.sql).
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+constexpr int kMaxStatEntries = 2048;
+constexpr int kStatKinds = 4;
+
+/* Key: queue bytes (zero padded) and shard. */
+struct StatKey
+{
+	char queue[kMaxQueueBytes + 1];
+	int16 shard;
+};
+
+struct StatEntry
+{
+	StatKey key;
+	pg_atomic_uint64 counters[kStatKinds];
+};
+
+struct StatShared
+{
+	LWLock *lock;
+	pg_atomic_uint64 dropped; /* increments that found the table full */
+	TimestampTz reset_at;
+};
+
+StatShared *stat_shared = nullptr;
+HTAB *stat_hash = nullptr;
+
+} // namespace
+
+/* Add to one counter; the entry is created on first use (exclusive lock only then). */
+void
+stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n)
+{
+	StatKey key;
+	StatEntry *entry;
+	bool found;
+
+	if (stat_shared == nullptr || n == 0)
+		return;
+	std::memset(&key, 0, sizeof(key));
+	std::memcpy(key.queue, queue, queue_len);
+	key.shard = static_cast<int16>(shard);
+	LWLockAcquire(stat_shared->lock, LW_SHARED);
+	entry = static_cast<StatEntry *>(hash_search(stat_hash, &key, HASH_FIND, nullptr));
+	if (entry == nullptr)
+	{
+		LWLockRelease(stat_shared->lock);
+		LWLockAcquire(stat_shared->lock, LW_EXCLUSIVE);
+		entry = static_cast<StatEntry *>(hash_search(stat_hash, &key, HASH_ENTER_NULL, &found));
+		if (entry == nullptr)
+		{
+			pg_atomic_fetch_add_u64(&stat_shared->dropped, 1);
+			LWLockRelease(stat_shared->lock);
+			return;
+		}
+		if (!found)
+			for (int k = 0; k < kStatKinds; k++)
+				pg_atomic_init_u64(&entry->counters[k], 0);
+	}
+	pg_atomic_fetch_add_u64(&entry->counters[static_cast<int>(kind)], static_cast<std::uint64_t>(n));
+	LWLockRelease(stat_shared->lock);
+}
+
+Size
+stats_shmem_size()
+{
+	return add_size(MAXALIGN(sizeof(StatShared)), hash_estimate_size(kMaxStatEntries, sizeof(StatEntry)));
+}
+
+/* Attach the counters (called under AddinShmemInitLock). */
+void
+stats_shmem_init(void *base, bool found)
+{
+	HASHCTL ctl;
+
+	stat_shared = static_cast<StatShared *>(ShmemInitStruct("awa_shard stats", sizeof(StatShared), &found));
+	if (!found)
+	{
+		stat_shared->lock = &(GetNamedLWLockTranche("awa_shard"))->lock;
+		pg_atomic_init_u64(&stat_shared->dropped, 0);
+		stat_shared->reset_at = GetCurrentTimestamp();
+	}
+	std::memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(StatKey);
+	ctl.entrysize = sizeof(StatEntry);
+	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl,
+							  HASH_ELEM | HASH_BLOBS);
+	(void) base;
+}
+
+} // namespace awa
+
+/* awa._shard_stats() -> setof (queue, enqueue_shard, enqueued, claimed, completed, failed, since). */
+AWA_SQL_FUNCTION(awa_shard_stats)
+{
+	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	HASH_SEQ_STATUS status;
+	awa::StatEntry *entry;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (awa::stat_shared == nullptr)
+		return (Datum) 0;
+	LWLockAcquire(awa::stat_shared->lock, LW_SHARED);
+	hash_seq_init(&status, awa::stat_hash);
+	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
+	{
+		Datum values[7];
+		bool nulls[7] = {false, false, false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(entry->key.queue);
+		values[1] = Int16GetDatum(entry->key.shard);
+		for (int k = 0; k < awa::kStatKinds; k++)
+			values[2 + k] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&entry->counters[k])));
+		values[6] = TimestampTzGetDatum(awa::stat_shared->reset_at);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(awa::stat_shared->lock);
+	return (Datum) 0;
+}
+
+/* awa.reset_shard_stats(): forget every counter (awa_admin only). */
+AWA_SQL_FUNCTION(awa_reset_shard_stats)
+{
+	HASH_SEQ_STATUS status;
+	awa::StatEntry *entry;
+
+	if (awa::stat_shared == nullptr)
+		PG_RETURN_BOOL(false);
+	LWLockAcquire(awa::stat_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, awa::stat_hash);
+	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
+		hash_search(awa::stat_hash, &entry->key, HASH_REMOVE, nullptr);
+	awa::stat_shared->reset_at = GetCurrentTimestamp();
+	LWLockRelease(awa::stat_shared->lock);
+	PG_RETURN_BOOL(true);
+}
+
+/* awa._count_failed(queue, shard): count a terminal failure (called by the SQL exits). */
+AWA_SQL_FUNCTION(awa_count_failed)
+{
+	text *queue;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_VOID();
+	queue = PG_GETARG_TEXT_PP(0);
+	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), PG_GETARG_INT16(1), awa::StatKind::Failed, 1);
+	PG_RETURN_VOID();
+}
