@@ -53,11 +53,12 @@ const char *const kCandidateSql =
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
 	"  ORDER BY r.lane_seq LIMIT $5), "                                                                        \
 	"rows_ AS MATERIALIZED ("                                                                                  \
-	"  SELECT p.*, ring.current_slot AS ring_slot, ring.generation AS ring_generation, c.t AS claimed_at, "    \
+	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                   \
 	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                           \
 	"    (CASE WHEN $7 > 0 THEN greatest(1, p.priority - floor(extract(epoch FROM c.t - p.run_at) / $7)) "    \
 	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
-	"  FROM picked p, (SELECT current_slot, generation FROM " RING ") ring, (SELECT clock_timestamp() AS t) c), " \
+	"  FROM picked p, (SELECT (SELECT current_slot FROM " RING ") AS slot, "                                   \
+	"    (SELECT generation FROM " RING ") AS generation, clock_timestamp() AS t) c), "                         \
 	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next "                                       \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                  \
 	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "              \

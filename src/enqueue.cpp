@@ -233,10 +233,10 @@ const char *const kReadyInsertSql =
 	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
 	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
 	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
-	"SELECT r.current_slot, r.generation, u.job_id, u.kind, u.queue, u.args, u.priority, "
+	"SELECT (SELECT current_slot FROM awa.queue_ring_state), (SELECT generation FROM awa.queue_ring_state), u.job_id, u.kind, u.queue, u.args, u.priority, "
 	"u.attempt, u.run_lease, u.max_attempts, u.run_at, u.created_at, u.attempted_at, "
 	"u.unique_key, u.unique_states::bit(8), u.ordering_key, u.metadata, u.tags::text[], "
-	"u.errors, u.extra1, u.extra2 FROM awa.queue_ring_state r, " AWA_UNNEST_BODY;
+	"u.errors, u.extra1, u.extra2 FROM " AWA_UNNEST_BODY;
 
 /* Deferred rows: extra2 = 1 marks retryable, 0 scheduled. */
 const char *const kDeferredInsertSql =

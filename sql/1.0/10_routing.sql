@@ -47,7 +47,7 @@ CREATE FUNCTION awa.shard_for_ordering_key(key text, shards integer) RETURNS sma
 CREATE FUNCTION awa.queue_enqueue_shards(p_queue text) RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_queue_enqueue_shards'
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority)
 -- for the rest of the transaction.
@@ -55,7 +55,7 @@ CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority smallint, p_order
     RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_enqueue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Name of a lane's sequence: md5 of 'queue:priority:shard' (the reference's naming).
 CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority smallint, p_enqueue_shard smallint)
@@ -113,7 +113,7 @@ CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority smallint, p_enq
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_reserve_enqueue_seq'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Own-transaction changes of queue_meta must be seen by this transaction's next enqueue.
 CREATE FUNCTION awa._queue_meta_changed() RETURNS trigger

@@ -19,7 +19,7 @@ CREATE FUNCTION awa.insert_job_compat(
     RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Enqueue a batch into one queue; arrays are NULL or as long as p_kinds. One rotor pick
 -- per (queue, priority) for keyless rows, one reservation per lane in sorted lane order,
@@ -38,11 +38,11 @@ CREATE FUNCTION awa.insert_jobs(
     RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'awa_insert_jobs'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves): ids,
 -- attempts and keys are kept; the destination queue's current width picks the shard.
 CREATE FUNCTION awa._enqueue_ready(p_rows awa.deferred_jobs[]) RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_enqueue_ready'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;

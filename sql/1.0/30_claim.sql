@@ -36,17 +36,17 @@ CREATE FUNCTION awa.claim_ready_runtime(
         payload jsonb)
     AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Complete running attempts; returns the (job_id, run_lease) pairs this call completed.
 CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[])
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Sleep until a producing transaction of the queue commits or the timeout passes.
 CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer) RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;

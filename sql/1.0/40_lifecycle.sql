@@ -135,7 +135,7 @@ CREATE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text D
                              p_retry_in interval DEFAULT NULL)
     RETURNS awa.job_state
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -167,7 +167,7 @@ CREATE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error
                                     p_reason text DEFAULT 'failed')
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -196,7 +196,7 @@ $$;
 CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -220,7 +220,7 @@ $$;
 CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -244,7 +244,7 @@ $$;
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
 CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     v_alive integer := 0;
@@ -285,7 +285,7 @@ $$;
 CREATE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit integer DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     v_cutoff timestamptz;
@@ -327,7 +327,7 @@ $$;
 CREATE FUNCTION awa.rescue_expired_deadlines(p_limit integer DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
@@ -364,7 +364,7 @@ $$;
 CREATE FUNCTION awa.promote_due(p_limit integer DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     v_rows awa.deferred_jobs[];
