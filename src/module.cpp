@@ -37,17 +37,23 @@ bool preloaded = false;
 std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
 void *wakeup_base = nullptr;
-void *stats_base = nullptr;
 
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* Total shared memory of the extension. */
+/* Our own segment: the rotor and the wake-up slots. */
+Size
+segment_shmem_size()
+{
+	return add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size()));
+}
+
+/* Total shared memory of the extension: the segment plus the stats struct and hash,
+ * which stats_shmem_init allocates by name from the main pool. */
 Size
 total_shmem_size()
 {
-	return add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
-					MAXALIGN(stats_shmem_size()));
+	return add_size(segment_shmem_size(), MAXALIGN(stats_shmem_size()));
 }
 
 /* shmem_request_hook: reserve our segment. */
@@ -70,14 +76,13 @@ startup_shmem()
 	if (prev_shmem_startup)
 		prev_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	base = static_cast<char *>(ShmemInitStruct("awa_shard", total_shmem_size(), &found));
+	base = static_cast<char *>(ShmemInitStruct("awa_shard", segment_shmem_size(), &found));
 	shared = reinterpret_cast<SharedState *>(base);
 	if (!found)
 		pg_atomic_init_u32(&shared->rotor, 0);
 	wakeup_base = base + MAXALIGN(sizeof(SharedState));
-	stats_base = static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size());
 	wakeup_shmem_init(wakeup_base, found);
-	stats_shmem_init(stats_base, found);
+	stats_shmem_init(nullptr, found);
 	LWLockRelease(AddinShmemInitLock);
 }
 
