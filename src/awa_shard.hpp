@@ -112,6 +112,10 @@ enum class StatKind
 /* Add n to a (queue, shard) counter (no-op without shared memory). */
 void stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n);
 
+/* ---- worker.cpp: maintenance background worker ---- */
+void define_maintenance_settings();
+void register_maintenance_worker();
+
 /* ---- module.cpp: shared memory sizing for the concerns above ---- */
 Size wakeup_shmem_size();
 void wakeup_shmem_init(void *base, bool found);

@@ -141,6 +141,7 @@ _PG_init(void)
 							"0 notifies on every producing transaction, -1 never notifies.",
 							&awa::notify_interval_ms, 250, -1, 3600 * 1000, PGC_USERSET,
 							GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	awa::define_maintenance_settings();
 	MarkGUCPrefixReserved("awa_shard");
 
 	awa::local_rotor = static_cast<std::uint32_t>(MyProcPid) * 2654435761u;
@@ -151,6 +152,7 @@ _PG_init(void)
 		shmem_request_hook = awa::request_shmem;
 		awa::prev_shmem_startup = shmem_startup_hook;
 		shmem_startup_hook = awa::startup_shmem;
+		awa::register_maintenance_worker();
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();

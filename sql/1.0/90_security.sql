@@ -53,7 +53,10 @@ GRANT EXECUTE ON FUNCTION
     awa.rescue_stale_heartbeats(interval, integer),
     awa.rescue_expired_deadlines(integer),
     awa.promote_due(integer),
-    awa.reset_shard_stats()
+    awa.reset_shard_stats(),
+    awa.rotate_queue_ring(), awa.prune_queue_ring(integer),
+    awa.rotate_attempt_ring(text), awa.prune_attempt_ring(text, integer),
+    awa.run_maintenance(interval, integer)
     TO awa_admin;
 GRANT SELECT ON ALL TABLES IN SCHEMA awa TO awa_admin;
 GRANT INSERT, UPDATE, DELETE ON awa.queue_meta TO awa_admin;

@@ -1,0 +1,141 @@
+/*
+ * worker.cpp — the maintenance background worker (D9). When the library is preloaded
+ * and awa_shard.maintenance_database names a database, one worker connects to it and
+ * calls awa.run_maintenance() every awa_shard.maintenance_interval milliseconds (promotion,
+ * rescue, ring rotation and prune). A database without the extension is skipped quietly.
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+
+PGDLLEXPORT void awa_maintenance_main(Datum arg);
+}
+
+namespace awa
+{
+
+char *maintenance_database = nullptr;
+int maintenance_interval_ms = 1000;
+int stale_heartbeat_secs = 300;
+
+namespace
+{
+
+/* One maintenance pass in its own transaction; errors are logged, never fatal. */
+void
+maintenance_pass()
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "awa_shard maintenance");
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "awa_shard: SPI_connect failed");
+		if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'awa_shard'", true, 1) ==
+				SPI_OK_SELECT &&
+			SPI_processed == 1)
+		{
+			char sql[128];
+
+			snprintf(sql, sizeof(sql), "SELECT awa.run_maintenance(make_interval(secs => %d))",
+					 stale_heartbeat_secs);
+			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "awa_shard: maintenance statement failed");
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(outer);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+	pgstat_report_stat(true);
+	pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+} // namespace
+
+/* Register the worker at postmaster start when a maintenance database is configured. */
+void
+register_maintenance_worker()
+{
+	BackgroundWorker worker;
+
+	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
+		return;
+	std::memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 10;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "awa_shard");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "awa_maintenance_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "awa_shard maintenance");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "awa_shard maintenance");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Settings of the maintenance worker. */
+void
+define_maintenance_settings()
+{
+	DefineCustomStringVariable("awa_shard.maintenance_database",
+							   "Database in which the maintenance worker runs awa.run_maintenance().",
+							   "Empty disables the worker. Needs shared_preload_libraries.",
+							   &maintenance_database, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.",
+							nullptr, &maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+							nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("awa_shard.stale_heartbeat", "Seconds without heartbeat after which an attempt is rescued.",
+							nullptr, &stale_heartbeat_secs, 300, 1, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S,
+							nullptr, nullptr, nullptr);
+}
+
+} // namespace awa
+
+/* Worker entry point: connect, then loop maintenance passes until asked to stop. */
+void
+awa_maintenance_main(Datum arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(awa::maintenance_database, nullptr, 0);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		awa::maintenance_pass();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, awa::maintenance_interval_ms,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
