@@ -32,26 +32,42 @@ namespace
 SPIPlanPtr candidate_plan = nullptr;
 SPIPlanPtr drain_receipts_plan = nullptr;
 SPIPlanPtr drain_leases_plan = nullptr;
+SPIPlanPtr clear_hint_plan = nullptr;
 
-/* Lock the best unlocked lane head of a queue; returns the plane mode in its last column. */
+/*
+ * Lock the best unlocked lane head of a queue; returns the plane mode in its last column.
+ * A head's run_at comes from the hint the last claim left on the head row; without a hint
+ * the lane is probed, but only when its sequence has moved past the cursor (an empty lane
+ * costs one sequence read, not one index probe per ready partition).
+ */
 const char *const kCandidateSql =
 	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s) "
 	"FROM awa.queue_claim_heads h "
-	"CROSS JOIN LATERAL (SELECT r.run_at FROM awa.ready_entries r "
-	"  WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
-	"    AND r.lane_seq >= h.claim_seq ORDER BY r.lane_seq LIMIT 1) head "
-	"WHERE h.queue = $1 "
+	"JOIN awa.queue_enqueue_heads e "
+	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
+	"CROSS JOIN LATERAL (SELECT coalesce(h.head_run_at, CASE "
+	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(e.seq_name))), 0) "
+	"  THEN (SELECT r.run_at FROM awa.ready_entries r "
+	"        WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
+	"          AND r.lane_seq >= h.claim_seq ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
+	"WHERE h.queue = $1 AND head.run_at IS NOT NULL "
 	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
 	"ORDER BY CASE WHEN $2 > 0 THEN greatest(1, h.priority - floor(extract(epoch FROM clock_timestamp() - head.run_at) / $2)) "
 	"              ELSE h.priority END, head.run_at, h.priority "
 	"LIMIT 1 FOR UPDATE OF h SKIP LOCKED";
 
+/* A locked head whose hint pointed at nothing: forget the hint so the next walk probes. */
+const char *const kClearHintSql =
+	"UPDATE awa.queue_claim_heads SET head_run_at = NULL "
+	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL";
+
 /* Shared head of the drain statements: the picked rows with their attempt values. */
 #define AWA_DRAIN_PICK(RING)                                                                                   \
-	"WITH picked AS MATERIALIZED ("                                                                            \
+	"WITH window_ AS MATERIALIZED ("                                                                           \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
-	"  ORDER BY r.lane_seq LIMIT $5), "                                                                        \
+	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                    \
+	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                              \
 	"rows_ AS MATERIALIZED ("                                                                                  \
 	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                   \
 	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                           \
@@ -59,7 +75,8 @@ const char *const kCandidateSql =
 	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
 	"  FROM picked p, (SELECT (SELECT current_slot FROM " RING ") AS slot, "                                   \
 	"    (SELECT generation FROM " RING ") AS generation, clock_timestamp() AS t) c), "                         \
-	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next "                                       \
+	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                      \
+	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                  \
 	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "              \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                    \
@@ -150,32 +167,40 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 
-	awa::keep_plan(&candidate_plan, kCandidateSql, 2, cand_types);
-	cand_values[0] = PointerGetDatum(queue);
-	cand_values[1] = Float8GetDatum(aging_secs);
-	awa::exec_plan(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
-	if (SPI_processed == 0)
+	/* A stale hint can lead to an empty lane: clear it and walk again (bounded). */
+	for (int attempt = 0;; attempt++)
 	{
-		SPI_finish();
-		return (Datum) 0;
-	}
-	priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+		awa::keep_plan(&candidate_plan, kCandidateSql, 2, cand_types);
+		cand_values[0] = PointerGetDatum(queue);
+		cand_values[1] = Float8GetDatum(aging_secs);
+		awa::exec_plan(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
+		if (SPI_processed == 0)
+		{
+			SPI_finish();
+			return (Datum) 0;
+		}
+		priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+		receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 
-	if (receipts)
-		drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 7, drain_types);
-	else
-		drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 7, drain_types);
-	drain_values[0] = PointerGetDatum(queue);
-	drain_values[1] = Int16GetDatum(priority);
-	drain_values[2] = Int16GetDatum(shard);
-	drain_values[3] = Int64GetDatum(claim_seq);
-	drain_values[4] = Int64GetDatum(max_batch);
-	drain_values[5] = Float8GetDatum(deadline_secs);
-	drain_values[6] = Float8GetDatum(aging_secs);
-	awa::exec_plan(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
+		if (receipts)
+			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 7, drain_types);
+		else
+			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 7, drain_types);
+		drain_values[0] = PointerGetDatum(queue);
+		drain_values[1] = Int16GetDatum(priority);
+		drain_values[2] = Int16GetDatum(shard);
+		drain_values[3] = Int64GetDatum(claim_seq);
+		drain_values[4] = Int64GetDatum(max_batch);
+		drain_values[5] = Float8GetDatum(deadline_secs);
+		drain_values[6] = Float8GetDatum(aging_secs);
+		awa::exec_plan(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
+		if (SPI_processed > 0 || attempt >= 3)
+			break;
+		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, drain_types);
+		awa::exec_plan(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
+	}
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

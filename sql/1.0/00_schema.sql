@@ -44,11 +44,14 @@ CREATE TABLE awa.queue_enqueue_heads (
     WITH (fillfactor = 50);
 
 -- The claim cursor of each lane: the lowest lane_seq not yet claimed or proven absent.
+-- head_run_at is a hint written by the claim that moved the cursor: run_at of the ready
+-- row at claim_seq when it was visible then (NULL: unknown, the claim walk looks it up).
 CREATE TABLE awa.queue_claim_heads (
     queue text NOT NULL,
     priority smallint NOT NULL,
     enqueue_shard smallint NOT NULL DEFAULT 0,
     claim_seq bigint NOT NULL DEFAULT 1,
+    head_run_at timestamptz,
     PRIMARY KEY (queue, priority, enqueue_shard))
     WITH (fillfactor = 50, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200);
 
