@@ -55,6 +55,12 @@ std::uint32_t next_rotor_ticket();
 /* Counter bumped whenever this backend's transaction ends; caches compare against it. */
 std::uint64_t current_xact_epoch();
 
+/* Validity stamp of cached queue widths (see module.cpp). */
+std::uint64_t queue_meta_stamp();
+
+/* Called by the queue_meta trigger: widths change at this transaction's commit. */
+void note_queue_meta_changed();
+
 /* ---- validate.cpp: argument checks with SQLSTATEs ---- */
 
 /* Text of a queue argument, checked (NULL -> 22004, length 1..200 -> 23514). */

@@ -28,6 +28,7 @@ namespace
 {
 
 SPIPlanPtr ready_plan = nullptr;
+SPIPlanPtr ready_one_plan = nullptr;
 SPIPlanPtr deferred_plan = nullptr;
 SPIPlanPtr unique_plan = nullptr;
 
@@ -238,6 +239,56 @@ const char *const kReadyInsertSql =
 	"u.unique_key, u.unique_states::bit(8), u.ordering_key, u.metadata, u.tags::text[], "
 	"u.errors, u.extra1, u.extra2 FROM " AWA_UNNEST_BODY;
 
+/* One ready row (the common single-job path): plain VALUES, no arrays to build and unnest. */
+const char *const kReadyInsertOneSql =
+	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
+	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
+	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
+	"VALUES ((SELECT current_slot FROM awa.queue_ring_state), (SELECT generation FROM awa.queue_ring_state), "
+	"$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::bit(8), $14, $15, $16, $17, $18, $19)";
+
+const Oid kOneTypes[C_COUNT] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, INT2OID, INT2OID, INT8OID, INT2OID,
+								TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BYTEAOID, VARBITOID,
+								BYTEAOID, JSONBOID, TEXTARRAYOID, JSONBOID, INT8OID, INT2OID};
+
+/* Insert a single ready row with scalar parameters. */
+void
+insert_one_ready(const EnqueueRow &r)
+{
+	Datum values[C_COUNT];
+	char nulls[C_COUNT];
+
+	keep_plan(&ready_one_plan, kReadyInsertOneSql, C_COUNT, kOneTypes);
+	memset(nulls, ' ', sizeof(nulls));
+	values[C_JOB_ID] = Int64GetDatum(r.job_id);
+	values[C_KIND] = r.kind;
+	values[C_QUEUE] = PointerGetDatum(cstring_to_text_with_len(r.queue, r.queue_len));
+	values[C_ARGS] = r.args;
+	values[C_PRIORITY] = Int16GetDatum(r.priority);
+	values[C_ATTEMPT] = Int16GetDatum(r.attempt);
+	values[C_RUN_LEASE] = Int64GetDatum(r.run_lease);
+	values[C_MAX_ATTEMPTS] = Int16GetDatum(r.max_attempts);
+	values[C_RUN_AT] = TimestampTzGetDatum(r.run_at);
+	values[C_CREATED_AT] = TimestampTzGetDatum(r.created_at);
+	values[C_ATTEMPTED_AT] = r.attempted_at;
+	nulls[C_ATTEMPTED_AT] = r.attempted_at_null ? 'n' : ' ';
+	values[C_UNIQUE_KEY] = r.unique_key;
+	nulls[C_UNIQUE_KEY] = r.unique_key_null ? 'n' : ' ';
+	values[C_UNIQUE_STATES] = r.unique_states;
+	nulls[C_UNIQUE_STATES] = r.unique_states_null ? 'n' : ' ';
+	values[C_ORDERING_KEY] = r.ordering_key;
+	nulls[C_ORDERING_KEY] = r.ordering_key_null ? 'n' : ' ';
+	values[C_METADATA] = r.metadata;
+	nulls[C_METADATA] = r.metadata_null ? 'n' : ' ';
+	values[C_TAGS] = r.tags;
+	nulls[C_TAGS] = r.tags_null ? 'n' : ' ';
+	values[C_ERRORS] = r.errors;
+	nulls[C_ERRORS] = r.errors_null ? 'n' : ' ';
+	values[C_EXTRA1] = Int64GetDatum(r.lane_seq);
+	values[C_EXTRA2] = Int16GetDatum(r.shard);
+	exec_plan(ready_one_plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
+}
+
 /* Deferred rows: extra2 = 1 marks retryable, 0 scheduled. */
 const char *const kDeferredInsertSql =
 	"INSERT INTO awa.deferred_jobs (job_id, kind, queue, args, state, priority, attempt, "
@@ -328,7 +379,9 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 		k = end;
 	}
 
-	if (nready > 0)
+	if (nready == 1)
+		insert_one_ready(rows[order[0]]);
+	else if (nready > 1)
 	{
 		Column cols[C_COUNT];
 
@@ -343,14 +396,22 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 			cols[C_EXTRA2].values[k] = Int16GetDatum(r.shard);
 		}
 		insert_body(&ready_plan, kReadyInsertSql, cols, nready, "ready insert");
-		for (int k = 0; k < nready; k++)
-		{
-			const EnqueueRow &r = rows[order[k]];
+	}
+	/* Wake-ups once per queue, counters once per lane (rows are in lane order). */
+	for (int k = 0, lane_start = 0; k < nready; k++)
+	{
+		const EnqueueRow &r = rows[order[k]];
+		bool last_of_lane = (k + 1 == nready) || rows[order[k + 1]].shard != r.shard ||
+							rows[order[k + 1]].priority != r.priority || rows[order[k + 1]].queue_len != r.queue_len ||
+							memcmp(rows[order[k + 1]].queue, r.queue, r.queue_len) != 0;
 
-			if (k == 0 || r.queue_len != rows[order[k - 1]].queue_len ||
-				memcmp(r.queue, rows[order[k - 1]].queue, r.queue_len) != 0)
-				note_enqueued(r.queue, r.queue_len);
-			stats_add(r.queue, r.queue_len, r.shard, StatKind::Enqueued, 1);
+		if (k == 0 || r.queue_len != rows[order[k - 1]].queue_len ||
+			memcmp(r.queue, rows[order[k - 1]].queue, r.queue_len) != 0)
+			note_enqueued(r.queue, r.queue_len);
+		if (last_of_lane)
+		{
+			stats_add(r.queue, r.queue_len, r.shard, StatKind::Enqueued, k + 1 - lane_start);
+			lane_start = k + 1;
 		}
 	}
 

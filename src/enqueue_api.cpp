@@ -16,6 +16,7 @@ extern "C"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/varbit.h"
 }
@@ -24,6 +25,37 @@ namespace
 {
 
 using awa::EnqueueRow;
+
+/* A jsonb constant parsed once per backend and kept in TopMemoryContext. */
+Datum
+cached_jsonb(Datum *slot, const char *text)
+{
+	if (*slot == 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		*slot = DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+		MemoryContextSwitchTo(old);
+	}
+	return *slot;
+}
+
+Datum empty_object_slot = 0;
+Datum empty_array_slot = 0;
+
+/* '{}'::jsonb */
+Datum
+empty_object()
+{
+	return cached_jsonb(&empty_object_slot, "{}");
+}
+
+/* '[]'::jsonb */
+Datum
+empty_array()
+{
+	return cached_jsonb(&empty_array_slot, "[]");
+}
 
 /* Raise 22004 for a NULL argument that has no default. */
 void
@@ -142,7 +174,7 @@ init_row(EnqueueRow *row, const char *queue, int queue_len, TimestampTz now)
 	std::memset(row, 0, sizeof(*row));
 	row->queue = queue;
 	row->queue_len = queue_len;
-	row->args = DirectFunctionCall1(jsonb_in, CStringGetDatum("{}"));
+	row->args = empty_object();
 	row->priority = 2;
 	row->max_attempts = 25;
 	row->run_at = now;
@@ -263,9 +295,9 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 	values[9] = TimestampTzGetDatum(row->run_at);
 	nulls[10] = nulls[11] = true;
 	values[12] = TimestampTzGetDatum(row->created_at);
-	values[13] = row->metadata_null ? DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")) : row->metadata;
+	values[13] = row->metadata_null ? empty_object() : row->metadata;
 	values[14] = row->tags_null ? PointerGetDatum(construct_empty_array(TEXTOID)) : row->tags;
-	values[15] = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
+	values[15] = empty_array();
 	values[16] = row->unique_key;
 	nulls[16] = row->unique_key_null;
 	values[17] = row->unique_states;

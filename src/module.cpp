@@ -30,12 +30,14 @@ namespace
 struct SharedState
 {
 	pg_atomic_uint32 rotor;
+	pg_atomic_uint64 queue_meta_generation; /* bumped after a commit that changed queue_meta */
 };
 
 SharedState *shared = nullptr;
 bool preloaded = false;
 std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
+bool queue_meta_changed_in_xact = false;
 void *wakeup_base = nullptr;
 
 shmem_request_hook_type prev_shmem_request = nullptr;
@@ -79,7 +81,10 @@ startup_shmem()
 	base = static_cast<char *>(ShmemInitStruct("awa_shard", segment_shmem_size(), &found));
 	shared = reinterpret_cast<SharedState *>(base);
 	if (!found)
+	{
 		pg_atomic_init_u32(&shared->rotor, 0);
+		pg_atomic_init_u64(&shared->queue_meta_generation, 1);
+	}
 	wakeup_base = base + MAXALIGN(sizeof(SharedState));
 	wakeup_shmem_init(wakeup_base, found);
 	stats_shmem_init(nullptr, found);
@@ -95,11 +100,16 @@ on_xact_event(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			xact_epoch++;
+			/* Visible now: let every backend re-read queue widths. */
+			if (queue_meta_changed_in_xact && shared != nullptr)
+				pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
+			queue_meta_changed_in_xact = false;
 			wakeup_at_xact_end(true);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			xact_epoch++;
+			queue_meta_changed_in_xact = false;
 			wakeup_at_xact_end(false);
 			break;
 		default:
@@ -128,6 +138,26 @@ std::uint64_t
 current_xact_epoch()
 {
 	return xact_epoch;
+}
+
+/*
+ * Validity stamp of cached queue widths. Preloaded: the server-wide queue_meta generation,
+ * so a width stays cached across transactions until some commit changes queue_meta (or
+ * this transaction does). Otherwise: the transaction epoch (re-read every transaction).
+ */
+std::uint64_t
+queue_meta_stamp()
+{
+	if (shared != nullptr && !queue_meta_changed_in_xact)
+		return pg_atomic_read_u64(&shared->queue_meta_generation) << 1;
+	return (xact_epoch << 1) | 1;
+}
+
+/* The queue_meta trigger fired in this transaction. */
+void
+note_queue_meta_changed()
+{
+	queue_meta_changed_in_xact = true;
 }
 
 } // namespace awa

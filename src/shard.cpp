@@ -25,7 +25,8 @@ namespace
 struct RouteEntry
 {
 	LaneKey key;
-	std::uint64_t epoch;
+	std::uint64_t epoch; /* transaction epoch of the read or pick */
+	std::uint64_t stamp; /* widths: queue_meta stamp of the read */
 	int shards;
 	int shard;
 };
@@ -81,7 +82,12 @@ read_width(const char *queue, int queue_len)
 
 } // namespace
 
-/* Width for this transaction: read once per transaction, so an UPSERT is seen next transaction. */
+/*
+ * Width of a queue: stable for the rest of a transaction once read, and cached across
+ * transactions until queue_meta changes (preloaded: a commit that changed it bumps a
+ * server-wide generation; otherwise it is re-read once per transaction). The stamp is read
+ * before the table, so a change committed in between forces a re-read next time.
+ */
 int
 queue_width(const char *queue, int queue_len)
 {
@@ -89,14 +95,19 @@ queue_width(const char *queue, int queue_len)
 	bool found;
 	RouteEntry *entry;
 	int shards;
+	std::uint64_t stamp = queue_meta_stamp();
 
 	make_lane_key(&key, queue, queue_len, 0, 0);
 	entry = static_cast<RouteEntry *>(hash_search(route_table(&widths, "awa_shard widths"), &key, HASH_FIND, &found));
-	if (found && entry->epoch == current_xact_epoch())
+	if (found && (entry->epoch == current_xact_epoch() || entry->stamp == stamp))
+	{
+		entry->epoch = current_xact_epoch();
 		return entry->shards;
+	}
 	shards = read_width(queue, queue_len);
 	entry = static_cast<RouteEntry *>(hash_search(widths, &key, HASH_ENTER, &found));
 	entry->epoch = current_xact_epoch();
+	entry->stamp = stamp;
 	entry->shards = shards;
 	return shards;
 }
@@ -173,6 +184,7 @@ AWA_SQL_FUNCTION(awa_queue_meta_changed)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 						errmsg("awa._queue_meta_changed must be called as a trigger")));
+	awa::note_queue_meta_changed();
 	awa::forget_queue_widths();
 	return PointerGetDatum(nullptr);
 }
