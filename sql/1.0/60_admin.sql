@@ -248,8 +248,10 @@ $$;
 -- SKIP LOCKED: lanes being claimed right now are left for the next run), the rows are
 -- removed by full identity and re-enqueued at priority - 1 through awa._enqueue_ready,
 -- so keyed rows keep their key's shard and keyless rows take the rotor, always within
--- the queue's current width. _awa_original_priority is stamped once. Returns the count.
-CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000)
+-- the queue's current width. _awa_original_priority is stamped once. p_queue limits the
+-- run to one queue (NULL: every queue). Returns how many rows moved up.
+CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000,
+                                           p_queue text DEFAULT NULL)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -271,11 +273,14 @@ BEGIN
         RAISE EXCEPTION 'p_limit must be between 1 and 100000' USING ERRCODE = '22023',
             DETAIL = format('The value is %s.', p_limit);
     END IF;
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
     v_cutoff := clock_timestamp() - p_older_than;
     SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard), array_agg(h.claim_seq)
       INTO v_queues, v_priorities, v_shards, v_claims
       FROM (SELECT c.queue, c.priority, c.enqueue_shard, c.claim_seq FROM awa.queue_claim_heads c
-             WHERE c.priority > 1
+             WHERE c.priority > 1 AND (p_queue IS NULL OR c.queue = p_queue)
                AND EXISTS (SELECT 1 FROM awa.ready_entries r
                             WHERE r.queue = c.queue AND r.priority = c.priority
                               AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq

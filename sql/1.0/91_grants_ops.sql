@@ -6,7 +6,7 @@ REVOKE ALL ON FUNCTION
     awa._require(boolean, text), awa._check_queue(text, text), awa._check_priority(smallint, text),
     awa._stamp_metadata(jsonb, jsonb), awa._ready_as_deferred(awa.ready_entries, text, smallint, jsonb),
     awa._take_unclaimed_ready(bigint), awa._take_open_attempt(bigint, text),
-    awa.cancel_job(bigint), awa.delete_job(bigint), awa.age_waiting_priorities(interval, integer),
+    awa.cancel_job(bigint), awa.delete_job(bigint), awa.age_waiting_priorities(interval, integer, text),
     awa.move_queue(bigint, text, smallint), awa.retry_from_dlq(bigint, text, smallint, timestamptz),
     awa.move_failed_to_dlq(bigint, text), awa.list_dlq(text, integer),
     awa.pause_queue(text), awa.resume_queue(text), awa.set_enqueue_shards(text, integer),
@@ -17,7 +17,7 @@ REVOKE ALL ON awa.shard_lag, awa.shard_stats, awa.jobs FROM PUBLIC;
 
 -- Administration: awa_admin only.
 GRANT EXECUTE ON FUNCTION
-    awa.cancel_job(bigint), awa.delete_job(bigint), awa.age_waiting_priorities(interval, integer),
+    awa.cancel_job(bigint), awa.delete_job(bigint), awa.age_waiting_priorities(interval, integer, text),
     awa.move_queue(bigint, text, smallint), awa.retry_from_dlq(bigint, text, smallint, timestamptz),
     awa.move_failed_to_dlq(bigint, text), awa.list_dlq(text, integer),
     awa.pause_queue(text), awa.resume_queue(text), awa.set_enqueue_shards(text, integer)
