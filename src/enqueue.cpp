@@ -16,6 +16,7 @@ extern "C"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/varbit.h"
@@ -200,7 +201,7 @@ fill_body(Column *cols, int m, const EnqueueRow &r)
 	cols[C_METADATA].values[m] = r.metadata;
 	cols[C_METADATA].nulls[m] = r.metadata_null;
 	if (!r.tags_null)
-		cols[C_TAGS].values[m] = DirectFunctionCall1(textin, DirectFunctionCall1(array_out, r.tags));
+		cols[C_TAGS].values[m] = DirectFunctionCall1(textin, OidFunctionCall1(F_ARRAY_OUT, r.tags)); /* array_out needs flinfo */
 	cols[C_TAGS].nulls[m] = r.tags_null;
 	cols[C_ERRORS].values[m] = r.errors;
 	cols[C_ERRORS].nulls[m] = r.errors_null;
