@@ -88,6 +88,11 @@ int64 reserve_lane_block(const char *queue, int queue_len, int priority, int sha
 /* Register cache invalidation and transaction hooks of the lane cache. */
 void init_lane_cache();
 
+/* ---- enqueue.cpp ---- */
+
+/* Register the invalidation hook of the cached job id sequence. */
+void init_enqueue_cache();
+
 /* ---- spi_util.cpp: checked SPI ---- */
 
 /* Prepare a statement once per backend and keep it (SPI must be connected). */

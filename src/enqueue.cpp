@@ -16,6 +16,7 @@ extern "C"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -36,16 +37,29 @@ SPIPlanPtr unique_plan = nullptr;
 const char *const kStateNames[8] = {"scheduled", "available", "running",   "completed",
 									"retryable", "failed",	  "cancelled", "waiting_external"};
 
-/* OID of awa.job_id_seq (two syscache lookups; survives DROP/CREATE EXTENSION). */
+Oid job_seq_oid = InvalidOid;
+
+/* OID of awa.job_id_seq, looked up by name once and forgotten when that relation changes. */
 Oid
 job_id_sequence()
 {
-	Oid nsp = get_namespace_oid("awa", false);
-	Oid rel = get_relname_relid("job_id_seq", nsp);
+	if (!OidIsValid(job_seq_oid))
+	{
+		Oid nsp = get_namespace_oid("awa", false);
 
-	if (!OidIsValid(rel))
-		elog(ERROR, "awa_shard: sequence awa.job_id_seq is missing");
-	return rel;
+		job_seq_oid = get_relname_relid("job_id_seq", nsp);
+		if (!OidIsValid(job_seq_oid))
+			elog(ERROR, "awa_shard: sequence awa.job_id_seq is missing");
+	}
+	return job_seq_oid;
+}
+
+/* Relcache invalidation: DROP/CREATE EXTENSION gives the sequence a new OID. */
+void
+on_relcache_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == job_seq_oid)
+		job_seq_oid = InvalidOid;
 }
 
 /* Element accessors for building parameter arrays. */
@@ -302,6 +316,13 @@ const char *const kDeferredInsertSql =
 	"u.tags::text[], u.errors FROM " AWA_UNNEST_BODY;
 
 } // namespace
+
+/* Register the invalidation hook of the cached job id sequence. */
+void
+init_enqueue_cache()
+{
+	CacheRegisterRelcacheCallback(on_relcache_inval, PointerGetDatum(nullptr));
+}
 
 /* Bit p (0 = leftmost = scheduled) of a bit(8) mask. */
 bool

@@ -186,4 +186,5 @@ _PG_init(void)
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();
+	awa::init_enqueue_cache();
 }
