@@ -34,6 +34,10 @@ BEGIN
 END
 $$;
 
+-- 1.0's claim walk keeps a hint of each lane's head run_at on the claim head; NULL (unknown)
+-- makes the walk look the head up, which is right for every existing lane.
+ALTER TABLE awa.queue_claim_heads ADD COLUMN IF NOT EXISTS head_run_at timestamptz;
+
 -- The enqueue cursor moves from the next_seq column to one sequence per lane, named as
 -- awa.lane_sequence_name(queue, priority, 0) names it (that function is created later in
 -- this script, so the formula is spelled out here). The sequence continues from next_seq:
