@@ -1,0 +1,106 @@
+-- Migration v017 refuses to run while awa.storage_transition_state is mixed_transition
+-- (SQLSTATE 55000, message naming the state) and changes nothing; once the state is
+-- switched back it runs. Its reshape steps are idempotent: run again on an upgraded
+-- schema, or on a fresh 1.0 install, they change nothing.
+\set SHOW_CONTEXT never
+SELECT current_database() AS home \gset
+CREATE DATABASE migration_gate;
+CREATE DATABASE migration_gate_fresh;
+\! cat sql/upgrade/[1-9]*.sql > migration_gate_reshape.tmp
+
+\c migration_gate
+CREATE EXTENSION awa_shard VERSION '0.16';
+\set ECHO none
+\i sql/migration_populate.psql
+\i sql/migration_describe.psql
+\set ECHO all
+CREATE TABLE public.lines_016 AS SELECT l FROM public.awa_catalog_lines() l;
+
+-- The gate: refused, with the state named, and nothing changed.
+UPDATE awa.storage_transition_state SET state = 'mixed_transition';
+ALTER EXTENSION awa_shard UPDATE TO '1.0';
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
+SELECT count(*) AS catalog_lines_changed
+  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_016)
+        UNION ALL (SELECT l FROM public.lines_016 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
+SELECT count(*) AS rows_changed FROM (
+    (SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
+     UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
+     UNION ALL SELECT 'leases', to_jsonb(t) FROM awa.leases t
+     UNION ALL SELECT 'queue_claim_heads', to_jsonb(t) FROM awa.queue_claim_heads t
+     EXCEPT ALL SELECT tbl, r FROM public.mig_rows)) d;
+-- 0.16 keeps working meanwhile.
+SELECT (awa.insert_job_compat('mig', 'mig_a', '{}', 'available', 1::smallint)).lane_seq AS lane_seq_016;
+
+-- Any other state lets it run.
+UPDATE awa.storage_transition_state SET state = 'active';
+ALTER EXTENSION awa_shard UPDATE TO '1.0';
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
+-- The lane continues after the job enqueued by 0.16 above; 11 positional arguments name
+-- one function only (the 0.16 overload is gone).
+SELECT (awa.insert_job_compat('mig', 'mig_a', '{}', 'available', 1::smallint, 25::smallint, NULL, '{}', '{}',
+                              NULL, NULL)).lane_seq AS lane_seq_10;
+SELECT count(*) AS insert_job_compat_overloads FROM pg_catalog.pg_proc
+ WHERE proname = 'insert_job_compat' AND pronamespace = 'awa'::regnamespace;
+
+-- Idempotent: the reshape steps again, on the upgraded schema, change no catalog line,
+-- no row and no lane sequence.
+CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
+CREATE TABLE public.rows_10 AS
+SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
+UNION ALL SELECT 'done_entries', to_jsonb(t) FROM awa.done_entries t
+UNION ALL SELECT 'leases', to_jsonb(t) FROM awa.leases t
+UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
+UNION ALL SELECT 'deferred_jobs', to_jsonb(t) FROM awa.deferred_jobs t
+UNION ALL SELECT 'dlq_entries', to_jsonb(t) FROM awa.dlq_entries t
+UNION ALL SELECT 'queue_claim_heads', to_jsonb(t) FROM awa.queue_claim_heads t
+UNION ALL SELECT 'queue_enqueue_heads', to_jsonb(t) FROM awa.queue_enqueue_heads t
+UNION ALL SELECT 'lane_sequence', jsonb_build_object(h.seq_name,
+              pg_catalog.pg_sequence_last_value(to_regclass('awa.' || quote_ident(h.seq_name))))
+            FROM awa.queue_enqueue_heads h;
+BEGIN;
+SET LOCAL client_min_messages = warning;
+\set ECHO none
+\i migration_gate_reshape.tmp
+\set ECHO all
+COMMIT;
+SELECT count(*) AS catalog_lines_changed
+  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_10)
+        UNION ALL (SELECT l FROM public.lines_10 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
+SELECT count(*) AS rows_changed FROM (
+    (SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
+     UNION ALL SELECT 'done_entries', to_jsonb(t) FROM awa.done_entries t
+     UNION ALL SELECT 'leases', to_jsonb(t) FROM awa.leases t
+     UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
+     UNION ALL SELECT 'deferred_jobs', to_jsonb(t) FROM awa.deferred_jobs t
+     UNION ALL SELECT 'dlq_entries', to_jsonb(t) FROM awa.dlq_entries t
+     UNION ALL SELECT 'queue_claim_heads', to_jsonb(t) FROM awa.queue_claim_heads t
+     UNION ALL SELECT 'queue_enqueue_heads', to_jsonb(t) FROM awa.queue_enqueue_heads t
+     UNION ALL SELECT 'lane_sequence', jsonb_build_object(h.seq_name,
+                   pg_catalog.pg_sequence_last_value(to_regclass('awa.' || quote_ident(h.seq_name))))
+                 FROM awa.queue_enqueue_heads h)
+    EXCEPT ALL SELECT tbl, r FROM public.rows_10) d;
+SELECT (SELECT count(*) FROM public.rows_10) > 50 AS rows_compared;
+
+-- The same on a fresh 1.0 install.
+\c migration_gate_fresh
+CREATE EXTENSION awa_shard;
+\set ECHO none
+\i sql/migration_describe.psql
+\set ECHO all
+CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
+BEGIN;
+SET LOCAL client_min_messages = warning;
+\set ECHO none
+\i migration_gate_reshape.tmp
+\set ECHO all
+COMMIT;
+SELECT count(*) AS catalog_lines_changed
+  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_10)
+        UNION ALL (SELECT l FROM public.lines_10 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
+
+\! rm -f migration_gate_reshape.tmp
+\c :home
+DROP DATABASE migration_gate;
+DROP DATABASE migration_gate_fresh;
