@@ -30,3 +30,4 @@ GRANT EXECUTE ON FUNCTION
     awa._shard_stats_from_tables(), awa._shard_stats()
     TO awa_admin, pg_monitor;
 GRANT SELECT ON awa.shard_lag, awa.shard_stats, awa.jobs TO awa_admin, pg_monitor;
+GRANT USAGE ON SCHEMA awa TO pg_monitor;

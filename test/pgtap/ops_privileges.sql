@@ -1,0 +1,68 @@
+-- Privileges of the operations API (D10): only awa_admin may cancel, delete, move, age,
+-- retry from the DLQ, pause/resume or change queue_meta; the views and counts are
+-- readable by awa_admin and pg_monitor; PUBLIC gets nothing.
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS awa_shard;
+BEGIN;
+SELECT plan(46);
+
+CREATE TEMP TABLE ops_admin_fns (sig text);
+INSERT INTO ops_admin_fns VALUES
+    ('awa.cancel_job(bigint)'), ('awa.delete_job(bigint)'),
+    ('awa.age_waiting_priorities(interval, integer, text)'),
+    ('awa.move_queue(bigint, text, smallint)'),
+    ('awa.retry_from_dlq(bigint, text, smallint, timestamptz)'),
+    ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, integer)'),
+    ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, integer)'),
+    ('awa.reset_shard_stats()');
+
+-- Admin functions: awa_admin yes; producers, workers, monitors and PUBLIC no.
+SELECT ok(bool_and(has_function_privilege('awa_admin', sig, 'EXECUTE')), 'awa_admin may run every admin function')
+  FROM ops_admin_fns;
+SELECT ok(NOT bool_or(has_function_privilege('awa_producer', sig, 'EXECUTE')), 'awa_producer may run no admin function')
+  FROM ops_admin_fns;
+SELECT ok(NOT bool_or(has_function_privilege('awa_worker', sig, 'EXECUTE')), 'awa_worker may run no admin function')
+  FROM ops_admin_fns;
+SELECT ok(NOT bool_or(has_function_privilege('pg_monitor', sig, 'EXECUTE')), 'pg_monitor may run no admin function')
+  FROM ops_admin_fns;
+SELECT ok(NOT bool_or(has_function_privilege('public', sig, 'EXECUTE')), 'PUBLIC may run no admin function')
+  FROM ops_admin_fns;
+
+-- Reads.
+SELECT ok(has_table_privilege(r, v, 'SELECT'), r || ' may read ' || v)
+  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs']) v;
+SELECT ok(NOT has_table_privilege(r, v, 'SELECT'), r || ' may not read ' || v)
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs']) v;
+SELECT ok(has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), r || ' may count')
+  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r;
+SELECT ok(NOT has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), r || ' may not count')
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r;
+
+-- queue_meta (pause, shard count): only awa_admin writes it.
+SELECT ok(has_table_privilege('awa_admin', 'awa.queue_meta', p), 'awa_admin may ' || p || ' queue_meta')
+  FROM unnest(ARRAY['INSERT', 'UPDATE']) p;
+SELECT ok(NOT has_table_privilege(r, 'awa.queue_meta', p), r || ' may not ' || p || ' queue_meta')
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'pg_monitor']) r, unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) p;
+
+-- The same, enforced: the calls fail with 42501 under the other roles.
+SELECT throws_ok($$SET LOCAL ROLE awa_worker; SELECT awa.cancel_job(1)$$, '42501', NULL, 'a worker cannot cancel');
+SELECT throws_ok($$SET LOCAL ROLE awa_producer; SELECT awa.move_queue(1, 'x')$$, '42501', NULL, 'a producer cannot move');
+SELECT throws_ok($$SET LOCAL ROLE awa_worker; SELECT awa.retry_from_dlq(1)$$, '42501', NULL, 'a worker cannot retry from the DLQ');
+SELECT throws_ok($$SET LOCAL ROLE pg_monitor; SELECT awa.pause_queue('x')$$, '42501', NULL, 'a monitor cannot pause');
+SELECT throws_ok($$SET LOCAL ROLE awa_worker; UPDATE awa.queue_meta SET enqueue_shards = 2$$, '42501', NULL,
+                 'a worker cannot change queue_meta');
+SELECT throws_ok($$SET LOCAL ROLE awa_producer; INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('x', 2)$$,
+                 '42501', NULL, 'a producer cannot change queue_meta');
+SELECT throws_ok($$SET LOCAL ROLE awa_worker; SELECT * FROM awa.jobs$$, '42501', NULL, 'a worker cannot read awa.jobs');
+
+-- awa_admin and pg_monitor really can (the roles' grants reach through the views).
+SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.pause_queue('ops_tap_priv'); SELECT awa.resume_queue('ops_tap_priv');
+                  SELECT awa.cancel_job(-1); SELECT awa.set_enqueue_shards('ops_tap_priv', 2); RESET ROLE$$,
+                'awa_admin can pause, resume, cancel and set the width');
+SELECT lives_ok($$SET LOCAL ROLE pg_monitor; SELECT count(*) FROM awa.shard_lag; SELECT count(*) FROM awa.shard_stats;
+                  SELECT count(*) FROM awa.jobs; SELECT * FROM awa.queue_counts_exact('ops_tap_priv'); RESET ROLE$$,
+                'pg_monitor can read the views and counts');
+SELECT is(current_user::text, session_user::text, 'back to the session role');
+
+SELECT * FROM finish();
+ROLLBACK;
