@@ -102,10 +102,12 @@ register_maintenance_worker()
 void
 define_maintenance_settings()
 {
-	DefineCustomStringVariable("awa_shard.maintenance_database",
-							   "Database in which the maintenance worker runs awa.run_maintenance().",
-							   "Empty disables the worker. Needs shared_preload_libraries.",
-							   &maintenance_database, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	/* A PGC_POSTMASTER setting can only be defined while preloading (FATAL otherwise). */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("awa_shard.maintenance_database",
+								   "Database in which the maintenance worker runs awa.run_maintenance().",
+								   "Empty disables the worker. Needs shared_preload_libraries.",
+								   &maintenance_database, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.",
 							nullptr, &maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
 							nullptr, nullptr, nullptr);
