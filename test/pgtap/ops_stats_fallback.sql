@@ -10,7 +10,8 @@ SELECT is(awa._stats_preloaded(), false, 'the library is not preloaded here');
 SELECT is(awa.reset_shard_stats(), false, 'reset reports that there are no shared counters');
 
 -- S = 2: three jobs on shard 0, two on shard 1; claim and complete shard 0's lane,
--- fail one job of shard 1 terminally.
+-- fail one job of shard 1 terminally. (Set-up output is discarded.)
+\o /dev/null
 SELECT awa.set_enqueue_shards('ops_tap_fb', 2);
 SELECT awa.insert_jobs('ops_tap_fb', array_fill('fb'::text, ARRAY[5]),
     p_ordering_keys => ARRAY['shard-fixture-0', 'shard-fixture-0', 'shard-fixture-0',
@@ -21,6 +22,7 @@ CREATE TEMP TABLE fb_claims AS
 INSERT INTO fb_claims SELECT job_id, run_lease, enqueue_shard FROM awa.claim_ready_runtime('ops_tap_fb', 1);
 SELECT count(*) FROM fb_claims c, LATERAL awa.complete_jobs(ARRAY[c.job_id], ARRAY[c.run_lease]) WHERE c.enqueue_shard = 0;
 SELECT awa.fail_job(job_id, run_lease, 'boom') FROM fb_claims WHERE enqueue_shard = 1;
+\o
 
 SELECT results_eq(
     $$SELECT enqueue_shard, enqueued, claimed, completed, failed, source, since IS NULL
@@ -30,10 +32,12 @@ SELECT results_eq(
     'fallback counters per shard: enqueued = next_seq - 1, claimed = claim_seq - 1, terminal rows counted');
 
 -- A rolled-back enqueue leaves a gap: the fallback counts lane positions handed out.
+\o /dev/null
 SAVEPOINT gap;
 SELECT awa.insert_job_compat('fb', 'ops_tap_fb', p_ordering_key => 'shard-fixture-1'::bytea);
 ROLLBACK TO SAVEPOINT gap;
 SELECT awa.insert_job_compat('fb', 'ops_tap_fb', p_ordering_key => 'shard-fixture-1'::bytea);
+\o
 SELECT is((SELECT enqueued FROM awa.shard_stats WHERE queue = 'ops_tap_fb' AND enqueue_shard = 1), 4::bigint,
           'enqueued includes the rolled-back position');
 SELECT results_eq(
