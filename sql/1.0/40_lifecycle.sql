@@ -335,7 +335,10 @@ DECLARE
     r record;
     t awa.taken_attempt;
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 THEN
+    IF p_limit IS NULL THEN
+        RAISE EXCEPTION 'p_limit must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit must be at least 1' USING ERRCODE = '22023';
     END IF;
     FOR r IN
@@ -370,7 +373,10 @@ DECLARE
     v_rows awa.deferred_jobs[];
     d awa.deferred_jobs;
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 THEN
+    IF p_limit IS NULL THEN
+        RAISE EXCEPTION 'p_limit must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit must be at least 1' USING ERRCODE = '22023';
     END IF;
     WITH due AS (

@@ -41,7 +41,10 @@ DECLARE
     v_slot integer;
     v_gen bigint;
 BEGIN
-    IF p_lock_timeout_ms IS NULL OR p_lock_timeout_ms < 1 THEN
+    IF p_lock_timeout_ms IS NULL THEN
+        RAISE EXCEPTION 'p_lock_timeout_ms must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_lock_timeout_ms < 1 THEN
         RAISE EXCEPTION 'p_lock_timeout_ms must be at least 1' USING ERRCODE = '22023';
     END IF;
     SELECT * INTO st FROM awa.queue_ring_state;
@@ -108,6 +111,9 @@ DECLARE
     v_next integer;
     v_busy boolean;
 BEGIN
+    IF p_ring IS NULL THEN
+        RAISE EXCEPTION 'p_ring must not be null' USING ERRCODE = '22004';
+    END IF;
     IF p_ring = 'claim' THEN
         SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen FROM awa.claim_ring_state FOR UPDATE;
         v_next := (v_slot + 1) % v_count;
@@ -147,10 +153,16 @@ DECLARE
     v_current integer;
     v_slot integer;
 BEGIN
-    IF p_ring NOT IN ('claim', 'lease') OR p_ring IS NULL THEN
+    IF p_ring IS NULL THEN
+        RAISE EXCEPTION 'p_ring must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_ring NOT IN ('claim', 'lease') THEN
         RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
     END IF;
-    IF p_lock_timeout_ms IS NULL OR p_lock_timeout_ms < 1 THEN
+    IF p_lock_timeout_ms IS NULL THEN
+        RAISE EXCEPTION 'p_lock_timeout_ms must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_lock_timeout_ms < 1 THEN
         RAISE EXCEPTION 'p_lock_timeout_ms must be at least 1' USING ERRCODE = '22023';
     END IF;
     PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
@@ -205,9 +217,11 @@ CREATE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minute
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 BEGIN
-    IF p_stale_heartbeat IS NULL OR p_batch IS NULL OR p_batch < 1 THEN
-        RAISE EXCEPTION 'p_stale_heartbeat must not be null and p_batch must be at least 1'
-            USING ERRCODE = '22023';
+    IF p_stale_heartbeat IS NULL OR p_batch IS NULL THEN
+        RAISE EXCEPTION 'p_stale_heartbeat and p_batch must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_batch < 1 OR p_stale_heartbeat <= interval '0' THEN
+        RAISE EXCEPTION 'p_batch must be at least 1 and p_stale_heartbeat positive' USING ERRCODE = '22023';
     END IF;
     RETURN jsonb_build_object(
         'promoted', awa.promote_due(p_batch),
