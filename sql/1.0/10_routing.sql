@@ -27,21 +27,25 @@ CREATE TYPE awa.job_row AS (
 -- The 64-bit rolling hash of the key bytes, as a two's-complement bigint.
 CREATE FUNCTION awa.ordering_key_hash(key bytea) RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_ordering_key_hash_bytea'
-    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- Same hash over the UTF-8 bytes of a text key, whatever the database encoding.
 CREATE FUNCTION awa.ordering_key_hash(key text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_ordering_key_hash_text'
-    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- Shard of a key for a queue of `shards` lanes (1..64): unsigned hash mod shards.
 CREATE FUNCTION awa.shard_for_ordering_key(key bytea, shards integer) RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_bytea'
-    LANGUAGE C IMMUTABLE PARALLEL SAFE;
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION awa.shard_for_ordering_key(key text, shards integer) RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_text'
-    LANGUAGE C IMMUTABLE PARALLEL SAFE;
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- Current enqueue width of a queue as this transaction sees it (no queue_meta row = 1).
 CREATE FUNCTION awa.queue_enqueue_shards(p_queue text) RETURNS smallint
@@ -118,6 +122,7 @@ CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority smallint, p_enq
 -- Own-transaction changes of queue_meta must be seen by this transaction's next enqueue.
 CREATE FUNCTION awa._queue_meta_changed() RETURNS trigger
     AS 'MODULE_PATHNAME', 'awa_queue_meta_changed'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 CREATE TRIGGER queue_meta_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_meta
     FOR EACH STATEMENT EXECUTE FUNCTION awa._queue_meta_changed();
