@@ -112,7 +112,8 @@ send_notify(const char *queue, int queue_len)
 	Async_Notify(channel, "");
 }
 
-/* Is there a visible ready row at or after some lane cursor of an unpaused queue? */
+/* Is there a visible ready row at or after some lane cursor of an unpaused queue? Runs with
+ * a fresh snapshot (read_only = false), so it sees commits made after the calling statement began. */
 bool
 work_visible(text *queue)
 {
@@ -129,7 +130,7 @@ work_visible(text *queue)
 			  "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
 			  "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
 			  1, argtypes);
-	exec_plan(avail_plan, values, nullptr, true, 1, SPI_OK_SELECT, "work check");
+	exec_plan(avail_plan, values, nullptr, false, 1, SPI_OK_SELECT, "work check");
 	result = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
