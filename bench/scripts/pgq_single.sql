@@ -1,0 +1,2 @@
+-- PgQ: one event per transaction.
+SELECT pgq.insert_event('bench_q', 'k', '{}');

@@ -1,0 +1,4 @@
+-- Physical limit, single row: one bare INSERT of the same row per transaction.
+INSERT INTO bench.raw_ready (ready_slot, ready_generation, job_id, kind, queue, args, priority,
+                             lane_seq, enqueue_shard, run_at, created_at)
+VALUES (0, 0, nextval('bench.raw_seq'), 'k', 'bench_q', '{}', 2, currval('bench.raw_seq'), 0, now(), now());

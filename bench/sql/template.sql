@@ -1,0 +1,30 @@
+-- Objects of the benchmark template database: the extension under test, PgQ, and the
+-- baseline tables. Every cell runs in a fresh copy of this database.
+CREATE EXTENSION awa_shard;
+CREATE EXTENSION pgq;
+CREATE SCHEMA bench;
+
+-- Physical-limit baseline: an ordinary (unpartitioned) table with the columns, primary key
+-- and secondary indexes of awa.ready_entries.
+CREATE TABLE bench.raw_ready (LIKE awa.ready_entries INCLUDING DEFAULTS);
+ALTER TABLE bench.raw_ready ADD PRIMARY KEY (ready_slot, queue, priority, enqueue_shard, lane_seq);
+CREATE INDEX raw_ready_lane_shard_idx ON bench.raw_ready (queue, priority, enqueue_shard, lane_seq);
+CREATE INDEX raw_ready_job_idx ON bench.raw_ready (job_id);
+CREATE SEQUENCE bench.raw_seq AS bigint;
+
+-- Plain SKIP LOCKED table queue (the usual hand-rolled PostgreSQL queue).
+CREATE TABLE bench.skipq (
+    id bigserial PRIMARY KEY,
+    kind text NOT NULL,
+    args jsonb NOT NULL DEFAULT '{}',
+    run_at timestamptz NOT NULL DEFAULT now(),
+    locked_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE INDEX skipq_ready_idx ON bench.skipq (id) WHERE locked_at IS NULL;
+
+-- PgQ end-to-end latency log: one row per consumed batch (unlogged: no WAL).
+CREATE UNLOGGED TABLE bench.pgq_lat (
+    batch_id bigint NOT NULL,
+    events integer NOT NULL,
+    lat double precision[],
+    fetched_at timestamptz NOT NULL DEFAULT clock_timestamp());
