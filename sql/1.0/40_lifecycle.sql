@@ -1,4 +1,7 @@
 -- Attempt exits other than success, heartbeats, rescue and promotion (SQL; D9).
+-- Exits and heartbeats look attempts up by (job_id, run_lease) and never by sequential scan
+-- (enable_seqscan = off), so a plan cached while the receipt partitions were empty cannot
+-- turn into a scan of millions of receipts.
 
 -- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled).
 CREATE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.job_state) RETURNS boolean
@@ -135,7 +138,7 @@ CREATE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text D
                              p_retry_in interval DEFAULT NULL)
     RETURNS awa.job_state
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -167,7 +170,7 @@ CREATE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error
                                     p_reason text DEFAULT 'failed')
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -196,7 +199,7 @@ $$;
 CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -220,7 +223,7 @@ $$;
 CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
 DECLARE
     t awa.taken_attempt;
@@ -244,7 +247,7 @@ $$;
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
 CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
 DECLARE
     v_alive integer := 0;
