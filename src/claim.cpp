@@ -33,6 +33,50 @@ SPIPlanPtr candidate_plan = nullptr;
 SPIPlanPtr drain_receipts_plan = nullptr;
 SPIPlanPtr drain_leases_plan = nullptr;
 SPIPlanPtr clear_hint_plan = nullptr;
+SPIPlanPtr ring_plan = nullptr;
+
+/*
+ * The ready slots that can hold rows, as two inclusive ranges [r0, r1] and [r2, r3] (the
+ * second empty unless the arc wraps). Rotation makes the next slot live and prune frees
+ * the oldest, so the live slots are the arc from the oldest live generation to the current
+ * one; passing it as parameters lets the executor prune every other ready partition at
+ * start-up, so a lane probe touches one or two partitions instead of sixteen. A slot made
+ * live after this read holds only rows later in every lane than any row of the arc.
+ */
+void
+live_slot_ranges(int *ranges)
+{
+	bool isnull;
+	int oldest;
+	int current;
+
+	awa::keep_plan(&ring_plan,
+				   "SELECT (SELECT s.slot FROM awa.queue_ring_slots s WHERE s.generation >= 0 "
+				   "        ORDER BY s.generation LIMIT 1), r.current_slot, r.slot_count "
+				   "FROM awa.queue_ring_state r",
+				   0, nullptr);
+	awa::exec_plan(ring_plan, nullptr, nullptr, false, 1, SPI_OK_SELECT, "ring read");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: queue ring state is missing");
+	current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		oldest = current;
+	if (oldest <= current)
+	{
+		ranges[0] = oldest;
+		ranges[1] = current;
+		ranges[2] = 1;
+		ranges[3] = 0;
+	}
+	else
+	{
+		ranges[0] = oldest;
+		ranges[1] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) - 1;
+		ranges[2] = 0;
+		ranges[3] = current;
+	}
+}
 
 /*
  * Lock the best unlocked lane head of a queue; returns the plane mode in its last column.
@@ -49,7 +93,9 @@ const char *const kCandidateSql =
 	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(e.seq_name))), 0) "
 	"  THEN (SELECT r.run_at FROM awa.ready_entries r "
 	"        WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
-	"          AND r.lane_seq >= h.claim_seq ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
+	"          AND r.lane_seq >= h.claim_seq "
+	"          AND (r.ready_slot BETWEEN $3 AND $4 OR r.ready_slot BETWEEN $5 AND $6) "
+	"        ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
 	"WHERE h.queue = $1 AND head.run_at IS NOT NULL "
 	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
 	"ORDER BY CASE WHEN $2 > 0 THEN greatest(1, h.priority - floor(extract(epoch FROM clock_timestamp() - head.run_at) / $2)) "
@@ -66,6 +112,7 @@ const char *const kClearHintSql =
 	"WITH window_ AS MATERIALIZED ("                                                                           \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
+	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                              \
 	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                    \
 	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                              \
 	"rows_ AS MATERIALIZED ("                                                                                  \
@@ -138,15 +185,17 @@ checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname)
  */
 AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 {
-	static const Oid cand_types[2] = {TEXTOID, FLOAT8OID};
-	static const Oid drain_types[7] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID};
+	static const Oid cand_types[6] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	static const Oid drain_types[11] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID,
+										FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	int64 max_batch;
 	double deadline_secs;
 	double aging_secs;
-	Datum cand_values[2];
-	Datum drain_values[7];
+	Datum cand_values[6];
+	Datum drain_values[11];
+	int slot_ranges[4];
 	bool isnull;
 	int16 priority;
 	int16 shard;
@@ -170,9 +219,12 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	/* A stale hint can lead to an empty lane: clear it and walk again (bounded). */
 	for (int attempt = 0;; attempt++)
 	{
-		awa::keep_plan(&candidate_plan, kCandidateSql, 2, cand_types);
+		live_slot_ranges(slot_ranges);
+		awa::keep_plan(&candidate_plan, kCandidateSql, 6, cand_types);
 		cand_values[0] = PointerGetDatum(queue);
 		cand_values[1] = Float8GetDatum(aging_secs);
+		for (int k = 0; k < 4; k++)
+			cand_values[2 + k] = Int32GetDatum(slot_ranges[k]);
 		awa::exec_plan(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
 		if (SPI_processed == 0)
 		{
@@ -185,9 +237,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 
 		if (receipts)
-			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 7, drain_types);
+			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 11, drain_types);
 		else
-			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 7, drain_types);
+			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 11, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);
@@ -195,6 +247,8 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		drain_values[4] = Int64GetDatum(max_batch);
 		drain_values[5] = Float8GetDatum(deadline_secs);
 		drain_values[6] = Float8GetDatum(aging_secs);
+		for (int k = 0; k < 4; k++)
+			drain_values[7 + k] = Int32GetDatum(slot_ranges[k]);
 		awa::exec_plan(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0 || attempt >= 3)
 			break;
