@@ -46,11 +46,21 @@ SELECT awa.rotate_queue_ring() AS rotate_empty;
 SELECT awa.rotate_attempt_ring('claim') AS claim_rotate;
 SELECT awa.prune_attempt_ring('claim') AS claim_prune;
 SELECT count(*) AS receipts_left FROM awa.lease_claims c JOIN awa.ready_entries r ON r.job_id = c.job_id WHERE r.queue = 'ring_q';
--- Bad input.
-SELECT awa.rotate_attempt_ring(NULL);
-SELECT awa.rotate_attempt_ring('nope');
-SELECT awa.prune_queue_ring(0);
-SELECT awa.run_maintenance(NULL);
+-- Bad input: SQLSTATE and message (NULL -> 22004, out of range -> 22023).
+CREATE FUNCTION pg_temp.sqlstate_of(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE p_sql;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END
+$$;
+SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(NULL)');
+SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(''nope'')');
+SELECT pg_temp.sqlstate_of('SELECT awa.prune_attempt_ring(''claim'', NULL)');
+SELECT pg_temp.sqlstate_of('SELECT awa.prune_queue_ring(0)');
+SELECT pg_temp.sqlstate_of('SELECT awa.run_maintenance(NULL)');
+SELECT pg_temp.sqlstate_of('SELECT awa.run_maintenance(''1 minute'', 0)');
 -- One pass of everything reports each step.
 SELECT jsonb_object_keys(awa.run_maintenance()) AS step ORDER BY 1;
 \c :home

@@ -338,12 +338,8 @@ DECLARE
     r record;
     t awa.taken_attempt;
 BEGIN
-    IF p_limit IS NULL THEN
-        RAISE EXCEPTION 'p_limit must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_limit < 1 THEN
-        RAISE EXCEPTION 'p_limit must be at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     FOR r IN
         SELECT c.job_id, c.run_lease FROM awa.lease_claims c
          WHERE c.deadline_at IS NOT NULL AND c.deadline_at < v_now AND c.materialized_at IS NULL
@@ -376,12 +372,8 @@ DECLARE
     v_rows awa.deferred_jobs[];
     d awa.deferred_jobs;
 BEGIN
-    IF p_limit IS NULL THEN
-        RAISE EXCEPTION 'p_limit must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_limit < 1 THEN
-        RAISE EXCEPTION 'p_limit must be at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     WITH due AS (
         SELECT j.job_id FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()

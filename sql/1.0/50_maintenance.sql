@@ -41,12 +41,8 @@ DECLARE
     v_slot integer;
     v_gen bigint;
 BEGIN
-    IF p_lock_timeout_ms IS NULL THEN
-        RAISE EXCEPTION 'p_lock_timeout_ms must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_lock_timeout_ms < 1 THEN
-        RAISE EXCEPTION 'p_lock_timeout_ms must be at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     SELECT * INTO st FROM awa.queue_ring_state;
     SELECT s.slot, s.generation INTO v_slot, v_gen FROM awa.queue_ring_slots s
      WHERE s.generation >= 0 AND s.slot <> st.current_slot
@@ -111,9 +107,7 @@ DECLARE
     v_next integer;
     v_busy boolean;
 BEGIN
-    IF p_ring IS NULL THEN
-        RAISE EXCEPTION 'p_ring must not be null' USING ERRCODE = '22004';
-    END IF;
+    PERFORM awa._require(p_ring IS NULL, 'p_ring');
     IF p_ring = 'claim' THEN
         SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen FROM awa.claim_ring_state FOR UPDATE;
         v_next := (v_slot + 1) % v_count;
@@ -153,18 +147,12 @@ DECLARE
     v_current integer;
     v_slot integer;
 BEGIN
-    IF p_ring IS NULL THEN
-        RAISE EXCEPTION 'p_ring must not be null' USING ERRCODE = '22004';
-    END IF;
+    PERFORM awa._require(p_ring IS NULL, 'p_ring');
     IF p_ring NOT IN ('claim', 'lease') THEN
         RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
     END IF;
-    IF p_lock_timeout_ms IS NULL THEN
-        RAISE EXCEPTION 'p_lock_timeout_ms must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_lock_timeout_ms < 1 THEN
-        RAISE EXCEPTION 'p_lock_timeout_ms must be at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
     IF p_ring = 'claim' THEN
         SELECT current_slot INTO v_current FROM awa.claim_ring_state;
