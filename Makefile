@@ -6,14 +6,10 @@ MODULE_big = awa_shard
 SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(SRCS:.cpp=.o)
 
-# Install scripts are assembled from the ordered pieces in sql/1.0/ (objects) and
-# sql/upgrade/ (the v017 reshape); see docs/design.md.
-INSTALL_PIECES = $(sort $(wildcard sql/1.0/*.sql))
-FUNCTION_PIECES = $(filter-out sql/1.0/0%,$(INSTALL_PIECES))
-UPGRADE_PIECES = $(sort $(wildcard sql/upgrade/*.sql))
-GENERATED_SQL = sql/$(EXTENSION)--$(EXTVERSION).sql sql/$(EXTENSION)--0.16--$(EXTVERSION).sql
-DATA = sql/$(EXTENSION)--0.16.sql $(GENERATED_SQL)
-EXTRA_CLEAN = $(GENERATED_SQL) test/unit/unit_tests
+# Install and upgrade scripts are committed files; released ones are never edited again
+# (docs/design.md, "Releases").
+DATA = $(sort $(wildcard sql/$(EXTENSION)--*.sql))
+EXTRA_CLEAN = test/unit/unit_tests
 
 # Tests are picked up by wildcard: add a file, get a test.
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/$(EXTENSION)--%,$(sort $(wildcard sql/*.sql))))
@@ -30,14 +26,6 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
-
-all: $(GENERATED_SQL)
-
-sql/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PIECES)
-	cat $^ > $@
-
-sql/$(EXTENSION)--0.16--$(EXTVERSION).sql: $(UPGRADE_PIECES) $(FUNCTION_PIECES)
-	cat $^ > $@
 
 # Pure C++ unit tests: no PostgreSQL header, no server.
 UNIT_SRCS = $(sort $(wildcard test/unit/*.cpp)) src/ordering_hash.cpp src/shard_math.cpp
