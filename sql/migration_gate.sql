@@ -6,7 +6,7 @@
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_gate;
 CREATE DATABASE migration_gate_fresh;
-\! cat sql/upgrade/[1-9]*.sql > migration_gate_reshape.tmp
+\! sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d' > migration_gate_reshape.tmp
 
 \c migration_gate
 CREATE EXTENSION awa_shard VERSION '0.16';

@@ -4,7 +4,7 @@
  * closer wins), leases are deleted; the winners get one done_entries row keyed by
  * the ready row's lane identity (ready_slot, queue, lane priority, enqueue_shard,
  * lane_seq). A stale or repeated completion finds nothing to close and writes nothing.
- * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL: sql/1.0/40_lifecycle.sql.)
+ * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
 #include "awa_shard.hpp"
 

@@ -2,7 +2,7 @@
  * stats.cpp — per-(queue, enqueue_shard) live counters since server start: enqueued,
  * claimed, completed, failed. Kept in shared memory when the library is preloaded
  * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
- * the view falls back to what the tables can tell (see sql/1.0/70_observability.sql).
+ * the view falls back to what the tables can tell (see awa.shard_stats in the install scripts).
  */
 #include "awa_shard.hpp"
 
