@@ -1,6 +1,6 @@
 # awa_shard — PGXS build of the sharded job-queue extension (C++17).
 EXTENSION = awa_shard
-EXTVERSION = 1.0
+EXTVERSION = 1.1
 
 MODULE_big = awa_shard
 SRCS = $(sort $(wildcard src/*.cpp))

@@ -29,7 +29,7 @@ SELECT t AS relation, pg_temp.pk_columns(t::regclass) AS primary_key
                     'awa.lease_claims', 'awa.deferred_jobs', 'awa.dlq_entries']) AS t
  ORDER BY t;
 
--- ... and so does every partition of them (16 ready + 16 done + 8 lease partitions).
+-- ... and so does every partition of them (16 ready + 16 done + the retained done partition + 8 lease partitions).
 SELECT p.relname AS parent, count(*) AS partitions,
        count(*) FILTER (WHERE pg_temp.pk_columns(i.inhrelid) = pg_temp.pk_columns(p.oid)
                           AND pg_temp.pk_columns(i.inhrelid) LIKE '%enqueue_shard%') AS partitions_with_shard_pk

@@ -1,7 +1,8 @@
--- Ring rotation and prune: a sealed slot is truncated only when nothing in it is pending,
--- with pending ready rows matched to their OWN lane's cursor (queue, priority, enqueue_shard).
--- The reference's AwaShardedPrune counterexample: two shards both hold lane_seq 1; shard 0's
--- job completes; a prune that ignored the shard would truncate shard 1's waiting job.
+-- Ring rotation and prune: a sealed slot is truncated only when no open attempt reads it;
+-- its pending ready rows (matched to their OWN lane's cursor: queue, priority AND
+-- enqueue_shard) move forward into the current slot first. The reference's AwaShardedPrune
+-- counterexample: two shards both hold lane_seq 1; shard 0's job completes; a prune that
+-- ignored the shard would drop shard 1's waiting job.
 -- Rings are global: run in a database of our own so other tests' rows do not interfere.
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_maintenance_ring;
@@ -15,33 +16,58 @@ SELECT enqueue_shard, lane_seq
   FROM awa.insert_job_compat('k', 'ring_q', p_ordering_key => 'shard-fixture-0') ORDER BY 1;
 SELECT enqueue_shard, lane_seq
   FROM awa.insert_job_compat('k', 'ring_q', p_max_attempts => 1::smallint, p_ordering_key => 'shard-fixture-1') ORDER BY 1;
--- Drain shard 0 only: claim with SKIP LOCKED while shard 1's head is held by another claim
--- is not possible in one session, so complete whichever job comes first and keep the other.
+-- Complete whichever job comes first and keep the other one waiting.
 CREATE TEMP TABLE first_claim AS
   SELECT job_id, run_lease, enqueue_shard FROM awa.claim_ready_runtime('ring_q', 1, 0, 0);
 SELECT count(*) AS completed FROM awa.complete_jobs(
   (SELECT array_agg(job_id) FROM first_claim), (SELECT array_agg(run_lease) FROM first_claim));
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT current_slot, generation FROM awa.queue_ring_state;
--- The other shard's job (same lane_seq 1) is still waiting: the slot must not be pruned.
+-- The other shard's job (same lane_seq 1) is still waiting. Pruning the sealed slot moves
+-- it forward into the current slot with its own lane identity, lane_seq and body; the
+-- completed job (lane_seq 1 on the other shard) is not moved.
+CREATE TEMP TABLE waiting_before AS
+  SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, ordering_key
+    FROM awa.ready_entries WHERE queue = 'ring_q' AND job_id NOT IN (SELECT job_id FROM first_claim);
 SELECT awa.prune_queue_ring() AS prune_with_pending;
-SELECT count(*) AS ready_rows_kept FROM awa.ready_entries WHERE queue = 'ring_q';
--- A running (claimed, open) attempt also keeps the slot.
+SELECT ready_slot, (SELECT current_slot FROM awa.queue_ring_state) AS current_slot, count(*)
+  FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
+SELECT (SELECT count(*) FROM (SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, ordering_key
+                                FROM awa.ready_entries WHERE queue = 'ring_q'
+                              EXCEPT SELECT * FROM waiting_before) d) AS rows_changed,
+       (SELECT count(*) FROM waiting_before) AS rows_waiting;
+SELECT slot, generation FROM awa.queue_ring_slots WHERE generation >= 0 ORDER BY slot;
+-- The moved job is claimed from its own lane, at its own lane_seq.
 CREATE TEMP TABLE second_claim AS
-  SELECT job_id, run_lease, enqueue_shard FROM awa.claim_ready_runtime('ring_q', 1, 0, 0);
-SELECT (SELECT enqueue_shard FROM first_claim) <> (SELECT enqueue_shard FROM second_claim) AS other_shard;
+  SELECT job_id, run_lease, enqueue_shard, lane_seq FROM awa.claim_ready_runtime('ring_q', 1, 0, 0);
+SELECT (SELECT job_id FROM waiting_before) = job_id AS same_job,
+       (SELECT enqueue_shard FROM first_claim) <> enqueue_shard AS other_shard, lane_seq
+  FROM second_claim;
+-- A running (claimed, open) attempt keeps its slot: rotate and try to prune it.
+SELECT awa.rotate_queue_ring() AS rotate_running;
 SELECT awa.prune_queue_ring() AS prune_with_running;
--- A terminally failed job in the slot is retained: moved to the current slot with its body.
+-- A terminally failed job in the slot is retained: copied with its body to the retained
+-- partition (ready_slot -1), once.
 SELECT awa.fail_job((SELECT job_id FROM second_claim), (SELECT run_lease FROM second_claim), 'boom') AS final_state;
--- Now slot 0 holds nothing pending or running: it is pruned; the failed row survives.
 SELECT awa.prune_queue_ring() AS prune_when_done;
 SELECT ready_slot, count(*) FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT ready_slot, state, kind, args, enqueue_shard, lane_seq, (errors -> -1 ->> 'error') AS last_error
   FROM awa.done_entries WHERE queue = 'ring_q' ORDER BY ready_slot, state;
+SELECT id, state, kind, enqueue_shard, lane_seq FROM awa.jobs WHERE queue = 'ring_q' ORDER BY id;
 SELECT slot, generation FROM awa.queue_ring_slots WHERE generation >= 0 ORDER BY slot;
 -- Nothing sealed is left: the next prune has nothing to do; an empty current slot does not rotate.
 SELECT awa.prune_queue_ring() AS prune_again;
 SELECT awa.rotate_queue_ring() AS rotate_empty;
+-- Rotation never reuses a slot that prune has not freed: with every other slot sealed,
+-- the ring stops (skipped_busy) until the oldest one is pruned.
+SELECT format('DO $d$ BEGIN PERFORM awa.insert_job_compat(%L, %L); PERFORM awa.rotate_queue_ring(); END $d$',
+              'k', 'ring_fill')
+  FROM generate_series(1, 16) \gexec
+SELECT awa.rotate_queue_ring() AS rotate_full_ring;
+SELECT count(*) FILTER (WHERE generation >= 0) AS live_slots FROM awa.queue_ring_slots;
+SELECT awa.prune_queue_ring() AS prune_full_ring;
+SELECT awa.rotate_queue_ring() AS rotate_after_prune;
+SELECT count(*) AS ring_fill_waiting FROM awa.jobs WHERE queue = 'ring_fill' AND state = 'available';
 -- Claim ring: rotate once receipts exist, prune the sealed slot when every receipt is closed.
 SELECT awa.rotate_attempt_ring('claim') AS claim_rotate;
 SELECT awa.prune_attempt_ring('claim') AS claim_prune;
@@ -61,6 +87,15 @@ SELECT pg_temp.sqlstate_of('SELECT awa.prune_attempt_ring(''claim'', NULL)');
 SELECT pg_temp.sqlstate_of('SELECT awa.prune_queue_ring(0)');
 SELECT pg_temp.sqlstate_of('SELECT awa.run_maintenance(NULL)');
 SELECT pg_temp.sqlstate_of('SELECT awa.run_maintenance(''1 minute'', 0)');
+-- Rotation and prune decide on the latest committed state under the ring's row lock:
+-- they refuse to run inside a REPEATABLE READ transaction (0A000) rather than decide on
+-- an old snapshot.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.sqlstate_of('SELECT awa.prune_queue_ring()');
+ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(''claim'')');
+ROLLBACK;
 -- One pass of everything reports each step.
 SELECT jsonb_object_keys(awa.run_maintenance()) AS step ORDER BY 1;
 \c :home

@@ -1,5 +1,5 @@
 -- Migration v017 leaves exactly the catalog of a fresh install: a populated 0.16
--- updated to 1.0 and a fresh 1.0 are described line by line (tables, columns with types,
+-- updated to 1.0 and a fresh 1.0 (CREATE EXTENSION ... VERSION '1.0') are described line by line (tables, columns with types,
 -- defaults and nullability, constraints, every partition's indexes, sequences, views,
 -- triggers, functions with signatures, results, security and settings, types, grants,
 -- extension membership) and the two descriptions must not differ in a single line.
@@ -9,7 +9,7 @@ CREATE DATABASE migration_catalog_fresh;
 CREATE DATABASE migration_catalog_upgraded;
 
 \c migration_catalog_fresh
-CREATE EXTENSION awa_shard;
+CREATE EXTENSION awa_shard VERSION '1.0';
 \set ECHO none
 \i sql/migration_describe.psql
 \set ECHO all

@@ -69,6 +69,9 @@ text *checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 /* Priority checked to 1..4 (23514). */
 int checked_priority(int priority, const char *argname);
 
+/* A finite run_at (22023 for 'infinity' and '-infinity'). */
+TimestampTz checked_run_at(TimestampTz run_at, const char *argname);
+
 /* ---- shard.cpp: routing ---- */
 
 /* Width of a queue for this transaction (queue_meta, cached per transaction). */
@@ -88,6 +91,24 @@ int64 reserve_lane_block(const char *queue, int queue_len, int priority, int sha
 /* Register cache invalidation and transaction hooks of the lane cache. */
 void init_lane_cache();
 
+/* ---- ring.cpp: ring write slots fenced against prune ---- */
+
+enum class Ring
+{
+	Queue = 0, /* ready_entries, done_entries */
+	Claim = 1, /* lease_claims, lease_claim_closures */
+	Lease = 2  /* leases */
+};
+
+struct RingSlot
+{
+	int slot;
+	int64 generation;
+};
+
+/* The slot this transaction appends to, its partitions locked against prune (SPI connected). */
+RingSlot ring_write_slot(Ring ring);
+
 /* ---- enqueue.cpp ---- */
 
 /* Register the invalidation hook of the cached job id sequence. */
@@ -101,6 +122,10 @@ SPIPlanPtr keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *ar
 /* Execute a kept plan and require the exact SPI result code. */
 void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
 			   int expected, const char *what);
+
+/* Execute a kept plan on the latest committed state, whatever the caller's isolation level. */
+void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
+					  const char *what);
 
 /* ---- wakeup.cpp: NOTIFY throttle and commit wake-ups ---- */
 

@@ -7,7 +7,11 @@
  *    the first head that is not locked is locked FOR UPDATE SKIP LOCKED.
  * 2. Drain: in a new statement (new snapshot, after the lock), take up to max_batch
  *    visible rows of that lane with lane_seq >= claim_seq in lane order, record the
- *    running attempts (receipts or leases) and set claim_seq = max(lane_seq) + 1.
+ *    running attempts (receipts or leases) in the fenced write slot of the claim or lease
+ *    ring (ring.cpp) and set claim_seq = max(lane_seq) + 1.
+ * Both statements and the ring reads run on the latest committed state, whatever the
+ * caller's isolation level, so an old REPEATABLE READ snapshot never hides rows that
+ * prune moved forward and never makes the claim jump them.
  * Because reservations hold the lane lock until commit, a visible lane_seq N+1 proves
  * that every reservation before it has ended: skipping a missing N is safe, and a row
  * reserved by an open transaction is never skipped (it has no visible successor).
@@ -40,8 +44,9 @@ SPIPlanPtr ring_plan = nullptr;
  * second empty unless the arc wraps). Rotation makes the next slot live and prune frees
  * the oldest, so the live slots are the arc from the oldest live generation to the current
  * one; passing it as parameters lets the executor prune every other ready partition at
- * start-up, so a lane probe touches one or two partitions instead of sixteen. A slot made
- * live after this read holds only rows later in every lane than any row of the arc.
+ * start-up, so a lane probe touches one or two partitions instead of sixteen. The drain
+ * reads the arc again after its lane head is locked (prune moves a lane's pending rows
+ * forward only while holding that head).
  */
 void
 live_slot_ranges(int *ranges)
@@ -55,7 +60,7 @@ live_slot_ranges(int *ranges)
 				   "        ORDER BY s.generation LIMIT 1), r.current_slot, r.slot_count "
 				   "FROM awa.queue_ring_state r",
 				   0, nullptr);
-	awa::exec_plan(ring_plan, nullptr, nullptr, false, 1, SPI_OK_SELECT, "ring read");
+	awa::exec_plan_latest(ring_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring read");
 	if (SPI_processed != 1)
 		elog(ERROR, "awa_shard: queue ring state is missing");
 	current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
@@ -98,7 +103,8 @@ const char *const kCandidateSql =
 	"        ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
 	"WHERE h.queue = $1 AND head.run_at IS NOT NULL "
 	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
-	"ORDER BY CASE WHEN $2 > 0 THEN greatest(1, h.priority - floor(extract(epoch FROM clock_timestamp() - head.run_at) / $2)) "
+	"ORDER BY CASE WHEN $2 > 0 THEN least(h.priority, greatest(1, h.priority - floor("
+	"  (extract(epoch FROM clock_timestamp()) - extract(epoch FROM head.run_at)) / $2))) "
 	"              ELSE h.priority END, head.run_at, h.priority "
 	"LIMIT 1 FOR UPDATE OF h SKIP LOCKED";
 
@@ -108,7 +114,7 @@ const char *const kClearHintSql =
 	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL";
 
 /* Shared head of the drain statements: the picked rows with their attempt values. */
-#define AWA_DRAIN_PICK(RING)                                                                                   \
+#define AWA_DRAIN_PICK                                                                                   \
 	"WITH window_ AS MATERIALIZED ("                                                                           \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
@@ -118,10 +124,10 @@ const char *const kClearHintSql =
 	"rows_ AS MATERIALIZED ("                                                                                  \
 	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                   \
 	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                           \
-	"    (CASE WHEN $7 > 0 THEN greatest(1, p.priority - floor(extract(epoch FROM c.t - p.run_at) / $7)) "    \
+	"    (CASE WHEN $7 > 0 THEN least(p.priority, greatest(1, p.priority - floor("                           \
+	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                  \
 	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
-	"  FROM picked p, (SELECT (SELECT current_slot FROM " RING ") AS slot, "                                   \
-	"    (SELECT generation FROM " RING ") AS generation, clock_timestamp() AS t) c), "                         \
+	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), "       \
 	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                      \
 	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                  \
@@ -141,7 +147,7 @@ const char *const kClearHintSql =
 
 /* Receipts mode: one append-only lease_claims row per claimed job. */
 const char *const kDrainReceiptsSql =
-	AWA_DRAIN_PICK("awa.claim_ring_state")
+	AWA_DRAIN_PICK
 	"ins AS (INSERT INTO awa.lease_claims (claim_slot, job_id, run_lease, ready_slot, ready_generation, queue, "
 	"  priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at) "
 	"  SELECT ring_slot, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "
@@ -152,7 +158,7 @@ const char *const kDrainReceiptsSql =
 
 /* Leases mode: one mutable leases row per claimed job. */
 const char *const kDrainLeasesSql =
-	AWA_DRAIN_PICK("awa.lease_ring_state")
+	AWA_DRAIN_PICK
 	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "
 	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "
 	"  heartbeat_at, deadline_at, attempted_at) "
@@ -186,15 +192,16 @@ checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname)
 AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 {
 	static const Oid cand_types[6] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
-	static const Oid drain_types[11] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID,
-										FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	static const Oid drain_types[13] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
+										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	int64 max_batch;
 	double deadline_secs;
 	double aging_secs;
 	Datum cand_values[6];
-	Datum drain_values[11];
+	Datum drain_values[13];
+	awa::RingSlot ring;
 	int slot_ranges[4];
 	bool isnull;
 	int16 priority;
@@ -225,7 +232,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		cand_values[1] = Float8GetDatum(aging_secs);
 		for (int k = 0; k < 4; k++)
 			cand_values[2 + k] = Int32GetDatum(slot_ranges[k]);
-		awa::exec_plan(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
+		awa::exec_plan_latest(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
 		if (SPI_processed == 0)
 		{
 			SPI_finish();
@@ -236,10 +243,16 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 		receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 
+		/*
+		 * Re-read the live arc now that the head is locked: prune moves a lane's pending rows
+		 * only while holding that lane's head, so everything it moved is in this arc.
+		 */
+		live_slot_ranges(slot_ranges);
+		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease);
 		if (receipts)
-			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 11, drain_types);
+			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 13, drain_types);
 		else
-			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 11, drain_types);
+			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 13, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);
@@ -249,7 +262,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		drain_values[6] = Float8GetDatum(aging_secs);
 		for (int k = 0; k < 4; k++)
 			drain_values[7 + k] = Int32GetDatum(slot_ranges[k]);
-		awa::exec_plan(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
+		drain_values[11] = Int32GetDatum(ring.slot);
+		drain_values[12] = Int64GetDatum(ring.generation);
+		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0 || attempt >= 3)
 			break;
 		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, drain_types);

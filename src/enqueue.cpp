@@ -221,19 +221,31 @@ fill_body(Column *cols, int m, const EnqueueRow &r)
 	cols[C_ERRORS].nulls[m] = r.errors_null;
 }
 
-/* Execute an insert whose parameters are the body columns. */
+/* Execute an insert whose parameters are the body columns, then the ring slot when `ring` is set. */
 void
-insert_body(SPIPlanPtr *slot, const char *sql, Column *cols, int m, const char *what)
+insert_body(SPIPlanPtr *slot, const char *sql, Column *cols, int m, const RingSlot *ring, const char *what)
 {
-	Datum values[C_COUNT];
-	char nulls[C_COUNT];
+	Oid types[C_COUNT + 2];
+	Datum values[C_COUNT + 2];
+	char nulls[C_COUNT + 2];
+	int nargs = C_COUNT;
 
-	keep_plan(slot, sql, C_COUNT, kBodyTypes);
+	memcpy(types, kBodyTypes, sizeof(kBodyTypes));
 	for (int c = 0; c < C_COUNT; c++)
 	{
 		values[c] = column_array(cols[c], m, kBodyElems[c]);
 		nulls[c] = ' ';
 	}
+	if (ring != nullptr)
+	{
+		types[C_COUNT] = INT4OID;
+		types[C_COUNT + 1] = INT8OID;
+		values[C_COUNT] = Int32GetDatum(ring->slot);
+		values[C_COUNT + 1] = Int64GetDatum(ring->generation);
+		nulls[C_COUNT] = nulls[C_COUNT + 1] = ' ';
+		nargs += 2;
+	}
+	keep_plan(slot, sql, nargs, types);
 	exec_plan(*slot, values, nulls, false, 0, SPI_OK_INSERT, what);
 }
 
@@ -244,12 +256,12 @@ insert_body(SPIPlanPtr *slot, const char *sql, Column *cols, int m, const char *
 	"AS u(job_id, kind, queue, args, priority, attempt, run_lease, max_attempts, run_at, created_at, "   \
 	"attempted_at, unique_key, unique_states, ordering_key, metadata, tags, errors, extra1, extra2)"
 
-/* Ready rows land in the current slot of the queue ring, read in the same statement. */
+/* Ready rows land in the queue ring's write slot ($20, generation $21), fenced against prune. */
 const char *const kReadyInsertSql =
 	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
 	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
 	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
-	"SELECT (SELECT current_slot FROM awa.queue_ring_state), (SELECT generation FROM awa.queue_ring_state), u.job_id, u.kind, u.queue, u.args, u.priority, "
+	"SELECT $20, $21, u.job_id, u.kind, u.queue, u.args, u.priority, "
 	"u.attempt, u.run_lease, u.max_attempts, u.run_at, u.created_at, u.attempted_at, "
 	"u.unique_key, u.unique_states::bit(8), u.ordering_key, u.metadata, u.tags::text[], "
 	"u.errors, u.extra1, u.extra2 FROM " AWA_UNNEST_BODY;
@@ -259,21 +271,22 @@ const char *const kReadyInsertOneSql =
 	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
 	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
 	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
-	"VALUES ((SELECT current_slot FROM awa.queue_ring_state), (SELECT generation FROM awa.queue_ring_state), "
+	"VALUES ($20, $21, "
 	"$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::bit(8), $14, $15, $16, $17, $18, $19)";
 
-const Oid kOneTypes[C_COUNT] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, INT2OID, INT2OID, INT8OID, INT2OID,
-								TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BYTEAOID, VARBITOID,
-								BYTEAOID, JSONBOID, TEXTARRAYOID, JSONBOID, INT8OID, INT2OID};
+const Oid kOneTypes[C_COUNT + 2] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, INT2OID, INT2OID, INT8OID,
+									INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BYTEAOID,
+									VARBITOID, BYTEAOID, JSONBOID, TEXTARRAYOID, JSONBOID, INT8OID,
+									INT2OID, INT4OID, INT8OID};
 
 /* Insert a single ready row with scalar parameters. */
 void
-insert_one_ready(const EnqueueRow &r)
+insert_one_ready(const EnqueueRow &r, const RingSlot &ring)
 {
-	Datum values[C_COUNT];
-	char nulls[C_COUNT];
+	Datum values[C_COUNT + 2];
+	char nulls[C_COUNT + 2];
 
-	keep_plan(&ready_one_plan, kReadyInsertOneSql, C_COUNT, kOneTypes);
+	keep_plan(&ready_one_plan, kReadyInsertOneSql, C_COUNT + 2, kOneTypes);
 	memset(nulls, ' ', sizeof(nulls));
 	values[C_JOB_ID] = Int64GetDatum(r.job_id);
 	values[C_KIND] = r.kind;
@@ -301,6 +314,8 @@ insert_one_ready(const EnqueueRow &r)
 	nulls[C_ERRORS] = r.errors_null ? 'n' : ' ';
 	values[C_EXTRA1] = Int64GetDatum(r.lane_seq);
 	values[C_EXTRA2] = Int16GetDatum(r.shard);
+	values[C_COUNT] = Int32GetDatum(ring.slot);
+	values[C_COUNT + 1] = Int64GetDatum(ring.generation);
 	exec_plan(ready_one_plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
 }
 
@@ -355,6 +370,7 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 	int nready = 0;
 	int ndeferred = 0;
 	Oid idseq = InvalidOid;
+	RingSlot ring = {0, 0};
 
 	if (n == 0)
 		return;
@@ -401,8 +417,10 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 		k = end;
 	}
 
+	if (nready > 0)
+		ring = ring_write_slot(Ring::Queue);
 	if (nready == 1)
-		insert_one_ready(rows[order[0]]);
+		insert_one_ready(rows[order[0]], ring);
 	else if (nready > 1)
 	{
 		Column cols[C_COUNT];
@@ -417,7 +435,7 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 			cols[C_EXTRA1].values[k] = Int64GetDatum(r.lane_seq);
 			cols[C_EXTRA2].values[k] = Int16GetDatum(r.shard);
 		}
-		insert_body(&ready_plan, kReadyInsertSql, cols, nready, "ready insert");
+		insert_body(&ready_plan, kReadyInsertSql, cols, nready, &ring, "ready insert");
 	}
 	/* Wake-ups once per queue, counters once per lane (rows are in lane order). */
 	for (int k = 0, lane_start = 0; k < nready; k++)
@@ -464,7 +482,7 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 			cols[C_EXTRA2].nulls[m] = false;
 			m++;
 		}
-		insert_body(&deferred_plan, kDeferredInsertSql, cols, ndeferred, "deferred insert");
+		insert_body(&deferred_plan, kDeferredInsertSql, cols, ndeferred, nullptr, "deferred insert");
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

@@ -269,7 +269,7 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 	if (!PG_ARGISNULL(5))
 		row->max_attempts = checked_max_attempts(PG_GETARG_INT16(5), "p_max_attempts");
 	if (!PG_ARGISNULL(6))
-		row->run_at = PG_GETARG_TIMESTAMPTZ(6);
+		row->run_at = awa::checked_run_at(PG_GETARG_TIMESTAMPTZ(6), "p_run_at");
 	set_metadata(row, PG_GETARG_DATUM(7), PG_ARGISNULL(7), "p_metadata");
 	set_tags(row, PG_GETARG_DATUM(8), PG_ARGISNULL(8), "p_tags");
 	set_unique(row, PG_GETARG_DATUM(9), PG_ARGISNULL(9), PG_GETARG_DATUM(10), PG_ARGISNULL(10), "p_unique_key",
@@ -357,7 +357,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 		if (prios && !prios_n[i])
 			row->priority = awa::checked_priority(DatumGetInt16(prios[i]), "p_priorities element");
 		if (run_ats && !run_ats_n[i])
-			row->run_at = DatumGetTimestampTz(run_ats[i]);
+			row->run_at = awa::checked_run_at(DatumGetTimestampTz(run_ats[i]), "p_run_ats element");
 		if (keys)
 			set_ordering_key(row, keys[i], keys_n[i], "p_ordering_keys element");
 		if (maxes && !maxes_n[i])

@@ -41,6 +41,8 @@ struct LaneEntry
 HTAB *lanes = nullptr;
 int pending_created = 0;
 SPIPlanPtr ensure_plan = nullptr;
+SPIPlanPtr lock_key_plan = nullptr;
+SPIPlanPtr lookup_plan = nullptr;
 SPIPlanPtr peek_plan = nullptr;
 
 /* The lane cache, created on first use. */
@@ -133,32 +135,55 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 	}
 }
 
-/* Cache miss: create or look up the lane through awa._ensure_lane (takes the lane lock). */
+/*
+ * Cache miss: look the lane up, or create it through awa._ensure_lane. The lane lock is
+ * taken first and the look-up reads the latest committed state: a lane created by a
+ * transaction that committed after this (REPEATABLE READ) transaction's snapshot is found,
+ * not created a second time (which would fail on the heads' primary key).
+ */
 LaneEntry *
 ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 {
 	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3];
-	Oid seq_oid;
+	Oid seq_oid = InvalidOid;
 	int64 lock_key;
-	bool created;
+	bool created = false;
 	bool isnull;
 	bool found;
 	LaneEntry *entry;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
-			  argtypes);
 	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
 	values[1] = Int16GetDatum(key->priority);
 	values[2] = Int16GetDatum(key->shard);
-	exec_plan(ensure_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane creation");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: lane creation returned %lu rows", static_cast<unsigned long>(SPI_processed));
-	seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	created = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	keep_plan(&lock_key_plan, "SELECT awa.lane_lock_key($1, $2, $3)", 3, argtypes);
+	exec_plan(lock_key_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane lock key");
+	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(lock_key));
+	keep_plan(&lookup_plan,
+			  "SELECT to_regclass('awa.' || quote_ident(seq_name))::oid FROM awa.queue_enqueue_heads "
+			  "WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
+			  3, argtypes);
+	exec_plan_latest(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up");
+	if (SPI_processed == 1)
+	{
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			seq_oid = DatumGetObjectId(d);
+	}
+	if (!OidIsValid(seq_oid))
+	{
+		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
+				  argtypes);
+		exec_plan(ensure_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane creation");
+		if (SPI_processed != 1)
+			elog(ERROR, "awa_shard: lane creation returned %lu rows", static_cast<unsigned long>(SPI_processed));
+		seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		created = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 

@@ -52,7 +52,11 @@ route_table(HTAB **table, const char *name)
 	return *table;
 }
 
-/* Read enqueue_shards of a queue from awa.queue_meta (no row = 1). */
+/*
+ * Read enqueue_shards of a queue from awa.queue_meta (no row = 1), as of the latest
+ * committed state: the width cached under a stamp must be at least as new as the stamp,
+ * whatever snapshot the calling statement or transaction holds.
+ */
 int
 read_width(const char *queue, int queue_len)
 {
@@ -64,7 +68,7 @@ read_width(const char *queue, int queue_len)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	keep_plan(&width_plan, "SELECT enqueue_shards FROM awa.queue_meta WHERE queue = $1", 1, argtypes);
 	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
-	exec_plan(width_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue width lookup");
+	exec_plan_latest(width_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue width lookup");
 	if (SPI_processed == 1)
 	{
 		bool isnull;
@@ -86,7 +90,8 @@ read_width(const char *queue, int queue_len)
  * Width of a queue: stable for the rest of a transaction once read, and cached across
  * transactions until queue_meta changes (preloaded: a commit that changed it bumps a
  * server-wide generation; otherwise it is re-read once per transaction). The stamp is read
- * before the table, so a change committed in between forces a re-read next time.
+ * before the table and the table is read on the latest committed state, so a cached width
+ * is never older than its stamp; a change committed in between forces a re-read next time.
  */
 int
 queue_width(const char *queue, int queue_len)

@@ -1,6 +1,11 @@
 /* spi_util.cpp — checked SPI: plans prepared once per backend, exact result codes. */
 #include "awa_shard.hpp"
 
+extern "C"
+{
+#include "utils/snapmgr.h"
+}
+
 namespace awa
 {
 
@@ -28,6 +33,23 @@ exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_onl
 		  int expected, const char *what)
 {
 	int rc = SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count);
+
+	if (rc != expected)
+		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),
+			 SPI_result_code_string(expected));
+}
+
+/*
+ * Run a kept plan with a fresh snapshot of the latest committed state. The hot
+ * path reads ring cursors, lanes and widths this way, so a REPEATABLE READ or SERIALIZABLE
+ * caller behaves like a READ COMMITTED one (docs/design.md, isolation levels).
+ */
+void
+exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
+				 const char *what)
+{
+	int rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(), InvalidSnapshot,
+								  read_only, false, count);
 
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),

@@ -5,6 +5,7 @@ extern "C"
 {
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 }
 
 namespace awa
@@ -38,6 +39,17 @@ checked_priority(int priority, const char *argname)
 						errmsg("%s must be between 1 and 4", argname),
 						errdetail("The value is %d.", priority)));
 	return priority;
+}
+
+/* A run_at must be a real point in time: 'infinity' would never run, '-infinity' breaks aging. */
+TimestampTz
+checked_run_at(TimestampTz run_at, const char *argname)
+{
+	if (TIMESTAMP_NOT_FINITE(run_at))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be a finite timestamp", argname),
+						errdetail("The value is %s.", TIMESTAMP_IS_NOBEGIN(run_at) ? "-infinity" : "infinity")));
+	return run_at;
 }
 
 } // namespace awa

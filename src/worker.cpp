@@ -1,14 +1,16 @@
 /*
  * worker.cpp — the maintenance background worker (D9). When the library is preloaded
  * and awa_shard.maintenance_database names a database, one worker connects to it and
- * calls awa.run_maintenance() every awa_shard.maintenance_interval milliseconds (promotion,
- * rescue, ring rotation and prune). A database without the extension is skipped quietly.
+ * every awa_shard.maintenance_interval milliseconds runs the steps of awa.run_maintenance()
+ * (promotion, rescue, ring rotation and prune), each in its own transaction. A database
+ * without the extension is skipped quietly.
  */
 #include "awa_shard.hpp"
 
 extern "C"
 {
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -36,30 +38,55 @@ int stale_heartbeat_secs = 300;
 namespace
 {
 
-/* One maintenance pass in its own transaction; errors are logged, never fatal. */
-void
-maintenance_pass()
+/*
+ * The steps of one pass, each run in its own short transaction (docs/maintenance.md §1):
+ * a prune's exclusive locks are held only from its truncate to that commit, and no step
+ * holds lane locks while another waits. Every name is schema-qualified and the worker's
+ * search_path is pinned, so nothing a database owner plants in another schema is called.
+ */
+const char *const kSteps[] = {
+	"SELECT awa.promote_due(1000)",
+	"SELECT awa.rescue_expired_deadlines(1000)",
+	"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)",
+	"SELECT awa.rotate_queue_ring()",
+	"SELECT awa.prune_queue_ring(200)",
+	"SELECT awa.rotate_attempt_ring('claim')",
+	"SELECT awa.prune_attempt_ring('claim', 200)",
+	"SELECT awa.rotate_attempt_ring('lease')",
+	"SELECT awa.prune_attempt_ring('lease', 200)",
+};
+
+/* Run one statement of a pass in its own transaction; errors are logged, never fatal. */
+bool
+run_step(const char *sql, bool check_installed)
 {
 	MemoryContext outer = CurrentMemoryContext;
+	volatile bool installed = true;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "awa_shard maintenance");
+	pgstat_report_activity(STATE_RUNNING, sql);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "awa_shard: SPI_connect failed");
-		if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'awa_shard'", true, 1) ==
-				SPI_OK_SELECT &&
-			SPI_processed == 1)
+		if (check_installed)
 		{
-			char sql[128];
+			if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension "
+							"WHERE extname OPERATOR(pg_catalog.=) 'awa_shard'",
+							true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "awa_shard: extension look-up failed");
+			installed = SPI_processed == 1;
+		}
+		if (installed)
+		{
+			Oid argtypes[1] = {INT4OID};
+			Datum values[1] = {Int32GetDatum(stale_heartbeat_secs)};
+			int nargs = strstr(sql, "$1") != nullptr ? 1 : 0;
 
-			snprintf(sql, sizeof(sql), "SELECT awa.run_maintenance(make_interval(secs => %d))",
-					 stale_heartbeat_secs);
-			if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
-				elog(ERROR, "awa_shard: maintenance statement failed");
+			if (SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "awa_shard: maintenance step failed: %s", sql);
 		}
 		SPI_finish();
 		PopActiveSnapshot();
@@ -73,6 +100,20 @@ maintenance_pass()
 		AbortCurrentTransaction();
 	}
 	PG_END_TRY();
+	return installed;
+}
+
+/* One maintenance pass: every step once, skipped quietly where the extension is absent. */
+void
+maintenance_pass()
+{
+	if (!run_step("SELECT 1", true))
+	{
+		pgstat_report_activity(STATE_IDLE, nullptr);
+		return;
+	}
+	for (const char *step : kSteps)
+		run_step(step, false);
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
 }
@@ -126,6 +167,8 @@ awa_maintenance_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(awa::maintenance_database, nullptr, 0);
+	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
 	for (;;)
 	{

@@ -1,0 +1,623 @@
+-- awa_shard 1.0 -> 1.1: maintenance that can never lose, strand or stall a job.
+--
+-- A fresh CREATE EXTENSION installs 1.0 and applies this script in the same transaction,
+-- so a fresh 1.1 and an upgraded 1.0 run exactly the same statements (docs/design.md §11).
+-- What changes (docs/maintenance.md says what is guaranteed and why):
+--   * writers append to a ring's write slot fenced against prune (awa._ring_write_slot and
+--     the C++ hot path), read on the latest committed state whatever their isolation level;
+--   * rotation and prune serialise on the ring's cursor row and take their locks before
+--     they decide; prune never queues behind an open transaction for more than a few
+--     milliseconds, and a skipped prune releases every lock it took;
+--   * prune moves the pending rows of a sealed slot forward into the current slot, keeping
+--     their lane identity and lane_seq, under their lanes' claim-head locks, so one paused
+--     queue no longer pins the ring; retained failed rows move once to the retained slot;
+--   * rescue honours max_attempts; aging moves lane prefixes in lane order; non-finite
+--     run_at values are refused and cannot break the aging arithmetic.
+\echo Use "ALTER EXTENSION awa_shard UPDATE TO '1.1'" to load this file. \quit
+
+-- Retained failed terminal rows live in their own partition (ready_slot -1, not a ring
+-- slot): prune copies a failed row here once, with its body, and never again.
+CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES IN (-1);
+GRANT SELECT ON awa.done_entries_retained TO awa_admin;
+
+-- The write slot of a ring ('queue', 'claim' or 'lease') for this transaction: its
+-- partitions are locked so prune cannot free the slot before this transaction ends.
+CREATE FUNCTION awa._ring_write_slot(p_ring text, OUT slot integer, OUT generation bigint)
+    AS 'MODULE_PATHNAME', 'awa_ring_write_slot'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._ring_write_slot(text) FROM PUBLIC;
+
+-- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
+-- long: each try waits at most lock_timeout (10 ms), then steps out of the lock queue and
+-- sleeps, until p_budget_ms is spent. Producers and workers never wait on a prune request
+-- longer than one try. Returns whether the locks are held.
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
+AS $$
+DECLARE
+    v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
+    v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
+                  || ' IN ACCESS EXCLUSIVE MODE';
+BEGIN
+    LOOP
+        BEGIN
+            EXECUTE v_sql;
+            RETURN true;
+        EXCEPTION WHEN lock_not_available THEN
+            IF clock_timestamp() >= v_deadline THEN
+                RETURN false;
+            END IF;
+        END;
+        PERFORM pg_sleep(0.002);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer) FROM PUBLIC;
+
+-- Rotation and prune decide on the latest committed ring state, under the ring's cursor
+-- row lock: they refuse to run where a statement does not see that state.
+CREATE FUNCTION awa._require_read_committed(p_name text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
+            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_read_committed(text) FROM PUBLIC;
+
+-- Rotate the queue ring: seal the current slot and make the next one current, when the
+-- current slot holds rows and the next slot is free (pruned). Serialised with prune and
+-- other rotations by the cursor row lock, never waiting for it.
+-- Returns rotated / skipped_idle / skipped_busy / skipped_concurrent.
+CREATE OR REPLACE FUNCTION awa.rotate_queue_ring() RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    st awa.queue_ring_state;
+    v_next integer;
+BEGIN
+    PERFORM awa._require_read_committed('rotate_queue_ring');
+    BEGIN
+        SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'skipped_concurrent';
+    END;
+    v_next := (st.current_slot + 1) % st.slot_count;
+    IF NOT EXISTS (SELECT 1 FROM awa.ready_entries WHERE ready_slot = st.current_slot) THEN
+        RETURN 'skipped_idle';
+    END IF;
+    IF (SELECT s.generation FROM awa.queue_ring_slots s WHERE s.slot = v_next) >= 0
+       OR EXISTS (SELECT 1 FROM awa.ready_entries WHERE ready_slot = v_next)
+       OR EXISTS (SELECT 1 FROM awa.done_entries WHERE ready_slot = v_next) THEN
+        RETURN 'skipped_busy';
+    END IF;
+    UPDATE awa.queue_ring_state SET current_slot = v_next, generation = st.generation + 1;
+    UPDATE awa.queue_ring_slots SET generation = st.generation + 1 WHERE slot = v_next;
+    RETURN 'rotated';
+END
+$$;
+
+-- Prune the oldest sealed queue slot (docs/maintenance.md §2):
+--   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
+--   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
+--      lease) still reads a ready row of the slot -- these checks hold no lock;
+--   3. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
+--      writer can add to the slot, and refuse when a claim since step 2 took rows of the
+--      slot (their attempts may be open);
+--   4. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
+--      and copy those rows into the current slot with their lane identity and lane_seq:
+--      claims drain them in the same order, and a claim holding one of those heads makes
+--      this prune step back instead;
+--   5. copy failed terminal rows, with their body, to the retained partition once;
+--   6. truncate the slot's partitions and mark it free.
+-- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
+-- Returns pruned / skipped_none_sealed / skipped_running / skipped_locked / skipped_concurrent.
+CREATE OR REPLACE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    st awa.queue_ring_state;
+    v_slot integer;
+    v_cursors awa.queue_claim_heads[];
+    v_reason text;
+BEGIN
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    PERFORM awa._require_read_committed('prune_queue_ring');
+    BEGIN
+        SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'skipped_concurrent';
+    END;
+    SELECT s.slot INTO v_slot FROM awa.queue_ring_slots s
+     WHERE s.generation >= 0 AND s.slot <> st.current_slot
+     ORDER BY s.generation LIMIT 1;
+    IF v_slot IS NULL THEN
+        RETURN 'skipped_none_sealed';
+    END IF;
+    SELECT array_agg(h) INTO v_cursors FROM awa.queue_claim_heads h;
+    IF EXISTS (SELECT 1 FROM awa.lease_claims c
+                WHERE c.ready_slot = v_slot
+                  AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                   WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                     AND x.run_lease = c.run_lease))
+       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
+        RETURN 'skipped_running';
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot],
+                                         p_lock_timeout_ms) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
+        IF EXISTS (SELECT 1 FROM awa.queue_claim_heads h
+                     LEFT JOIN unnest(v_cursors) o
+                       ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
+                    WHERE h.claim_seq > coalesce(o.claim_seq, 1)
+                      AND EXISTS (SELECT 1 FROM awa.ready_entries r
+                                   WHERE r.ready_slot = v_slot AND r.queue = h.queue
+                                     AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
+        END IF;
+        BEGIN
+            PERFORM 1 FROM awa.queue_claim_heads h
+             WHERE EXISTS (SELECT 1 FROM awa.ready_entries r
+                            WHERE r.ready_slot = v_slot AND r.queue = h.queue AND r.priority = h.priority
+                              AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq)
+             ORDER BY h.queue, h.priority, h.enqueue_shard
+               FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END;
+        INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, priority,
+            attempt, run_lease, max_attempts, lane_seq, enqueue_shard, run_at, attempted_at, created_at,
+            unique_key, unique_states, ordering_key, metadata, tags, errors)
+        SELECT st.current_slot, st.generation, r.job_id, r.kind, r.queue, r.args, r.priority, r.attempt,
+               r.run_lease, r.max_attempts, r.lane_seq, r.enqueue_shard, r.run_at, r.attempted_at,
+               r.created_at, r.unique_key, r.unique_states, r.ordering_key, r.metadata, r.tags, r.errors
+          FROM awa.ready_entries r
+          JOIN awa.queue_claim_heads h
+            ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+         WHERE r.ready_slot = v_slot AND r.lane_seq >= h.claim_seq;
+        INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
+            lane_seq, state, attempt, run_lease, attempted_at, finalized_at, kind, args, max_attempts, run_at,
+            created_at, unique_key, unique_states, ordering_key, metadata, tags, errors)
+        SELECT -1, d.ready_generation, d.job_id, d.queue, d.priority, d.enqueue_shard, d.lane_seq,
+               d.state, d.attempt, d.run_lease, d.attempted_at, d.finalized_at,
+               coalesce(d.kind, r.kind), coalesce(d.args, r.args), coalesce(d.max_attempts, r.max_attempts),
+               coalesce(d.run_at, r.run_at), coalesce(d.created_at, r.created_at),
+               coalesce(d.unique_key, r.unique_key), coalesce(d.unique_states, r.unique_states),
+               coalesce(d.ordering_key, r.ordering_key), coalesce(d.metadata, r.metadata),
+               coalesce(d.tags, r.tags), d.errors
+          FROM awa.done_entries d
+          LEFT JOIN awa.ready_entries r
+            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+         WHERE d.ready_slot = v_slot AND d.state = 'failed'
+        ON CONFLICT DO NOTHING;
+        EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
+        UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'pruned';
+END
+$$;
+
+-- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
+-- and the next slot is free; same serialisation as the queue ring.
+CREATE OR REPLACE FUNCTION awa.rotate_attempt_ring(p_ring text) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_slot integer;
+    v_count integer;
+    v_gen bigint;
+    v_next integer;
+BEGIN
+    PERFORM awa._require(p_ring IS NULL, 'p_ring');
+    IF p_ring NOT IN ('claim', 'lease') THEN
+        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
+    END IF;
+    PERFORM awa._require_read_committed('rotate_attempt_ring');
+    BEGIN
+        IF p_ring = 'claim' THEN
+            SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen
+              FROM awa.claim_ring_state FOR UPDATE NOWAIT;
+        ELSE
+            SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen
+              FROM awa.lease_ring_state FOR UPDATE NOWAIT;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'skipped_concurrent';
+    END;
+    v_next := (v_slot + 1) % v_count;
+    IF p_ring = 'claim' THEN
+        IF NOT EXISTS (SELECT 1 FROM awa.lease_claims WHERE claim_slot = v_slot) THEN
+            RETURN 'skipped_idle';
+        END IF;
+        IF (SELECT generation FROM awa.claim_ring_slots WHERE slot = v_next) >= 0
+           OR EXISTS (SELECT 1 FROM awa.lease_claims WHERE claim_slot = v_next)
+           OR EXISTS (SELECT 1 FROM awa.lease_claim_closures WHERE claim_slot = v_next) THEN
+            RETURN 'skipped_busy';
+        END IF;
+        UPDATE awa.claim_ring_state SET current_slot = v_next, generation = v_gen + 1;
+        UPDATE awa.claim_ring_slots SET generation = v_gen + 1 WHERE slot = v_next;
+    ELSE
+        IF NOT EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot) THEN
+            RETURN 'skipped_idle';
+        END IF;
+        IF (SELECT generation FROM awa.lease_ring_slots WHERE slot = v_next) >= 0
+           OR EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_next) THEN
+            RETURN 'skipped_busy';
+        END IF;
+        UPDATE awa.lease_ring_state SET current_slot = v_next, generation = v_gen + 1;
+        UPDATE awa.lease_ring_slots SET generation = v_gen + 1 WHERE slot = v_next;
+    END IF;
+    RETURN 'rotated';
+END
+$$;
+
+-- Prune the oldest sealed claim slot whose receipts are all closed, or the oldest sealed
+-- lease slot that is empty. The check runs first without locks (a slot that is still in
+-- use costs nothing), then again under the partition locks, which no writer can pass.
+-- Returns pruned / skipped_none_sealed / skipped_open_receipts / skipped_open_leases /
+-- skipped_locked / skipped_concurrent.
+CREATE OR REPLACE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_current integer;
+    v_slot integer;
+    v_reason text;
+BEGIN
+    PERFORM awa._require(p_ring IS NULL, 'p_ring');
+    IF p_ring NOT IN ('claim', 'lease') THEN
+        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
+    END IF;
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    PERFORM awa._require_read_committed('prune_attempt_ring');
+    BEGIN
+        IF p_ring = 'claim' THEN
+            SELECT current_slot INTO v_current FROM awa.claim_ring_state FOR UPDATE NOWAIT;
+            SELECT slot INTO v_slot FROM awa.claim_ring_slots
+             WHERE generation >= 0 AND slot <> v_current ORDER BY generation LIMIT 1;
+        ELSE
+            SELECT current_slot INTO v_current FROM awa.lease_ring_state FOR UPDATE NOWAIT;
+            SELECT slot INTO v_slot FROM awa.lease_ring_slots
+             WHERE generation >= 0 AND slot <> v_current ORDER BY generation LIMIT 1;
+        END IF;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'skipped_concurrent';
+    END;
+    IF v_slot IS NULL THEN
+        RETURN 'skipped_none_sealed';
+    END IF;
+    IF p_ring = 'claim' THEN
+        IF awa._claim_slot_has_open_receipts(v_slot) THEN
+            RETURN 'skipped_open_receipts';
+        END IF;
+        BEGIN
+            IF NOT awa._lock_ring_partitions(
+                    ARRAY['lease_claims_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
+            IF awa._claim_slot_has_open_receipts(v_slot) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
+            END IF;
+            EXECUTE format('TRUNCATE awa.%I, awa.%I', 'lease_claims_' || v_slot, 'lease_claim_closures_' || v_slot);
+            UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
+        EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+            GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+            RETURN v_reason;
+        END;
+    ELSE
+        IF EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot) THEN
+            RETURN 'skipped_open_leases';
+        END IF;
+        BEGIN
+            IF NOT awa._lock_ring_partitions(ARRAY['leases_' || v_slot], p_lock_timeout_ms) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
+            IF EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_leases';
+            END IF;
+            EXECUTE format('TRUNCATE awa.%I', 'leases_' || v_slot);
+            UPDATE awa.lease_ring_slots SET generation = -1 WHERE slot = v_slot;
+        EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+            GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+            RETURN v_reason;
+        END;
+    END IF;
+    RETURN 'pruned';
+END
+$$;
+
+-- Whether a claim slot holds a receipt without a closure. Every closure is written for a
+-- receipt of the same slot, at most once, so equal counts mean every receipt is closed.
+CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolean
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT count(*) FROM awa.lease_claims WHERE claim_slot = p_slot)
+         > (SELECT count(*) FROM awa.lease_claim_closures WHERE claim_slot = p_slot);
+REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
+
+-- Every periodic task once, in one transaction: promotion, deadline and heartbeat
+-- rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
+-- locks of a prune are held only from its truncate to this transaction's commit. A
+-- prune not run in this pass reports 'deferred'. The background worker runs each step in
+-- its own transaction instead.
+CREATE OR REPLACE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
+                                               p_batch integer DEFAULT 1000)
+    RETURNS jsonb
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_result jsonb;
+    v_prune text;
+    v_pruned boolean := false;
+BEGIN
+    IF p_stale_heartbeat IS NULL OR p_batch IS NULL THEN
+        RAISE EXCEPTION 'p_stale_heartbeat and p_batch must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_batch < 1 OR p_stale_heartbeat <= interval '0' THEN
+        RAISE EXCEPTION 'p_batch must be at least 1 and p_stale_heartbeat positive' USING ERRCODE = '22023';
+    END IF;
+    PERFORM awa._require_read_committed('run_maintenance');
+    v_result := jsonb_build_object(
+        'promoted', awa.promote_due(p_batch),
+        'deadline_rescued', awa.rescue_expired_deadlines(p_batch),
+        'heartbeat_rescued', awa.rescue_stale_heartbeats(p_stale_heartbeat, p_batch),
+        'queue_ring', awa.rotate_queue_ring(),
+        'claim_ring', awa.rotate_attempt_ring('claim'),
+        'lease_ring', awa.rotate_attempt_ring('lease'));
+    v_prune := awa.prune_queue_ring(50);
+    v_pruned := v_prune = 'pruned';
+    v_result := v_result || jsonb_build_object('queue_prune', v_prune);
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.prune_attempt_ring('claim', 50);
+        v_pruned := v_prune = 'pruned';
+    END IF;
+    v_result := v_result || jsonb_build_object('claim_prune', v_prune);
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.prune_attempt_ring('lease', 50);
+    END IF;
+    RETURN v_result || jsonb_build_object('lease_prune', v_prune);
+END
+$$;
+
+-- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
+-- backoff while attempts remain, failed at the last one (like fail_job).
+CREATE OR REPLACE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit integer DEFAULT 500)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_cutoff timestamptz;
+    v_count integer := 0;
+    r record;
+    t awa.taken_attempt;
+BEGIN
+    IF p_stale IS NULL OR p_limit IS NULL THEN
+        RAISE EXCEPTION 'p_stale and p_limit must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_stale <= interval '0' OR p_limit < 1 THEN
+        RAISE EXCEPTION 'p_stale must be positive and p_limit at least 1' USING ERRCODE = '22023';
+    END IF;
+    v_cutoff := clock_timestamp() - p_stale;
+    FOR r IN
+        SELECT c.job_id, c.run_lease FROM awa.lease_claims c
+          LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
+         WHERE c.materialized_at IS NULL
+           AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
+           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+        UNION ALL
+        SELECT l.job_id, l.run_lease FROM awa.leases l
+         WHERE l.state = 'running' AND l.heartbeat_at < v_cutoff
+        LIMIT p_limit
+    LOOP
+        t := awa._take_attempt(r.job_id, r.run_lease, 'rescued');
+        CONTINUE WHEN t.job_id IS NULL;
+        PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- Rescue attempts past their hard deadline, with the same last-attempt rule.
+CREATE OR REPLACE FUNCTION awa.rescue_expired_deadlines(p_limit integer DEFAULT 500)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_count integer := 0;
+    r record;
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    FOR r IN
+        SELECT c.job_id, c.run_lease FROM awa.lease_claims c
+         WHERE c.deadline_at IS NOT NULL AND c.deadline_at < v_now AND c.materialized_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+        UNION ALL
+        SELECT l.job_id, l.run_lease FROM awa.leases l
+         WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
+        LIMIT p_limit
+    LOOP
+        t := awa._take_attempt(r.job_id, r.run_lease, 'deadline_expired');
+        CONTINUE WHEN t.job_id IS NULL;
+        PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+-- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
+-- remain; at its last attempt the job ends failed, as fail_job would leave it.
+CREATE FUNCTION awa._rescue_taken(t awa.taken_attempt, p_error text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF t.attempt >= t.max_attempts THEN
+        PERFORM awa._finish_attempt(t, 'failed', awa._append_error(t.errors, p_error, t.attempt, true));
+        PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+    ELSE
+        PERFORM awa._defer_attempt(t, 'retryable',
+            clock_timestamp() + awa.backoff_duration(t.attempt, t.max_attempts), t.attempt,
+            awa._append_error(t.errors, p_error, t.attempt, false));
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) FROM PUBLIC;
+-- Cancel a job wherever it is live, in this order: an unclaimed ready row (removed under
+-- its lane head lock; the cancelled terminal row takes the row's own identity and body),
+-- a running receipt-only attempt, a materialised lease (both closed with outcome
+-- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
+-- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
+-- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
+CREATE OR REPLACE FUNCTION awa.cancel_job(p_job_id bigint) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    t awa.taken_attempt;
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    r := awa._take_unclaimed_ready(p_job_id);
+    IF r.job_id IS NOT NULL THEN
+        INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
+            lane_seq, state, attempt, run_lease, attempted_at, kind, args, max_attempts, run_at, created_at,
+            unique_key, unique_states, ordering_key, metadata, tags, errors)
+        VALUES (r.ready_slot, r.ready_generation, r.job_id, r.queue, r.priority, r.enqueue_shard,
+            r.lane_seq, 'cancelled', r.attempt, r.run_lease, r.attempted_at, r.kind, r.args, r.max_attempts,
+            r.run_at, r.created_at, r.unique_key, r.unique_states, r.ordering_key, r.metadata, r.tags, r.errors);
+        PERFORM awa._sync_unique_claim(r.job_id, r.unique_key, r.unique_states, 'available', 'cancelled');
+    ELSE
+        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        IF t.job_id IS NOT NULL THEN
+            PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
+        ELSE
+            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id RETURNING j.* INTO d;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
+                lane_seq, state, attempt, run_lease, attempted_at, kind, args, max_attempts, run_at, created_at,
+                unique_key, unique_states, ordering_key, metadata, tags, errors)
+            SELECT s.slot, s.generation, d.job_id, d.queue, d.priority, 0, -d.job_id, 'cancelled',
+                d.attempt, d.run_lease, d.attempted_at, d.kind, d.args, d.max_attempts, d.run_at, d.created_at,
+                d.unique_key, d.unique_states, d.ordering_key, d.metadata, d.tags, d.errors
+              FROM awa._ring_write_slot('queue') s;
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'cancelled');
+        END IF;
+    END IF;
+    PERFORM pg_notify('awa:cancel', p_job_id::text);
+    RETURN true;
+END
+$$;
+
+-- Physical priority aging: waiting ready rows of lanes with priority > 1 move one
+-- priority up, always as a prefix of their lane in lane_seq order (from the claim cursor
+-- up to the first row younger than p_older_than), at most p_limit rows. Their lane heads
+-- are locked (sorted, SKIP LOCKED: lanes being claimed right now are left for the next
+-- run), the rows are removed by full identity and re-enqueued at priority - 1 through
+-- awa._enqueue_ready in lane order, so the jobs of one key keep their order: keyed rows
+-- keep their key's shard, keyless rows take the rotor, within the queue's current width.
+-- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
+-- every queue). Returns how many rows moved up.
+CREATE OR REPLACE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000,
+                                                      p_queue text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cutoff timestamptz;
+    v_queues text[];
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_claims bigint[];
+    v_rows awa.deferred_jobs[];
+BEGIN
+    PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    IF p_older_than < interval '0' THEN
+        RAISE EXCEPTION 'p_older_than must not be negative' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 100000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit);
+    END IF;
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    v_cutoff := clock_timestamp() - p_older_than;
+    SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard), array_agg(h.claim_seq)
+      INTO v_queues, v_priorities, v_shards, v_claims
+      FROM (SELECT c.queue, c.priority, c.enqueue_shard, c.claim_seq FROM awa.queue_claim_heads c
+             WHERE c.priority > 1 AND (p_queue IS NULL OR c.queue = p_queue)
+               AND EXISTS (SELECT 1 FROM awa.ready_entries r
+                            WHERE r.queue = c.queue AND r.priority = c.priority
+                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
+                              AND r.run_at <= v_cutoff)
+             ORDER BY c.queue, c.priority, c.enqueue_shard
+               FOR UPDATE SKIP LOCKED) h;
+    IF v_queues IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH waiting AS (
+        SELECT r.ready_slot, r.queue, r.priority, r.enqueue_shard, r.lane_seq,
+               bool_and(r.run_at <= v_cutoff) OVER (PARTITION BY r.queue, r.priority, r.enqueue_shard
+                                                    ORDER BY r.lane_seq) AS in_prefix
+          FROM unnest(v_queues, v_priorities, v_shards, v_claims) AS h(queue, priority, enqueue_shard, claim_seq)
+          JOIN awa.ready_entries r
+            ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+           AND r.lane_seq >= h.claim_seq),
+    victims AS (
+        SELECT w.* FROM waiting w WHERE w.in_prefix
+         ORDER BY w.queue, w.priority, w.enqueue_shard, w.lane_seq
+         LIMIT p_limit),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING victims v
+         WHERE r.ready_slot = v.ready_slot AND r.queue = v.queue AND r.priority = v.priority
+           AND r.enqueue_shard = v.enqueue_shard AND r.lane_seq = v.lane_seq
+        RETURNING r AS row_)
+    SELECT array_agg(awa._ready_as_deferred(g.row_, (g.row_).queue, ((g.row_).priority - 1)::smallint,
+                         jsonb_build_object('_awa_original_priority', (g.row_).priority))
+                     ORDER BY (g.row_).queue, (g.row_).priority, (g.row_).enqueue_shard, (g.row_).lane_seq)
+      INTO v_rows FROM gone g;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;

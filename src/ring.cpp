@@ -1,0 +1,201 @@
+/*
+ * ring.cpp — the write slot of a ring, fenced against prune (docs/maintenance.md §2).
+ *
+ * Every writer into a ring partition (producers into ready_entries, claims into
+ * lease_claims or leases, terminal rows written without an attempt) asks for the ring's
+ * write slot here instead of reading the ring cursor in its own statement:
+ *   1. read the current slot and its generation with the latest committed state (never
+ *      through an old transaction snapshot: a REPEATABLE READ producer is normal);
+ *   2. take RowExclusiveLock on that slot's partitions (held to the end of the transaction);
+ *   3. re-read the slot's generation; if prune freed or reused the slot in between, start again.
+ * Prune takes ACCESS EXCLUSIVE on a slot's partitions before it decides anything, so once
+ * step 3 passed, the slot cannot be pruned until this transaction ends; a slot sealed by a
+ * rotation meanwhile is still live and read by claims.
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* What a ring is made of: its cursor, its slot table and the partitions of one slot. */
+struct RingSpec
+{
+	const char *name;
+	const char *read_sql;  /* current slot, its generation */
+	const char *check_sql; /* generation of slot $1 */
+	const char *partitions[2];
+};
+
+const RingSpec kRings[3] = {
+	{"queue",
+	 "SELECT r.current_slot, s.generation FROM awa.queue_ring_state r "
+	 "JOIN awa.queue_ring_slots s ON s.slot = r.current_slot",
+	 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $1",
+	 {"ready_entries_", "done_entries_"}},
+	{"claim",
+	 "SELECT r.current_slot, s.generation FROM awa.claim_ring_state r "
+	 "JOIN awa.claim_ring_slots s ON s.slot = r.current_slot",
+	 "SELECT generation FROM awa.claim_ring_slots WHERE slot = $1",
+	 {"lease_claims_", "lease_claim_closures_"}},
+	{"lease",
+	 "SELECT r.current_slot, s.generation FROM awa.lease_ring_state r "
+	 "JOIN awa.lease_ring_slots s ON s.slot = r.current_slot",
+	 "SELECT generation FROM awa.lease_ring_slots WHERE slot = $1",
+	 {"leases_", nullptr}},
+};
+
+/* The slot this transaction holds for a ring (valid while its first partition stays locked). */
+struct HeldSlot
+{
+	std::uint64_t epoch;
+	RingSlot slot;
+	Oid first_partition;
+};
+
+HeldSlot held[3];
+SPIPlanPtr read_plans[3];
+SPIPlanPtr check_plans[3];
+
+/* OID of partition awa.<prefix><slot>; a missing partition is a broken install. */
+Oid
+partition_oid(const char *prefix, int slot)
+{
+	char name[NAMEDATALEN];
+	Oid relid;
+
+	snprintf(name, sizeof(name), "%s%d", prefix, slot);
+	relid = get_relname_relid(name, get_namespace_oid("awa", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "awa_shard: ring partition awa.%s is missing", name);
+	return relid;
+}
+
+/* Whether this backend still holds RowExclusiveLock on a relation (a rolled-back savepoint drops it). */
+bool
+holds_row_exclusive(Oid relid)
+{
+	LOCKTAG tag;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	return LockHeldByMe(&tag, RowExclusiveLock);
+}
+
+/* Current slot and generation of a ring as of the latest committed state. */
+RingSlot
+read_current(int ring)
+{
+	RingSlot s;
+	bool isnull;
+
+	keep_plan(&read_plans[ring], kRings[ring].read_sql, 0, nullptr);
+	exec_plan_latest(read_plans[ring], nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring cursor read");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: %s ring state is missing", kRings[ring].name);
+	s.slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	return s;
+}
+
+/* Generation of one slot as of the latest committed state (-1: freed by prune). */
+int64
+read_slot_generation(int ring, int slot)
+{
+	static const Oid argtypes[1] = {INT4OID};
+	Datum values[1] = {Int32GetDatum(slot)};
+	bool isnull;
+
+	keep_plan(&check_plans[ring], kRings[ring].check_sql, 1, argtypes);
+	exec_plan_latest(check_plans[ring], values, nullptr, true, 1, SPI_OK_SELECT, "ring slot check");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: %s ring slot %d is missing", kRings[ring].name, slot);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+} // namespace
+
+/*
+ * The slot writers of `ring` append to in this transaction, with its partitions locked
+ * against prune. SPI must be connected. Cheap after the first call of a transaction.
+ */
+RingSlot
+ring_write_slot(Ring ring)
+{
+	int r = static_cast<int>(ring);
+	HeldSlot *h = &held[r];
+
+	if (h->epoch == current_xact_epoch() && holds_row_exclusive(h->first_partition))
+		return h->slot;
+	for (int attempt = 0;; attempt++)
+	{
+		RingSlot s = read_current(r);
+		Oid first = partition_oid(kRings[r].partitions[0], s.slot);
+
+		LockRelationOid(first, RowExclusiveLock);
+		if (kRings[r].partitions[1] != nullptr)
+			LockRelationOid(partition_oid(kRings[r].partitions[1], s.slot), RowExclusiveLock);
+		if (read_slot_generation(r, s.slot) == s.generation)
+		{
+			h->epoch = current_xact_epoch();
+			h->slot = s;
+			h->first_partition = first;
+			return s;
+		}
+		/* Pruned or reused between the read and the lock: the lock is harmless, read again. */
+		if (attempt >= 100)
+			ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+							errmsg("could not find a live slot in the %s ring", kRings[r].name)));
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+} // namespace awa
+
+/* awa._ring_write_slot(ring): the fenced write slot of a ring, for SQL writers. */
+AWA_SQL_FUNCTION(awa_ring_write_slot)
+{
+	TupleDesc tupdesc;
+	Datum values[2];
+	bool nulls[2] = {false, false};
+	const char *name;
+	awa::Ring ring;
+	awa::RingSlot s;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_ring must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (strcmp(name, "queue") == 0)
+		ring = awa::Ring::Queue;
+	else if (strcmp(name, "claim") == 0)
+		ring = awa::Ring::Claim;
+	else if (strcmp(name, "lease") == 0)
+		ring = awa::Ring::Lease;
+	else
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_ring must be queue, claim or lease")));
+	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "awa_shard: _ring_write_slot must return a record");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	s = awa::ring_write_slot(ring);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	values[0] = Int32GetDatum(s.slot);
+	values[1] = Int64GetDatum(s.generation);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
