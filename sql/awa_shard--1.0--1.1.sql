@@ -29,9 +29,10 @@ CREATE FUNCTION awa._ring_write_slot(p_ring text, OUT slot integer, OUT generati
 REVOKE ALL ON FUNCTION awa._ring_write_slot(text) FROM PUBLIC;
 
 -- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
--- long: each try waits at most lock_timeout (10 ms), then steps out of the lock queue and
--- sleeps, until p_budget_ms is spent. Producers and workers never wait on a prune request
--- longer than one try. Returns whether the locks are held.
+-- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
+-- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
+-- Producers and workers never wait on a prune's lock request longer than one try.
+-- Returns whether the locks are held.
 CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
@@ -40,17 +41,19 @@ DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
     v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
                   || ' IN ACCESS EXCLUSIVE MODE';
+    v_first boolean := true;
 BEGIN
     LOOP
         BEGIN
-            EXECUTE v_sql;
+            EXECUTE v_sql || CASE WHEN v_first THEN ' NOWAIT' ELSE '' END;
             RETURN true;
         EXCEPTION WHEN lock_not_available THEN
-            IF clock_timestamp() >= v_deadline THEN
-                RETURN false;
-            END IF;
+            v_first := false;
         END;
         PERFORM pg_sleep(0.002);
+        IF clock_timestamp() >= v_deadline THEN
+            RETURN false;
+        END IF;
     END LOOP;
 END
 $$;
