@@ -1,0 +1,120 @@
+-- Update 1.0 -> 1.1 on real data: a 1.0 install holding jobs in every state (waiting on
+-- several shards, running on receipts and on a lease, completed, failed, retryable,
+-- scheduled, dead-lettered), with a sealed ring slot, is updated in place. Every job keeps
+-- its id and state; the open attempts finish; waiting jobs are claimed in lane order;
+-- maintenance runs; and the catalog equals a fresh 1.1 line by line.
+\set SHOW_CONTEXT never
+SELECT current_database() AS home \gset
+CREATE DATABASE migration_v11_fresh;
+CREATE DATABASE migration_v11;
+
+\c migration_v11_fresh
+CREATE EXTENSION awa_shard;
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
+\set ECHO none
+\i sql/migration_describe.psql
+\set ECHO all
+\copy (SELECT l FROM public.awa_catalog_lines() l) TO 'migration_v11_fresh.lines'
+
+\c migration_v11
+CREATE EXTENSION awa_shard VERSION '1.0';
+CREATE TABLE public.v11_jobs (name text PRIMARY KEY, job_id bigint NOT NULL, run_lease bigint);
+DO $$
+DECLARE
+    c record;
+BEGIN
+    INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('v11_a', 4);
+    -- Ring slot 0: three finished jobs, then the ring turns: slot 0 is sealed.
+    PERFORM awa.insert_job_compat('old', 'v11_b', p_ordering_key => ('old-' || n)::bytea) FROM generate_series(1, 3) n;
+    PERFORM awa.complete_jobs(array_agg(job_id), array_agg(run_lease)) FROM awa.claim_ready_runtime('v11_b', 10, 0, 0);
+    PERFORM awa.rotate_queue_ring();
+    -- Waiting keyed jobs on the four shards of v11_a, keyless ones on v11_b.
+    PERFORM awa.insert_job_compat('wait', 'v11_a', jsonb_build_object('n', n), p_ordering_key => ('key-' || n)::bytea)
+       FROM generate_series(1, 12) n;
+    PERFORM awa.insert_jobs('v11_b', ARRAY['wait', 'wait', 'wait'], ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]);
+    -- Receipts: two running, one failed for good, one retryable, one dead-lettered.
+    INSERT INTO public.v11_jobs (name, job_id, run_lease)
+    SELECT 'run_' || row_number() OVER (ORDER BY lane_seq), job_id, run_lease FROM awa.claim_ready_runtime('v11_b', 2, 0, 0);
+    FOR c IN SELECT * FROM awa.claim_ready_runtime('v11_b', 1, 0, 0) LOOP
+        INSERT INTO public.v11_jobs VALUES ('retry', c.job_id, c.run_lease);
+        PERFORM awa.fail_job(c.job_id, c.run_lease, 'later', interval '1 hour');
+    END LOOP;
+    PERFORM awa.insert_job_compat('fatal', 'v11_c', p_max_attempts => 1::smallint);
+    PERFORM awa.insert_job_compat('poison', 'v11_c');
+    FOR c IN SELECT * FROM awa.claim_ready_runtime('v11_c', 2, 0, 0) LOOP
+        IF c.kind = 'fatal' THEN
+            PERFORM awa.fail_job(c.job_id, c.run_lease, 'fatal');
+        ELSE
+            PERFORM awa.fail_job_to_dlq(c.job_id, c.run_lease, 'poison');
+        END IF;
+    END LOOP;
+    -- Leases mode: one running lease.
+    UPDATE awa.plane_settings SET receipts = false;
+    PERFORM awa.insert_job_compat('leased', 'v11_d');
+    INSERT INTO public.v11_jobs (name, job_id, run_lease)
+    SELECT 'lease', job_id, run_lease FROM awa.claim_ready_runtime('v11_d', 1, 0, 0);
+    UPDATE awa.plane_settings SET receipts = true;
+    -- Scheduled.
+    PERFORM awa.insert_job_compat('later', 'v11_d', p_run_at => now() + interval '1 day');
+END
+$$;
+CREATE TABLE public.v11_before AS
+SELECT id, state::text, kind, queue, priority, enqueue_shard, lane_seq, args, ordering_key FROM awa.jobs;
+SELECT state, count(*) FROM public.v11_before GROUP BY 1 ORDER BY 1;
+SELECT generation >= 0 AS live, count(*) FROM awa.queue_ring_slots GROUP BY 1 ORDER BY 1;
+
+ALTER EXTENSION awa_shard UPDATE TO '1.1';
+SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
+
+-- Every job is where it was, in the same state.
+SELECT 'was' AS side, * FROM (SELECT * FROM public.v11_before
+                              EXCEPT ALL SELECT id, state::text, kind, queue, priority, enqueue_shard, lane_seq,
+                                                args, ordering_key FROM awa.jobs) x
+UNION ALL
+SELECT 'now', * FROM (SELECT id, state::text, kind, queue, priority, enqueue_shard, lane_seq, args, ordering_key
+                        FROM awa.jobs EXCEPT ALL SELECT * FROM public.v11_before) y;
+
+-- The attempts open across the update finish normally.
+SELECT j.name, c.run_lease = j.run_lease AS same_attempt
+  FROM awa.complete_jobs(ARRAY(SELECT job_id FROM public.v11_jobs WHERE name IN ('run_1', 'run_2', 'lease') ORDER BY name),
+                         ARRAY(SELECT run_lease FROM public.v11_jobs WHERE name IN ('run_1', 'run_2', 'lease') ORDER BY name)) c
+  JOIN public.v11_jobs j ON j.job_id = c.job_id ORDER BY 1;
+
+-- Maintenance of 1.1 prunes the sealed slot (its rows are finished) and the waiting jobs
+-- are then claimed lane by lane in lane order, each once.
+SELECT awa.prune_queue_ring() AS prune;
+CREATE TABLE public.v11_claimed (n serial, queue text, enqueue_shard smallint, lane_seq bigint, job_id bigint);
+DO $$
+BEGIN
+    LOOP
+        INSERT INTO public.v11_claimed (queue, enqueue_shard, lane_seq, job_id)
+        SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_a', 3, 0, 0)
+        UNION ALL
+        SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_b', 3, 0, 0);
+        EXIT WHEN NOT FOUND;
+    END LOOP;
+END
+$$;
+SELECT (SELECT count(*) FROM public.v11_claimed) AS claimed,
+       (SELECT count(*) FROM public.v11_before WHERE state = 'available') AS were_waiting,
+       (SELECT count(DISTINCT job_id) FROM public.v11_claimed) AS distinct_claimed,
+       (SELECT bool_and(ordered) FROM (SELECT lane_seq > lag(lane_seq, 1, 0::bigint) OVER (PARTITION BY queue, enqueue_shard ORDER BY n) AS ordered
+                                         FROM public.v11_claimed) o) AS lane_order;
+SELECT jsonb_object_keys(awa.run_maintenance()) AS step ORDER BY 1;
+
+-- The catalog equals a fresh 1.1 install, line by line.
+CREATE TEMP TABLE fresh_lines (l text);
+\copy fresh_lines FROM 'migration_v11_fresh.lines'
+\! rm -f migration_v11_fresh.lines
+\set ECHO none
+\i sql/migration_describe.psql
+\set ECHO all
+SELECT 'only after update' AS side, l FROM (SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM fresh_lines) x
+UNION ALL
+SELECT 'only in fresh install', l FROM (SELECT l FROM fresh_lines EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l) y
+ORDER BY 1, 2;
+SELECT count(*) > 3000 AS described FROM fresh_lines;
+
+\c :home
+DROP DATABASE migration_v11_fresh;
+DROP DATABASE migration_v11;
