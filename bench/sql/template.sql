@@ -28,3 +28,10 @@ CREATE UNLOGGED TABLE bench.pgq_lat (
     events integer NOT NULL,
     lat double precision[],
     fetched_at timestamptz NOT NULL DEFAULT clock_timestamp());
+
+-- awa end-to-end log: one row per completed batch (unlogged: no WAL). Prune truncates the
+-- plane's own rows while the cell runs, so counts and latencies are recorded here.
+CREATE UNLOGGED TABLE bench.awa_lat (
+    events integer NOT NULL,
+    lat double precision[],
+    completed_at timestamptz NOT NULL DEFAULT clock_timestamp());
