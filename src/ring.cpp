@@ -128,28 +128,54 @@ read_slot_generation(int ring, int slot)
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/* Lock the partitions of one slot of a ring for writing, to the end of the transaction. */
+Oid
+lock_slot_partitions(int ring, int slot)
+{
+	Oid first = partition_oid(kRings[ring].partitions[0], slot);
+
+	LockRelationOid(first, RowExclusiveLock);
+	if (kRings[ring].partitions[1] != nullptr)
+		LockRelationOid(partition_oid(kRings[ring].partitions[1], slot), RowExclusiveLock);
+	return first;
+}
+
 } // namespace
 
 /*
  * The slot writers of `ring` append to in this transaction, with its partitions locked
- * against prune. SPI must be connected. Cheap after the first call of a transaction.
+ * against prune. SPI must be connected. Free after the first call of a transaction; the
+ * first call costs one read when the ring has not turned since this backend last wrote
+ * (the remembered slot is locked first, then confirmed current), two otherwise.
  */
 RingSlot
 ring_write_slot(Ring ring)
 {
 	int r = static_cast<int>(ring);
 	HeldSlot *h = &held[r];
+	bool guessed = false;
 
 	if (h->epoch == current_xact_epoch() && holds_row_exclusive(h->first_partition))
 		return h->slot;
+	if (h->epoch != 0)
+	{
+		lock_slot_partitions(r, h->slot.slot);
+		guessed = true;
+	}
 	for (int attempt = 0;; attempt++)
 	{
 		RingSlot s = read_current(r);
-		Oid first = partition_oid(kRings[r].partitions[0], s.slot);
+		Oid first;
 
-		LockRelationOid(first, RowExclusiveLock);
-		if (kRings[r].partitions[1] != nullptr)
-			LockRelationOid(partition_oid(kRings[r].partitions[1], s.slot), RowExclusiveLock);
+		/* The remembered slot was locked before this read saw it current: prune cannot free it now. */
+		if (guessed && s.slot == h->slot.slot && s.generation == h->slot.generation)
+		{
+			h->epoch = current_xact_epoch();
+			h->first_partition = partition_oid(kRings[r].partitions[0], s.slot);
+			return s;
+		}
+		guessed = false;
+		first = lock_slot_partitions(r, s.slot);
 		if (read_slot_generation(r, s.slot) == s.generation)
 		{
 			h->epoch = current_xact_epoch();
