@@ -27,6 +27,9 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# Every object depends on the shared headers (PGXS tracks no header dependencies).
+$(OBJS): $(wildcard src/*.hpp)
+
 # Pure C++ unit tests: no PostgreSQL header, no server.
 UNIT_SRCS = $(sort $(wildcard test/unit/*.cpp)) src/ordering_hash.cpp src/shard_math.cpp
 test/unit/unit_tests: $(UNIT_SRCS) $(wildcard src/*.hpp)

@@ -624,3 +624,45 @@ BEGIN
     RETURN awa._enqueue_ready(v_rows);
 END
 $$;
+
+-- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
+CREATE OR REPLACE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    v_alive integer := 0;
+    v_leased integer := 0;
+BEGIN
+    IF p_job_ids IS NULL OR p_run_leases IS NULL THEN
+        RAISE EXCEPTION 'p_job_ids and p_run_leases must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF array_ndims(p_job_ids) > 1 OR array_ndims(p_run_leases) > 1 THEN
+        RAISE EXCEPTION 'p_job_ids and p_run_leases must be one-dimensional arrays' USING ERRCODE = '22023';
+    END IF;
+    IF cardinality(p_job_ids) <> cardinality(p_run_leases) THEN
+        RAISE EXCEPTION 'p_job_ids and p_run_leases must have the same number of elements'
+            USING ERRCODE = '22023';
+    END IF;
+    WITH input AS (SELECT DISTINCT * FROM unnest(p_job_ids, p_run_leases) AS t(job_id, run_lease)),
+    open_receipts AS (
+        SELECT i.job_id, i.run_lease FROM input i
+         WHERE EXISTS (SELECT 1 FROM awa.lease_claims c
+                        WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL
+                          AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                           WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                             AND x.run_lease = c.run_lease))),
+    up AS (
+        INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at)
+        SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts
+        ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
+                                                     updated_at = EXCLUDED.updated_at
+        RETURNING 1)
+    SELECT count(*) INTO v_alive FROM up;
+    UPDATE awa.leases l SET heartbeat_at = clock_timestamp()
+      FROM unnest(p_job_ids, p_run_leases) AS i(job_id, run_lease)
+     WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external');
+    GET DIAGNOSTICS v_leased = ROW_COUNT;
+    RETURN v_alive + v_leased;
+END
+$$;

@@ -31,10 +31,22 @@ struct LaneKey
 	int16 shard;
 };
 
+/* A queue name longer than any valid one (SQL-checked to 200 characters) is refused before
+ * it is copied into a fixed-size key: internal functions are reachable with any input. */
+inline void
+check_queue_bytes(int queue_len)
+{
+	if (queue_len < 0 || queue_len > kMaxQueueBytes)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("queue name must be at most %d bytes long", kMaxQueueBytes),
+						errdetail("The value has %d bytes.", queue_len)));
+}
+
 /* Fill a zero-padded key so HASH_BLOBS compares it bytewise. */
 inline void
 make_lane_key(LaneKey *key, const char *queue, int queue_len, int priority, int shard)
 {
+	check_queue_bytes(queue_len);
 	std::memset(key, 0, sizeof(*key));
 	std::memcpy(key->queue, queue, queue_len);
 	key->priority = static_cast<int16>(priority);

@@ -163,6 +163,9 @@ set_unique(EnqueueRow *row, Datum key, bool key_null, Datum mask, bool mask_null
 	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) == 0)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must not be empty", key_arg)));
 	row->unique_key = key;
+	if (!mask_null && VARBITLEN(DatumGetVarBitP(mask)) != 8)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must have exactly 8 bits", mask_arg),
+						errdetail("The value has %d bits.", VARBITLEN(DatumGetVarBitP(mask)))));
 	row->unique_states = mask_null ? awa::default_unique_mask() : mask;
 	row->unique_states_null = false;
 }

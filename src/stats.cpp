@@ -29,9 +29,10 @@ namespace
 constexpr int kMaxStatEntries = 2048;
 constexpr int kStatKinds = 4;
 
-/* Key: queue bytes (zero padded) and shard. */
+/* Key: database, queue bytes (zero padded) and shard: one database never sees another's. */
 struct StatKey
 {
+	Oid dbid;
 	char queue[kMaxQueueBytes + 1];
 	int16 shard;
 };
@@ -64,7 +65,9 @@ stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n)
 
 	if (stat_shared == nullptr || n == 0)
 		return;
+	check_queue_bytes(queue_len);
 	std::memset(&key, 0, sizeof(key));
+	key.dbid = MyDatabaseId;
 	std::memcpy(key.queue, queue, queue_len);
 	key.shard = static_cast<int16>(shard);
 	LWLockAcquire(stat_shared->lock, LW_SHARED);
@@ -132,20 +135,24 @@ AWA_SQL_FUNCTION(awa_shard_stats)
 	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
 	{
 		Datum values[7];
-		bool nulls[7] = {false, false, false, false, false, false, false};
 
+		if (entry->key.dbid != MyDatabaseId)
+			continue;
+		{
+		bool nulls[7] = {false, false, false, false, false, false, false};
 		values[0] = CStringGetTextDatum(entry->key.queue);
 		values[1] = Int16GetDatum(entry->key.shard);
 		for (int k = 0; k < awa::kStatKinds; k++)
 			values[2 + k] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&entry->counters[k])));
 		values[6] = TimestampTzGetDatum(awa::stat_shared->reset_at);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
 	}
 	LWLockRelease(awa::stat_shared->lock);
 	return (Datum) 0;
 }
 
-/* awa.reset_shard_stats(): forget every counter (awa_admin only). */
+/* awa.reset_shard_stats(): forget every counter of this database (awa_admin only). */
 AWA_SQL_FUNCTION(awa_reset_shard_stats)
 {
 	HASH_SEQ_STATUS status;
@@ -156,7 +163,8 @@ AWA_SQL_FUNCTION(awa_reset_shard_stats)
 	LWLockAcquire(awa::stat_shared->lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, awa::stat_hash);
 	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
-		hash_search(awa::stat_hash, &entry->key, HASH_REMOVE, nullptr);
+		if (entry->key.dbid == MyDatabaseId)
+			hash_search(awa::stat_hash, &entry->key, HASH_REMOVE, nullptr);
 	awa::stat_shared->reset_at = GetCurrentTimestamp();
 	LWLockRelease(awa::stat_shared->lock);
 	PG_RETURN_BOOL(true);

@@ -55,11 +55,13 @@ int nfed = 0;
 bool fed_overflow = false;
 SPIPlanPtr avail_plan = nullptr;
 
-/* Hash of a queue name, shared by the NOTIFY throttle and the wake slots. */
+/* Hash of (database, queue name), shared by the NOTIFY throttle and the wake slots: a busy
+ * queue of one database never throttles or wakes a same-named queue of another. */
 std::uint32_t
 queue_hash(const char *queue, int queue_len)
 {
-	return hash_bytes(reinterpret_cast<const unsigned char *>(queue), queue_len);
+	return hash_combine(hash_bytes_uint32(MyDatabaseId),
+						hash_bytes(reinterpret_cast<const unsigned char *>(queue), queue_len));
 }
 
 /* Whether the throttle lets this transaction NOTIFY for the queue now (claims the slot if so). */

@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(88);
+SELECT plan(91);
 
 -- A known lane (tap_bad_q, 2, 0) and a snapshot of everything a failed call could leave behind.
 CREATE TEMP TABLE tap_first AS SELECT * FROM awa.insert_job_compat('tap', 'tap_bad_q');
@@ -55,6 +55,9 @@ SELECT throws_ok($$SELECT awa.insert_job_compat('tap', 'tap_bad_q', p_unique_key
                  'insert_job_compat: empty p_unique_key');
 SELECT throws_ok($$SELECT awa.insert_job_compat('tap', 'tap_bad_q', p_unique_states => B'11111000')$$, '22023', NULL,
                  'insert_job_compat: p_unique_states without p_unique_key');
+SELECT throws_ok(format('SELECT awa.insert_job_compat(%L, %L, p_unique_key => %L, p_unique_states => %L::varbit)',
+                        'tap', 'tap_bad_q', '\x01', m), '22023', NULL, 'insert_job_compat: p_unique_states of ' || length(m) || ' bits')
+  FROM unnest(ARRAY['1', '', '111110001111']) AS m;
 SELECT throws_ok(format('SELECT awa.insert_job_compat(%L, %L, p_ordering_key => decode(repeat(%L, 1025), %L))',
                         'tap', 'tap_bad_q', 'ab', 'hex'), '22023', NULL,
                  'insert_job_compat: 1025-byte p_ordering_key');

@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(74);
+SELECT plan(79);
 
 -- One running attempt (run_lease 1) and one job that is still ready.
 SELECT awa.insert_jobs('tap_badw_q', ARRAY['running', 'waiting']) AS ids \gset
@@ -30,10 +30,10 @@ SELECT throws_ok(format('SELECT * FROM awa.claim_ready_runtime(%L, %s)', 'tap_ba
   FROM unnest(ARRAY[0, -1, 10001]) AS b;
 SELECT throws_ok(format('SELECT * FROM awa.claim_ready_runtime(%L, 10, %L)', 'tap_badw_q', d), '22023', NULL,
                  'claim: p_deadline_secs ' || d)
-  FROM unnest(ARRAY['-1', 'NaN', 'Infinity', '-Infinity']) AS d;
+  FROM unnest(ARRAY['-1', 'NaN', 'Infinity', '-Infinity', '1e13']) AS d;
 SELECT throws_ok(format('SELECT * FROM awa.claim_ready_runtime(%L, 10, 0, %L)', 'tap_badw_q', a), '22023', NULL,
                  'claim: p_aging_secs ' || a)
-  FROM unnest(ARRAY['-0.5', 'NaN', 'Infinity']) AS a;
+  FROM unnest(ARRAY['-0.5', 'NaN', 'Infinity', '5e-324', '1e13']) AS a;
 SELECT is((SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'tap_badw_q'), (SELECT claim_seq FROM tap_before),
           'failed claims did not move the claim cursor');
 SELECT is((SELECT count(*) FROM awa.lease_claims) + (SELECT count(*) FROM awa.leases), (SELECT attempts FROM tap_before),
@@ -95,6 +95,8 @@ SELECT throws_ok($$SELECT awa.heartbeat_jobs(NULL, ARRAY[1::bigint])$$, '22004',
 SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[1::bigint], NULL)$$, '22004', NULL, 'heartbeat_jobs: NULL p_run_leases');
 SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[1, 2]::bigint[], ARRAY[1]::bigint[])$$, '22023', NULL,
                  'heartbeat_jobs: arrays of different lengths');
+SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[[1, 2]]::bigint[], ARRAY[[1, 1]]::bigint[])$$, '22023', NULL,
+                 'heartbeat_jobs: two-dimensional arrays, as complete_jobs');
 SELECT is(awa.heartbeat_jobs(ARRAY[:running_id]::bigint[], ARRAY[2]::bigint[]), 0, 'heartbeat_jobs: the wrong run_lease beats nothing');
 SELECT is(awa.heartbeat_jobs(ARRAY[:ready_id]::bigint[], ARRAY[0]::bigint[]), 0, 'heartbeat_jobs: a job that is not running beats nothing');
 
