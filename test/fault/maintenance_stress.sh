@@ -9,7 +9,7 @@
 # Run as the postgres user; prints "maintenance_stress: N passed, M failed".
 set -uo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-LOAD_SECS=${LOAD_SECS:-30}        # producers, workers and maintenance racers under load
+LOAD_SECS=${LOAD_SECS:-40}        # producers, workers and maintenance racers under load
 DRAIN_SECS=${DRAIN_SECS:-30}      # upper bound of each drain phase
 PAUSED_JOBS=20
 dir=$(mktemp -d /tmp/awa_mstress.XXXXXX)
@@ -144,6 +144,25 @@ SQL
   done
 }
 
+# REPEATABLE READ worker: takes its snapshot, sleeps up to 0.2 s (maintenance runs meanwhile),
+# claims in that transaction and commits, then completes in an autocommit statement.
+worker_rr() {
+  local id=$1
+  while [ "$EPOCHSECONDS" -lt "$t_end" ]; do
+    "${q[@]}" >/dev/null 2>>"$dir/logs/worker_rr_$id.err" <<'SQL'
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT generation FROM awa.queue_ring_state \gset
+SELECT pg_sleep(random() * 0.2);
+SELECT coalesce(array_agg(job_id), '{}') AS ids, coalesce(array_agg(run_lease), '{}') AS leases
+  FROM awa.claim_ready_runtime('stress', 10, 0, 0) \gset
+COMMIT;
+SELECT pg_sleep(random() * 0.05);
+WITH c AS (SELECT job_id FROM awa.complete_jobs(:'ids'::bigint[], :'leases'::bigint[]))
+INSERT INTO public.completed SELECT job_id FROM c;
+SQL
+  done
+}
+
 # Maintenance racers: every call in its own autocommit transaction, results tagged.
 maint() {
   local id=$1 stop_file=${2:-} end=${3:-$t_end}
@@ -166,6 +185,7 @@ guard=$((LOAD_SECS + 20))
 for p in 1 2; do timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rc); producer_rc $p" & bg+=($!); done
 timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rr); producer_rr 1" & bg+=($!)
 timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rr); producer_rr 2" & bg+=($!)
+timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f worker_rr); worker_rr 1" & bg+=($!)
 for m in 1 2 3; do timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f maint); maint $m" & bg+=($!); done
 # Workers: one completes at once, one holds attempts up to 50 ms, one up to 300 ms.
 w=1

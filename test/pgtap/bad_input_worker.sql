@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(79);
+SELECT plan(78);
 
 -- One running attempt (run_lease 1) and one job that is still ready.
 SELECT awa.insert_jobs('tap_badw_q', ARRAY['running', 'waiting']) AS ids \gset

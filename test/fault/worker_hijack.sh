@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Live test of the maintenance background worker against look-alikes: the (non-superuser)
+# owner of the maintenance database plants functions and operators in schema public that
+# would match the names the worker's statements use if they were resolved through the
+# database's search_path (1.0 called an unqualified make_interval as the bootstrap
+# superuser). The worker must keep doing its job (a due scheduled job is promoted, a
+# sealed slot is pruned) and never call a look-alike. Run as the postgres user; prints
+# "worker_hijack: N passed, M failed".
+set -uo pipefail
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+passed=0; failed=0
+check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
+dir=$(mktemp -d /tmp/awa_hijack.XXXXXX); port=$((58000 + RANDOM % 900))
+cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
+trap cleanup EXIT
+
+"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "worker_hijack: 0 passed, 1 failed"; exit 1; }
+cat >> "$dir/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'awa_shard'
+awa_shard.maintenance_database = 'owned'
+awa_shard.maintenance_interval = 200
+lc_messages = 'C'
+EOF
+"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir" -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
+su_q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1)
+
+# The database belongs to an ordinary role; the extension is installed by a superuser.
+"${su_q[@]}" -d postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE DATABASE owned OWNER mallory" || exit 1
+"${su_q[@]}" -d owned -c "CREATE EXTENSION awa_shard" -c "GRANT CREATE ON SCHEMA public TO mallory" || exit 1
+
+# Look-alikes in public, each recording that it ran (and who it ran as) when called.
+"${su_q[@]}" -U mallory -d owned <<'SQL' || exit 1
+CREATE TABLE public.hijacked (what text, as_role text, superuser boolean);
+GRANT INSERT ON public.hijacked TO PUBLIC;
+CREATE FUNCTION public.make_interval(secs integer) RETURNS interval LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacked VALUES ('make_interval', current_user,
+        (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user));
+    RETURN pg_catalog.make_interval(secs => secs);
+END $$;
+CREATE FUNCTION public.hijack_eq(name, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacked VALUES ('operator =(name, text)', current_user,
+        (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user));
+    RETURN $1::text = $2;
+END $$;
+CREATE OPERATOR public.= (LEFTARG = name, RIGHTARG = text, FUNCTION = public.hijack_eq);
+CREATE FUNCTION public.hijack_eq_int(integer, integer) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacked VALUES ('operator =(int, int)', current_user, NULL);
+    RETURN $1 OPERATOR(pg_catalog.=) $2;
+END $$;
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacked VALUES ('now', current_user, NULL);
+    RETURN pg_catalog.now();
+END $$;
+ALTER DATABASE owned SET search_path = public, pg_catalog;
+SQL
+
+# Work for the worker: a scheduled job already due, and a sealed ring slot with a finished job.
+"${su_q[@]}" -d owned <<'SQL' >/dev/null || exit 1
+SELECT awa.insert_job_compat('due', 'hq', p_state => 'scheduled', p_run_at => pg_catalog.now() - interval '1 second');
+SELECT awa.insert_job_compat('done', 'hq_done');
+SELECT awa.complete_jobs(array_agg(job_id), array_agg(run_lease)) FROM awa.claim_ready_runtime('hq_done', 10, 0, 0);
+SQL
+
+# Let several passes run (interval 200 ms).
+for i in $(seq 1 50); do
+  state=$("${su_q[@]}" -d owned -c "SELECT state FROM awa.jobs WHERE kind = 'due'")
+  [ "$state" = available ] && break
+  sleep 0.2
+done
+sleep 1
+check "the worker promoted the due job" "$state" "available"
+check "the worker turned the queue ring" "$("${su_q[@]}" -d owned -c "SELECT generation > 0 FROM awa.queue_ring_state")" "t"
+check "no look-alike was called by the worker" \
+  "$("${su_q[@]}" -d owned -c "SELECT coalesce(string_agg(what || ' as ' || as_role, ', '), 'none') FROM public.hijacked")" "none"
+check "mallory is still not a superuser" "$("${su_q[@]}" -d owned -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")" "f"
+check "the worker logged no error" "$(grep -c 'ERROR' "$dir/log")" "0"
+[ "$failed" -gt 0 ] && tail -20 "$dir/log"
+echo "worker_hijack: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
