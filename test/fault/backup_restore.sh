@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Live test of backups: a database holding jobs in every state (waiting on several shards,
+# running on a receipt and on a lease, completed, failed in a ring slot and retained,
+# retryable, scheduled, dead-lettered, cancelled), with a turned ring and a sealed slot, is
+# dumped with pg_dump -Fc and restored with pg_restore, and dumped as plain SQL and restored
+# with psql. The restored database has every job in its state with its id, the lanes and
+# their claim cursors, the ring state, the settings; no job id or lane_seq is handed out
+# twice; waiting jobs drain in lane order; open attempts finish. Run as the postgres user;
+# prints "backup_restore: N passed, M failed".
+set -uo pipefail
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+passed=0; failed=0
+check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
+dir=$(mktemp -d /tmp/awa_backup.XXXXXX); port=$((57000 + RANDOM % 900))
+cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
+trap cleanup EXIT
+"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "backup_restore: 0 passed, 1 failed"; exit 1; }
+"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c lc_messages=C" \
+  -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
+q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+
+q postgres -c "CREATE DATABASE src" || exit 1
+q src >/dev/null <<'SQL' || exit 1
+CREATE EXTENSION awa_shard;
+SELECT awa.set_enqueue_shards('b_keyed', 4);
+UPDATE awa.queue_meta SET paused = false WHERE queue = 'b_keyed';
+-- Slot 0: finished work and one retained failure, then the ring turns.
+SELECT awa.insert_job_compat('old', 'b_old') FROM generate_series(1, 3);
+SELECT awa.insert_job_compat('fatal', 'b_fail', p_max_attempts => 1::smallint);
+SELECT awa.complete_jobs(array_agg(job_id), array_agg(run_lease)) FROM awa.claim_ready_runtime('b_old', 10, 0, 0);
+SELECT awa.fail_job(job_id, run_lease, 'fatal') FROM awa.claim_ready_runtime('b_fail', 1, 0, 0);
+SELECT awa.rotate_queue_ring();
+SELECT awa.prune_queue_ring();
+SELECT awa.insert_job_compat('fatal2', 'b_fail', p_max_attempts => 1::smallint);
+SELECT awa.fail_job(job_id, run_lease, 'fatal2') FROM awa.claim_ready_runtime('b_fail', 1, 0, 0);
+SELECT awa.rotate_queue_ring();
+-- Waiting jobs: keyed on 4 shards, keyless, a paused queue.
+SELECT awa.insert_job_compat('wait', 'b_keyed', jsonb_build_object('n', n), p_ordering_key => ('k' || n)::bytea)
+  FROM generate_series(1, 12) n;
+SELECT awa.insert_jobs('b_plain', array_fill('wait'::text, ARRAY[5]));
+SELECT awa.insert_job_compat('paused', 'b_paused');
+SELECT awa.pause_queue('b_paused');
+-- Running: two receipts; a lease.
+CREATE TABLE public.open_attempts AS SELECT job_id, run_lease FROM awa.claim_ready_runtime('b_plain', 2, 0, 0);
+UPDATE awa.plane_settings SET receipts = false;
+SELECT awa.insert_job_compat('leased', 'b_lease');
+INSERT INTO public.open_attempts SELECT job_id, run_lease FROM awa.claim_ready_runtime('b_lease', 1, 0, 0);
+UPDATE awa.plane_settings SET receipts = true;
+-- Deferred, DLQ, cancelled, unique.
+SELECT awa.insert_job_compat('later', 'b_def', p_run_at => now() + interval '1 day');
+SELECT awa.insert_job_compat('retry', 'b_def', p_state => 'retryable', p_run_at => now() + interval '1 hour');
+SELECT awa.insert_job_compat('poison', 'b_dlq');
+SELECT awa.fail_job_to_dlq(job_id, run_lease, 'poison') FROM awa.claim_ready_runtime('b_dlq', 1, 0, 0);
+SELECT awa.cancel_job((awa.insert_job_compat('cancel_me', 'b_plain')).id);
+SELECT awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
+SQL
+
+# What must come back: every job, lanes and cursors, next ids, ring, settings.
+snapshot() {
+  q "$1" -c "SELECT id, state, kind, queue, priority, enqueue_shard, lane_seq, args, attempt, run_lease, errors
+               FROM awa.jobs ORDER BY id" \
+         -c "SELECT h.queue, h.priority, h.enqueue_shard, h.claim_seq, awa._lane_next_seq(e.seq_name)
+               FROM awa.queue_claim_heads h JOIN awa.queue_enqueue_heads e USING (queue, priority, enqueue_shard)
+              ORDER BY 1, 2, 3" \
+         -c "SELECT current_slot, generation FROM awa.queue_ring_state" \
+         -c "SELECT slot, generation FROM awa.queue_ring_slots ORDER BY slot" \
+         -c "SELECT current_slot, generation FROM awa.claim_ring_state" \
+         -c "SELECT receipts FROM awa.plane_settings" \
+         -c "SELECT queue, paused, enqueue_shards FROM awa.queue_meta ORDER BY queue" \
+         -c "SELECT unique_key, job_id FROM awa.job_unique_claims ORDER BY 1"
+}
+snapshot src > "$dir/src.snap" || exit 1
+jobs_src=$(q src -c "SELECT count(*) FROM awa.jobs")
+next_id_src=$(q src -c "SELECT last_value FROM awa.job_id_seq")
+
+restore_check() {
+  local how="$1" db="$2"
+  snapshot "$db" > "$dir/$db.snap" 2>"$dir/$db.err"
+  check "$how: every job, lane, cursor, ring slot and setting is back ($jobs_src jobs)" \
+    "$(diff "$dir/src.snap" "$dir/$db.snap" >/dev/null && echo same || { diff "$dir/src.snap" "$dir/$db.snap" | head -5; echo differs; })" "same"
+  # New jobs take fresh ids and continue their lanes.
+  check "$how: a new job gets a fresh id" \
+    "$(q "$db" -c "SELECT (awa.insert_job_compat('new', 'b_plain')).id > $next_id_src")" "t"
+  check "$how: the lane continues after its last lane_seq" \
+    "$(q "$db" -c "SELECT (SELECT max(lane_seq) FROM awa.jobs WHERE queue = 'b_plain' AND kind = 'new')
+                        > (SELECT max(lane_seq) FROM awa.jobs WHERE queue = 'b_plain' AND kind <> 'new')")" "t"
+  # Open attempts finish with their run_lease.
+  check "$how: open attempts (receipts and a lease) complete" \
+    "$(q "$db" -c "SELECT count(*) FROM awa.complete_jobs((SELECT array_agg(job_id) FROM public.open_attempts),
+                                                      (SELECT array_agg(run_lease) FROM public.open_attempts))")" "3"
+  # Waiting jobs drain in lane order, each once.
+  check "$how: the 12 keyed jobs drain, each once, in lane order per shard" \
+    "$(q "$db" -c "CREATE TEMP TABLE c AS SELECT * FROM awa.claim_ready_runtime('b_keyed', 100, 0, 0) LIMIT 0;
+                   DO \$\$ BEGIN LOOP INSERT INTO c SELECT * FROM awa.claim_ready_runtime('b_keyed', 2, 0, 0);
+                                      EXIT WHEN NOT FOUND; END LOOP; END \$\$;
+                   SELECT count(*) || '/' || count(DISTINCT job_id) FROM c")" "12/12"
+  check "$how: the unique key still holds" \
+    "$(q "$db" -c "DO \$\$ BEGIN PERFORM awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
+                              RAISE EXCEPTION 'duplicate accepted'; EXCEPTION WHEN unique_violation THEN NULL; END \$\$;
+                   SELECT 'held'")" "held"
+  check "$how: maintenance runs on the restored rings" \
+    "$(q "$db" -c "SELECT awa.run_maintenance() ? 'queue_prune'")" "t"
+}
+
+# 1. Custom format, pg_restore into a new database.
+"$PGBIN/pg_dump" -h "$dir" -p "$port" -Fc -f "$dir/src.dump" src || exit 1
+q postgres -c "CREATE DATABASE via_restore"
+"$PGBIN/pg_restore" -h "$dir" -p "$port" -d via_restore "$dir/src.dump" 2>"$dir/restore.err"
+check "pg_restore: no error" "$(grep -c 'error' "$dir/restore.err")" "0"
+[ -s "$dir/restore.err" ] && head -5 "$dir/restore.err"
+restore_check "pg_dump -Fc | pg_restore" via_restore
+
+# 2. Plain SQL through psql.
+q postgres -c "CREATE DATABASE via_psql"
+"$PGBIN/pg_dump" -h "$dir" -p "$port" src | "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d via_psql >/dev/null 2>"$dir/psql.err"
+check "pg_dump | psql: no error" "$(grep -c 'ERROR' "$dir/psql.err")" "0"
+[ -s "$dir/psql.err" ] && head -5 "$dir/psql.err"
+restore_check "pg_dump | psql" via_psql
+
+echo "backup_restore: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
