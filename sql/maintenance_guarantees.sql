@@ -69,5 +69,17 @@ UPDATE awa.ready_entries SET run_at = '-infinity' WHERE job_id = :m_id;
 UPDATE awa.ready_entries SET run_at = 'infinity' WHERE job_id = :pl_id;
 SELECT kind, lane_priority, priority FROM awa.claim_ready_runtime('g_stored', 10, 0, 60) ORDER BY lane_seq;
 
+-- 4. No maintenance worker serves this database (awa_shard.maintenance_database is not
+--    set): claims promote the due scheduled and retryable jobs of their own queue, so a
+--    retry comes back with no scheduler; a job due later stays scheduled.
+SELECT (awa.insert_job_compat('due', 'g_promote', p_state => 'scheduled', p_run_at => now() - interval '1 second')).id AS due_id \gset
+SELECT (awa.insert_job_compat('later', 'g_promote', p_run_at => now() + interval '1 day')).id AS later_id \gset
+CREATE TEMP TABLE promoted_claim AS SELECT job_id, run_lease, kind, attempt FROM awa.claim_ready_runtime('g_promote', 10, 0, 0);
+SELECT kind, attempt FROM promoted_claim;
+SELECT awa.fail_job(job_id, run_lease, 'again', interval '0') AS after_failure FROM promoted_claim;
+SELECT pg_sleep(0.15);
+SELECT kind, attempt FROM awa.claim_ready_runtime('g_promote', 10, 0, 0);
+SELECT state FROM awa.jobs WHERE id = :later_id;
+
 \c :home
 DROP DATABASE awa_maintenance_guarantees;

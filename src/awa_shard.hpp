@@ -164,6 +164,9 @@ void stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64
 void define_maintenance_settings();
 void register_maintenance_worker();
 
+/* Whether a maintenance worker runs in this backend's database (claims promote otherwise). */
+bool maintenance_worker_serves_database();
+
 /* ---- module.cpp: shared memory sizing for the concerns above ---- */
 Size wakeup_shmem_size();
 void wakeup_shmem_init(void *base, bool found);

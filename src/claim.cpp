@@ -23,7 +23,9 @@ extern "C"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "common/hashfn.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/float.h"
 #include "utils/tuplestore.h"
 }
@@ -168,6 +170,42 @@ const char *const kDrainLeasesSql =
 	AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int", "NULL::bigint")
 	"FROM rows_ r ORDER BY r.lane_seq";
 
+/* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
+constexpr int kClaimPromoteLimit = 100;
+constexpr long kClaimPromoteEveryMs = 100;
+
+SPIPlanPtr promote_plan = nullptr;
+std::uint32_t promoted_queue_hash = 0;
+TimestampTz promoted_at = 0;
+
+/*
+ * Where no maintenance worker serves this database, a claim promotes the due scheduled and
+ * retryable jobs of its own queue (bounded, at most every 100 ms per backend and queue), so
+ * retries and scheduled jobs come back with no scheduler (maintenance.md §1).
+ */
+void
+promote_own_queue(text *queue)
+{
+	static const Oid argtypes[2] = {TEXTOID, INT4OID};
+	Datum values[2];
+	TimestampTz now = GetCurrentTimestamp();
+	std::uint32_t h = hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
+
+	if (awa::maintenance_worker_serves_database())
+		return;
+	if (h == promoted_queue_hash && !TimestampDifferenceExceeds(promoted_at, now, kClaimPromoteEveryMs))
+		return;
+	promoted_queue_hash = h;
+	promoted_at = now;
+	awa::keep_plan(&promote_plan,
+				   "SELECT awa._promote_due_queue($1, $2) WHERE EXISTS (SELECT 1 FROM awa.deferred_jobs d "
+				   "WHERE d.queue = $1 AND d.run_at <= clock_timestamp())",
+				   2, argtypes);
+	values[0] = PointerGetDatum(queue);
+	values[1] = Int32GetDatum(kClaimPromoteLimit);
+	awa::exec_plan(promote_plan, values, nullptr, false, 0, SPI_OK_SELECT, "claim promotion");
+}
+
 /* Longest deadline or aging step accepted: ten years, far inside interval arithmetic. */
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
 /* Shortest aging step: a smaller one would overflow the priority arithmetic. */
@@ -233,6 +271,8 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
+
+	promote_own_queue(queue);
 
 	/* A stale hint can lead to an empty lane: clear it and walk again (bounded). */
 	for (int attempt = 0;; attempt++)

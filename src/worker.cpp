@@ -11,6 +11,7 @@ extern "C"
 {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -119,6 +120,24 @@ maintenance_pass()
 }
 
 } // namespace
+
+/* Whether the maintenance worker runs in this backend's database (cached per backend). */
+bool
+maintenance_worker_serves_database()
+{
+	static Oid checked_db = InvalidOid;
+	static bool serves = false;
+
+	if (checked_db != MyDatabaseId)
+	{
+		const char *name = get_database_name(MyDatabaseId);
+
+		serves = process_shared_preload_libraries_done && maintenance_database != nullptr &&
+				 maintenance_database[0] != '\0' && name != nullptr && strcmp(name, maintenance_database) == 0;
+		checked_db = MyDatabaseId;
+	}
+	return serves;
+}
 
 /* Register the worker at postmaster start when a maintenance database is configured. */
 void

@@ -46,6 +46,8 @@ CREATE TABLE public.completed (job_id bigint NOT NULL, via text);
 CREATE TABLE public.rolled_back (job_id bigint NOT NULL);
 CREATE TABLE public.paused_ids (job_id bigint NOT NULL);
 CREATE TABLE public.paused_done (job_id bigint NOT NULL);
+-- Storage samples taken during the load: live queue ring slots, bytes of ready partitions.
+CREATE TABLE public.samples (live_slots bigint, ready_bytes bigint);
 
 -- Worker: claim (own transaction), keep the attempt open up to p_hold_ms, complete (own
 -- transaction). With p_until_empty it stops once the queue has nothing available or running.
@@ -185,11 +187,22 @@ maint() {
   done
 }
 
+# Sampler: storage as seen by a monitoring client every 0.5 s during the load.
+sampler() {
+  while [ "$EPOCHSECONDS" -lt "$t_end" ]; do
+    "${q[@]}" 2>>"$dir/logs/sampler.err" -c "INSERT INTO public.samples
+      SELECT (SELECT count(*) FROM awa.queue_ring_slots WHERE generation >= 0),
+             (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.ready_entries') WHERE isleaf)"
+    sleep 0.5
+  done
+}
+
 guard=$((LOAD_SECS + 20))
 for p in 1 2; do timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rc); producer_rc $p" & bg+=($!); done
 timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rr); producer_rr 1 stress" & bg+=($!)
 timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f producer_rr); producer_rr 2 stress_rr" & bg+=($!)
 timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f worker_rr); worker_rr 1" & bg+=($!)
+timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f sampler); sampler" & bg+=($!)
 for m in 1 2 3; do timeout "$guard" bash -c "$(declare -p q dir t_end); $(declare -f maint); maint $m" & bg+=($!); done
 # Workers: one completes at once, one holds attempts up to 50 ms, one up to 300 ms.
 w=1
@@ -247,6 +260,7 @@ check "the server logged no error" "$srv_errs" "0"
 # The load actually ran.
 stats=$(psql_q -F ' ' -c "SELECT (SELECT count(*) FROM public.produced), (SELECT count(*) FROM public.completed), (SELECT count(*) FROM public.rolled_back), (SELECT count(*) FROM public.completed WHERE via = 'rr')")
 read -r n_prod n_comp n_rb n_rrq <<<"$stats"
+n_prod=${n_prod:-0}; n_comp=${n_comp:--1}; n_rb=${n_rb:-0}; n_rrq=${n_rrq:-0}
 check "the load enqueued and rolled back work" "$(( n_prod >= 300 && n_rb >= 10 ))" "1"
 check "the REPEATABLE READ worker completed work" "$(( n_rrq >= 20 ))" "1"
 
@@ -271,18 +285,23 @@ check "queue ring pruned at least 3 times" "$(( n_qprune >= 3 ))" "1"
 check "claim ring pruned at least once" "$(( n_cprune >= 1 ))" "1"
 check "after the load, every sealed slot prunes" "$after_clear" "skipped_none_sealed"
 check "after the load, rotate then prune of the sealed slot" "$after_cycle" "rotated pruned "
-gen=$(psql_q -c "SELECT generation FROM awa.queue_ring_state")
+gen=$(psql_q -c "SELECT generation FROM awa.queue_ring_state"); gen=${gen:-0}
 # The ring went all the way round (16 slots) past the slot the paused jobs were written to.
 check "the ring wrapped while paused_q held jobs" "$(( gen > 16 ))" "1"
 
 # 5. The paused queue: nothing lost or doubled, and it did not pin storage.
 check "paused_q jobs all still available, once each" "$(psql_q -c "SELECT count(*) || '/' || count(DISTINCT j.id) FROM awa.jobs j JOIN public.paused_ids p ON p.job_id = j.id WHERE j.queue = 'paused_q' AND j.state = 'available'")" "$PAUSED_JOBS/$PAUSED_JOBS"
 check "paused_q has no other rows" "$(psql_q -c "SELECT count(*) FROM awa.jobs WHERE queue = 'paused_q'")" "$PAUSED_JOBS"
-live=$(psql_q -c "SELECT count(*) FROM awa.queue_ring_slots WHERE generation >= 0")
-check "live queue ring slots < 16" "$(( live < 16 ))" "1"
-ready_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.ready_entries') WHERE isleaf")
-done_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.done_entries') WHERE isleaf")
-check "ready_entries partitions < 50 MB" "$(( ready_bytes < 50 * 1024 * 1024 ))" "1"
+live=$(psql_q -c "SELECT count(*) FROM awa.queue_ring_slots WHERE generation >= 0"); live=${live:-99}
+check "live queue ring slots < 16 at the end" "$(( live < 16 ))" "1"
+ready_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.ready_entries') WHERE isleaf"); ready_bytes=${ready_bytes:-999999999999}
+done_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.done_entries') WHERE isleaf"); done_bytes=${done_bytes:-0}
+check "ready_entries partitions < 50 MB at the end" "$(( ready_bytes < 50 * 1024 * 1024 ))" "1"
+samples=$(psql_q -F ' ' -c "SELECT count(*), coalesce(max(live_slots), 99), coalesce(max(ready_bytes), 999999999999) FROM public.samples")
+read -r n_samples max_live max_ready <<<"$samples"
+n_samples=${n_samples:-0}; max_live=${max_live:-99}; max_ready=${max_ready:-999999999999}
+check "during the load: sampled, live slots always < 16, ready_entries always < 50 MB" \
+  "$(( n_samples >= 10 && max_live < 16 && max_ready < 50 * 1024 * 1024 ))" "1"
 
 # 6. Resumed, the paused queue drains exactly its jobs, each once.
 psql_q -c "SELECT awa.resume_queue('paused_q')" >/dev/null
@@ -292,6 +311,6 @@ check "resumed paused_q: exactly its jobs" "$(psql_q -c "SELECT count(*) FROM (S
 check "resume and drain of paused_q raised no error" "$(cat "$dir/logs/paused.err" "$dir/logs/after.err" 2>/dev/null | grep -c ERROR)" "0"
 
 ring=$(psql_q -F ' ' -c "SELECT current_slot, generation FROM awa.queue_ring_state")
-echo "produced $n_prod, completed $n_comp ($n_rrq by the RR worker), rolled back $n_rb; queue ring: $n_qrot rotations, $n_qprune prunes (claim ring $n_cprune prunes); ring now slot/generation $ring, $live live slots; ready $((ready_bytes/1024)) kB, done $((done_bytes/1024)) kB"
+echo "produced $n_prod, completed $n_comp ($n_rrq by the RR worker), rolled back $n_rb; queue ring: $n_qrot rotations, $n_qprune prunes (claim ring $n_cprune prunes); ring now slot/generation $ring, $live live slots (at most $max_live under load); ready $((ready_bytes/1024)) kB (at most $((max_ready/1024)) kB under load), done $((done_bytes/1024)) kB"
 echo "maintenance_stress: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
