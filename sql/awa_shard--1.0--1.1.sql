@@ -757,3 +757,12 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
+
+-- Background maintenance needs no setting when preloaded: a launcher serves every database
+-- with awa_shard (maintenance.md §1). Installing or updating tells it at once.
+CREATE FUNCTION awa._maintenance_wake() RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_maintenance_wake'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
+SELECT awa._maintenance_wake();

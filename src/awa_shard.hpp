@@ -160,9 +160,13 @@ enum class StatKind
 /* Add n to a (queue, shard) counter (no-op without shared memory). */
 void stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n);
 
-/* ---- worker.cpp: maintenance background worker ---- */
+/* ---- worker.cpp and launcher.cpp: background maintenance ---- */
+extern bool maintenance_enabled;
+extern char *maintenance_database;
+extern int maintenance_interval_ms;
 void define_maintenance_settings();
-void register_maintenance_worker();
+void register_maintenance_launcher();
+void mark_database_absent(Oid dbid, bool absent);
 
 /* Whether a maintenance worker runs in this backend's database (claims promote otherwise). */
 bool maintenance_worker_serves_database();
@@ -172,5 +176,7 @@ Size wakeup_shmem_size();
 void wakeup_shmem_init(void *base, bool found);
 Size stats_shmem_size();
 void stats_shmem_init(void *base, bool found);
+Size launcher_shmem_size();
+void launcher_shmem_init(void *base, bool found);
 
 } // namespace awa

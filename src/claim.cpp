@@ -21,6 +21,8 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "utils/resowner.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "common/hashfn.h"
@@ -206,6 +208,87 @@ promote_own_queue(text *queue)
 	awa::exec_plan(promote_plan, values, nullptr, false, 0, SPI_OK_SELECT, "claim promotion");
 }
 
+/* The lane a claim drains: its head is locked by this transaction. */
+struct Candidate
+{
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;
+	bool receipts;
+};
+
+/* Run the candidate walk once; false when no unlocked lane has work. */
+bool
+walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
+{
+	static const Oid cand_types[6] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum values[6];
+	bool isnull;
+
+	awa::keep_plan(&candidate_plan, kCandidateSql, 6, cand_types);
+	values[0] = PointerGetDatum(queue);
+	values[1] = Float8GetDatum(aging_secs);
+	for (int k = 0; k < 4; k++)
+		values[2 + k] = Int32GetDatum(slot_ranges[k]);
+	awa::exec_plan_latest(candidate_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
+	if (SPI_processed == 0)
+		return false;
+	out->priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	out->shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	out->receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	return true;
+}
+
+/*
+ * Lock the best unlocked lane head. At READ COMMITTED a head updated by a concurrent claim
+ * is re-read by the lock itself. At REPEATABLE READ and SERIALIZABLE PostgreSQL raises 40001
+ * instead, so there the walk runs in a subtransaction and a head that moved under it is
+ * walked again (a few times, then the claim returns nothing, as when every lane is busy).
+ */
+bool
+lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
+{
+	if (!IsolationUsesXactSnapshot())
+		return walk_once(queue, aging_secs, slot_ranges, out);
+	for (int attempt = 0; attempt < 5; attempt++)
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+		ResourceOwner owner = CurrentResourceOwner;
+		volatile bool found = false;
+		volatile bool retry = false;
+
+		BeginInternalSubTransaction(nullptr);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			found = walk_once(queue, aging_secs, slot_ranges, out);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+		}
+		PG_CATCH();
+		{
+			ErrorData *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
+				ReThrowError(edata);
+			FreeErrorData(edata);
+			retry = true;
+		}
+		PG_END_TRY();
+		if (!retry)
+			return found;
+	}
+	return false;
+}
+
 /* Longest deadline or aging step accepted: ten years, far inside interval arithmetic. */
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
 /* Shortest aging step: a smaller one would overflow the priority arithmetic. */
@@ -240,7 +323,6 @@ checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname, double 
  */
 AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 {
-	static const Oid cand_types[6] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	static const Oid drain_types[13] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
 										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
@@ -248,11 +330,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	int64 max_batch;
 	double deadline_secs;
 	double aging_secs;
-	Datum cand_values[6];
 	Datum drain_values[13];
 	awa::RingSlot ring;
 	int slot_ranges[4];
-	bool isnull;
 	int16 priority;
 	int16 shard;
 	int64 claim_seq;
@@ -277,22 +357,18 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	/* A stale hint can lead to an empty lane: clear it and walk again (bounded). */
 	for (int attempt = 0;; attempt++)
 	{
+		Candidate cand;
+
 		live_slot_ranges(slot_ranges);
-		awa::keep_plan(&candidate_plan, kCandidateSql, 6, cand_types);
-		cand_values[0] = PointerGetDatum(queue);
-		cand_values[1] = Float8GetDatum(aging_secs);
-		for (int k = 0; k < 4; k++)
-			cand_values[2 + k] = Int32GetDatum(slot_ranges[k]);
-		awa::exec_plan_latest(candidate_plan, cand_values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
-		if (SPI_processed == 0)
+		if (!lock_candidate(queue, aging_secs, slot_ranges, &cand))
 		{
 			SPI_finish();
 			return (Datum) 0;
 		}
-		priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-		receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+		priority = cand.priority;
+		shard = cand.shard;
+		claim_seq = cand.claim_seq;
+		receipts = cand.receipts;
 
 		/*
 		 * Re-read the live arc now that the head is locked: prune moves a lane's pending rows

@@ -43,11 +43,12 @@ void *wakeup_base = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* Our own segment: the rotor and the wake-up slots. */
+/* Our own segment: the rotor, the wake-up slots and the launcher's marks. */
 Size
 segment_shmem_size()
 {
-	return add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size()));
+	return add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
+					launcher_shmem_size());
 }
 
 /* Total shared memory of the extension: the segment plus the stats struct and hash,
@@ -87,6 +88,7 @@ startup_shmem()
 	}
 	wakeup_base = base + MAXALIGN(sizeof(SharedState));
 	wakeup_shmem_init(wakeup_base, found);
+	launcher_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()), found);
 	stats_shmem_init(nullptr, found);
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -182,7 +184,7 @@ _PG_init(void)
 		shmem_request_hook = awa::request_shmem;
 		awa::prev_shmem_startup = shmem_startup_hook;
 		shmem_startup_hook = awa::startup_shmem;
-		awa::register_maintenance_worker();
+		awa::register_maintenance_launcher();
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();

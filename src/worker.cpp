@@ -1,16 +1,19 @@
 /*
- * worker.cpp — the maintenance background worker (D9). When the library is preloaded
- * and awa_shard.maintenance_database names a database, one worker connects to it and
- * every awa_shard.maintenance_interval milliseconds runs the steps of awa.run_maintenance()
- * (promotion, rescue, ring rotation and prune), each in its own transaction. A database
- * without the extension is skipped quietly.
+ * worker.cpp — one maintenance pass in one database (docs/maintenance.md §1), started by
+ * the launcher (launcher.cpp): connect, run the steps of awa.run_maintenance() (promotion,
+ * rescue, ring rotation and prune) each in its own transaction, and exit. A database
+ * without the extension is marked absent for the launcher and left quietly. Also the
+ * maintenance settings.
  */
 #include "awa_shard.hpp"
 
 extern "C"
 {
 #include "access/xact.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "storage/lmgr.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -32,6 +35,7 @@ PGDLLEXPORT void awa_maintenance_main(Datum arg);
 namespace awa
 {
 
+bool maintenance_enabled = true;
 char *maintenance_database = nullptr;
 int maintenance_interval_ms = 1000;
 int stale_heartbeat_secs = 300;
@@ -74,11 +78,16 @@ run_step(const char *sql, bool check_installed)
 			elog(ERROR, "awa_shard: SPI_connect failed");
 		if (check_installed)
 		{
-			if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension "
-							"WHERE extname OPERATOR(pg_catalog.=) 'awa_shard'",
-							true, 1) != SPI_OK_SELECT)
-				elog(ERROR, "awa_shard: extension look-up failed");
-			installed = SPI_processed == 1;
+			/* Lock the extension against DROP EXTENSION for this step, then look again. */
+			Oid ext = get_extension_oid("awa_shard", true);
+
+			if (OidIsValid(ext))
+			{
+				LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
+				installed = get_extension_oid("awa_shard", true) == ext;
+			}
+			else
+				installed = false;
 		}
 		if (installed)
 		{
@@ -104,70 +113,58 @@ run_step(const char *sql, bool check_installed)
 	return installed;
 }
 
-/* One maintenance pass: every step once, skipped quietly where the extension is absent. */
-void
+/*
+ * One maintenance pass: every step once, each checking first that the extension is still
+ * there (a DROP EXTENSION meanwhile ends the pass quietly). Returns whether it was there.
+ */
+bool
 maintenance_pass()
 {
-	if (!run_step("SELECT 1", true))
-	{
-		pgstat_report_activity(STATE_IDLE, nullptr);
-		return;
-	}
+	bool installed = true;
+
 	for (const char *step : kSteps)
-		run_step(step, false);
+		if (!(installed = run_step(step, true)))
+			break;
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
+	return installed;
 }
 
 } // namespace
 
-/* Whether the maintenance worker runs in this backend's database (cached per backend). */
+/* Whether background maintenance serves this backend's database (claims promote otherwise). */
 bool
 maintenance_worker_serves_database()
 {
 	static Oid checked_db = InvalidOid;
-	static bool serves = false;
+	static char *name = nullptr;
 
+	if (!process_shared_preload_libraries_done || !maintenance_enabled)
+		return false;
+	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
+		return true;
 	if (checked_db != MyDatabaseId)
 	{
-		const char *name = get_database_name(MyDatabaseId);
-
-		serves = process_shared_preload_libraries_done && maintenance_database != nullptr &&
-				 maintenance_database[0] != '\0' && name != nullptr && strcmp(name, maintenance_database) == 0;
+		name = get_database_name(MyDatabaseId);
+		if (name != nullptr)
+			name = MemoryContextStrdup(TopMemoryContext, name);
 		checked_db = MyDatabaseId;
 	}
-	return serves;
+	return name != nullptr && strcmp(name, maintenance_database) == 0;
 }
 
-/* Register the worker at postmaster start when a maintenance database is configured. */
-void
-register_maintenance_worker()
-{
-	BackgroundWorker worker;
-
-	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
-		return;
-	std::memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 10;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "awa_shard");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "awa_maintenance_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "awa_shard maintenance");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "awa_shard maintenance");
-	RegisterBackgroundWorker(&worker);
-}
-
-/* Settings of the maintenance worker. */
+/* Settings of maintenance; all reloadable, none required. */
 void
 define_maintenance_settings()
 {
-	/* A PGC_POSTMASTER setting can only be defined while preloading (FATAL otherwise). */
-	if (process_shared_preload_libraries_in_progress)
-		DefineCustomStringVariable("awa_shard.maintenance_database",
-								   "Database in which the maintenance worker runs awa.run_maintenance().",
-								   "Empty disables the worker. Needs shared_preload_libraries.",
-								   &maintenance_database, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+	DefineCustomBoolVariable("awa_shard.maintenance",
+							 "Whether the background launcher runs maintenance in the databases with awa_shard.",
+							 "Needs shared_preload_libraries. Off: call awa.run_maintenance() from a scheduler.",
+							 &maintenance_enabled, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+	DefineCustomStringVariable("awa_shard.maintenance_database",
+							   "Restricts background maintenance to this database.",
+							   "Empty (the default): every database that has awa_shard.",
+							   &maintenance_database, "", PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.",
 							nullptr, &maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
 							nullptr, nullptr, nullptr);
@@ -178,28 +175,17 @@ define_maintenance_settings()
 
 } // namespace awa
 
-/* Worker entry point: connect, then loop maintenance passes until asked to stop. */
+/* Worker entry point: connect to the database the launcher named, run one pass, exit. */
 void
 awa_maintenance_main(Datum arg)
 {
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	Oid dbid = DatumGetObjectId(arg);
+
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(awa::maintenance_database, nullptr, 0);
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-
-	for (;;)
-	{
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		awa::maintenance_pass();
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, awa::maintenance_interval_ms,
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
+	awa::mark_database_absent(dbid, !awa::maintenance_pass());
+	proc_exit(0);
 }
