@@ -115,7 +115,8 @@ $$;
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
 --      slot (their attempts may be open);
 --   4. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
---      and copy those rows into the current slot with their lane identity and lane_seq:
+--      and copy those rows (and any row whose lane has no claim head, which nothing proves
+--      finished) into the current slot with their lane identity and lane_seq:
 --      claims drain them in the same order, and a claim holding one of those heads makes
 --      this prune step back instead;
 --   5. copy failed terminal rows, with their body, to the retained partition once;
@@ -188,9 +189,9 @@ BEGIN
                r.run_lease, r.max_attempts, r.lane_seq, r.enqueue_shard, r.run_at, r.attempted_at,
                r.created_at, r.unique_key, r.unique_states, r.ordering_key, r.metadata, r.tags, r.errors
           FROM awa.ready_entries r
-          JOIN awa.queue_claim_heads h
+          LEFT JOIN awa.queue_claim_heads h
             ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
-         WHERE r.ready_slot = v_slot AND r.lane_seq >= h.claim_seq;
+         WHERE r.ready_slot = v_slot AND r.lane_seq >= coalesce(h.claim_seq, 0);
         INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
             lane_seq, state, attempt, run_lease, attempted_at, finalized_at, kind, args, max_attempts, run_at,
             created_at, unique_key, unique_states, ordering_key, metadata, tags, errors)

@@ -25,7 +25,11 @@ extern "C"
 #include "utils/resowner.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
 #include "common/hashfn.h"
+#include "utils/catcache.h"
+#include "utils/syscache.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/float.h"
@@ -177,8 +181,50 @@ constexpr int kClaimPromoteLimit = 100;
 constexpr long kClaimPromoteEveryMs = 100;
 
 SPIPlanPtr promote_plan = nullptr;
+
+/* OID of a function awa.<name> (any arguments), InvalidOid when there is none. */
+Oid
+get_func_oid_by_name(const char *nsp, const char *name)
+{
+	CatCList *list;
+	Oid result = InvalidOid;
+	Oid nspoid = get_namespace_oid(nsp, true);
+
+	if (!OidIsValid(nspoid))
+		return InvalidOid;
+	list = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(name));
+	for (int i = 0; i < list->n_members; i++)
+	{
+		Form_pg_proc proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&list->members[i]->tuple));
+
+		if (proc->pronamespace == nspoid)
+			result = proc->oid;
+	}
+	ReleaseSysCacheList(list);
+	return result;
+}
 std::uint32_t promoted_queue_hash = 0;
 TimestampTz promoted_at = 0;
+
+/*
+ * Whether the catalog has awa._promote_due_queue (1.1 and later). The library can run
+ * against a 1.0 catalog between its installation and ALTER EXTENSION UPDATE: claims must
+ * keep working there. A missing function is looked up again at most every 10 s.
+ */
+bool
+promotion_installed(TimestampTz now)
+{
+	static bool installed = false;
+	static TimestampTz checked_at = 0;
+
+	if (installed)
+		return true;
+	if (checked_at != 0 && !TimestampDifferenceExceeds(checked_at, now, 10000))
+		return false;
+	checked_at = now;
+	installed = OidIsValid(get_func_oid_by_name("awa", "_promote_due_queue"));
+	return installed;
+}
 
 /*
  * Where no maintenance worker serves this database, a claim promotes the due scheduled and
@@ -196,6 +242,8 @@ promote_own_queue(text *queue)
 	if (awa::maintenance_worker_serves_database())
 		return;
 	if (h == promoted_queue_hash && !TimestampDifferenceExceeds(promoted_at, now, kClaimPromoteEveryMs))
+		return;
+	if (!promotion_installed(now))
 		return;
 	promoted_queue_hash = h;
 	promoted_at = now;
