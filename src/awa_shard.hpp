@@ -166,7 +166,8 @@ extern char *maintenance_database;
 extern int maintenance_interval_ms;
 void define_maintenance_settings();
 void register_maintenance_launcher();
-void mark_database_absent(Oid dbid, bool absent);
+void mark_database_absent(Oid dbid, bool wanted_elsewhere);
+void wake_database(Oid dbid);
 
 /* Whether a maintenance worker runs in this backend's database (claims promote otherwise). */
 bool maintenance_worker_serves_database();

@@ -4,13 +4,13 @@
  * When the library is preloaded, one launcher background worker ("awa_shard launcher")
  * runs with no settings required. Every awa_shard.maintenance_interval it lists the
  * databases that accept connections (only awa_shard.maintenance_database when that is
- * set) and starts, for each one not already being served, a short-lived maintenance
- * worker (worker.cpp) that runs one pass there and exits. A worker that finds no
- * awa_shard in its database marks it absent in shared memory, and the launcher leaves that
- * database alone for a minute (or until CREATE EXTENSION / an update calls
- * awa._maintenance_wake()). Workers hold no connection between passes, so DROP DATABASE
- * and CREATE DATABASE ... TEMPLATE are never blocked for long; the launcher is restarted by
- * the postmaster after a crash and starts the workers again.
+ * set) and starts a maintenance worker (worker.cpp) for each one that has none. A worker
+ * that finds no awa_shard in its database marks it absent in shared memory and exits, and
+ * the launcher leaves that database alone for a minute (or until CREATE EXTENSION / an
+ * update calls awa._maintenance_wake()). A worker also leaves within 100 ms when its
+ * database is wanted by DROP DATABASE, ALTER DATABASE RENAME or CREATE DATABASE ... TEMPLATE,
+ * which would otherwise wait for it. The launcher is restarted by the postmaster after a
+ * crash and starts the workers again; it starts at most one worker per database per interval.
  */
 #include "awa_shard.hpp"
 
@@ -50,11 +50,13 @@ namespace
 constexpr int kMaxDatabases = 256;
 constexpr long kAbsentRecheckMs = 60 * 1000;
 
-/* Databases found without the extension, and when (shared: workers write, the launcher reads). */
+/* Per database: when a worker last found no extension (or left it to DROP DATABASE and the
+ * like), and when CREATE/ALTER EXTENSION last woke it. Workers and SQL write, the launcher reads. */
 struct AbsentMark
 {
 	Oid dbid;
-	TimestampTz at;
+	TimestampTz absent_at;
+	TimestampTz woken_at;
 };
 
 struct LauncherShared
@@ -65,18 +67,19 @@ struct LauncherShared
 
 LauncherShared *launcher_shared = nullptr;
 
-/* A database the launcher serves, and the worker of its current pass (NULL: none started). */
+/* A database the launcher serves, the worker of its current pass (NULL: none) and when it started. */
 struct Served
 {
 	Oid dbid;
 	char name[NAMEDATALEN];
 	BackgroundWorkerHandle *handle;
+	TimestampTz started_at;
 };
 
 Served served[kMaxDatabases];
 int nserved = 0;
 
-/* Whether a worker found no awa_shard in the database less than a minute ago. */
+/* Whether a worker found no awa_shard in the database (or left it) less than a minute ago. */
 bool
 recently_absent(Oid dbid, TimestampTz now)
 {
@@ -86,11 +89,33 @@ recently_absent(Oid dbid, TimestampTz now)
 	for (auto &m : launcher_shared->absent)
 		if (m.dbid == dbid)
 		{
-			absent = !TimestampDifferenceExceeds(m.at, now, kAbsentRecheckMs);
+			absent = m.absent_at != 0 && !TimestampDifferenceExceeds(m.absent_at, now, kAbsentRecheckMs);
 			break;
 		}
 	SpinLockRelease(&launcher_shared->mutex);
 	return absent;
+}
+
+/* The mark of a database, created if missing (mutex held); NULL when the table is full. */
+AbsentMark *
+mark_of(Oid dbid)
+{
+	AbsentMark *free_mark = nullptr;
+
+	for (auto &m : launcher_shared->absent)
+	{
+		if (m.dbid == dbid)
+			return &m;
+		if (m.dbid == InvalidOid && free_mark == nullptr)
+			free_mark = &m;
+	}
+	if (free_mark != nullptr)
+	{
+		free_mark->dbid = dbid;
+		free_mark->absent_at = 0;
+		free_mark->woken_at = 0;
+	}
+	return free_mark;
 }
 
 /* The connectable, non-template databases (restricted to maintenance_database when set). */
@@ -125,7 +150,7 @@ list_databases(Oid *ids, char (*names)[NAMEDATALEN])
 	return n;
 }
 
-/* Whether the worker of a served database's last pass is still starting or running. */
+/* Whether the maintenance worker of a served database is starting or running. */
 bool
 pass_running(Served *s)
 {
@@ -145,7 +170,7 @@ pass_running(Served *s)
 	}
 }
 
-/* Start one maintenance pass in a database; false when no worker slot is free. */
+/* Start the maintenance worker of a database; false when no worker slot is free. */
 bool
 start_pass(Served *s)
 {
@@ -170,7 +195,7 @@ start_pass(Served *s)
 	return started;
 }
 
-/* One launcher tick: a pass for every served database whose last pass has ended. */
+/* One launcher tick: a worker for every served database that has none. */
 void
 launch_passes()
 {
@@ -189,10 +214,12 @@ launch_passes()
 		s->dbid = ids[i];
 		strlcpy(s->name, names[i], NAMEDATALEN);
 		s->handle = nullptr;
+		s->started_at = 0;
 		for (int k = 0; k < nserved; k++)
 			if (served[k].dbid == ids[i])
 			{
 				s->handle = served[k].handle;
+				s->started_at = served[k].started_at;
 				served[k].handle = nullptr;
 			}
 	}
@@ -204,8 +231,11 @@ launch_passes()
 
 	for (int k = 0; k < nserved; k++)
 	{
-		if (pass_running(&served[k]) || recently_absent(served[k].dbid, now))
+		/* Worker exits wake the launcher early: at most one start per database per interval. */
+		if (pass_running(&served[k]) || recently_absent(served[k].dbid, now) ||
+			!TimestampDifferenceExceeds(served[k].started_at, now, maintenance_interval_ms - 5))
 			continue;
+		served[k].started_at = now;
 		if (!start_pass(&served[k]))
 		{
 			ereport(DEBUG1, (errmsg("awa_shard launcher: no background worker slot free, retrying later")));
@@ -216,31 +246,40 @@ launch_passes()
 
 } // namespace
 
-/* Remember (or forget) that a database has no awa_shard; called by the maintenance worker. */
+/*
+ * A worker leaves its database: leave it alone for a minute (no extension, or wanted by
+ * DROP DATABASE and the like). A database without the extension that was woken in the last
+ * 10 s is not marked: its CREATE EXTENSION may simply not have committed when the worker looked.
+ */
 void
-mark_database_absent(Oid dbid, bool absent)
+mark_database_absent(Oid dbid, bool wanted_elsewhere)
 {
-	AbsentMark *free_mark = nullptr;
+	TimestampTz now = GetCurrentTimestamp();
+	AbsentMark *m;
 
 	if (launcher_shared == nullptr)
 		return;
 	SpinLockAcquire(&launcher_shared->mutex);
-	for (auto &m : launcher_shared->absent)
+	m = mark_of(dbid);
+	if (m != nullptr && (wanted_elsewhere || m->woken_at == 0 || TimestampDifferenceExceeds(m->woken_at, now, 10000)))
+		m->absent_at = now;
+	SpinLockRelease(&launcher_shared->mutex);
+}
+
+/* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
+void
+wake_database(Oid dbid)
+{
+	AbsentMark *m;
+
+	if (launcher_shared == nullptr)
+		return;
+	SpinLockAcquire(&launcher_shared->mutex);
+	m = mark_of(dbid);
+	if (m != nullptr)
 	{
-		if (m.dbid == dbid)
-		{
-			m.dbid = absent ? dbid : InvalidOid;
-			m.at = GetCurrentTimestamp();
-			SpinLockRelease(&launcher_shared->mutex);
-			return;
-		}
-		if (m.dbid == InvalidOid && free_mark == nullptr)
-			free_mark = &m;
-	}
-	if (absent && free_mark != nullptr)
-	{
-		free_mark->dbid = dbid;
-		free_mark->at = GetCurrentTimestamp();
+		m->absent_at = 0;
+		m->woken_at = GetCurrentTimestamp();
 	}
 	SpinLockRelease(&launcher_shared->mutex);
 }
@@ -311,6 +350,6 @@ awa_launcher_main(Datum arg)
 /* awa._maintenance_wake(): this database has awa_shard now; let the launcher serve it at once. */
 AWA_SQL_FUNCTION(awa_maintenance_wake)
 {
-	awa::mark_database_absent(MyDatabaseId, false);
+	awa::wake_database(MyDatabaseId);
 	PG_RETURN_VOID();
 }

@@ -1,19 +1,19 @@
 /*
- * worker.cpp — one maintenance pass in one database (docs/maintenance.md §1), started by
- * the launcher (launcher.cpp): connect, run the steps of awa.run_maintenance() (promotion,
- * rescue, ring rotation and prune) each in its own transaction, and exit. A database
- * without the extension is marked absent for the launcher and left quietly. Also the
- * maintenance settings.
+ * worker.cpp — the maintenance worker of one database (docs/maintenance.md §1), started by
+ * the launcher (launcher.cpp): every interval it runs the steps of awa.run_maintenance()
+ * (promotion, rescue, ring rotation and prune), each in its own transaction. It leaves when
+ * the extension is gone (the database is then marked absent for the launcher) or when the
+ * database is wanted for DROP DATABASE and the like. Also the maintenance settings.
  */
 #include "awa_shard.hpp"
 
 extern "C"
 {
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
-#include "storage/lmgr.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -21,6 +21,8 @@ extern "C"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -114,17 +116,28 @@ run_step(const char *sql, bool check_installed)
 }
 
 /*
- * One maintenance pass: every step once, each checking first that the extension is still
- * there (a DROP EXTENSION meanwhile ends the pass quietly). Returns whether it was there.
+ * One maintenance pass: promotion and rescue every time, ring rotation and prune every
+ * tenth pass (every 10 s by default: each prune truncates files, and turning the ring
+ * faster than that buys nothing). Each step first checks that the extension is still there
+ * (a DROP EXTENSION meanwhile ends the pass quietly). Returns whether it was there.
  */
 bool
 maintenance_pass()
 {
+	constexpr int kRingEvery = 10;
+	constexpr int kFirstRingStep = 3;
+	static int pass = 0;
 	bool installed = true;
+	int k = 0;
 
 	for (const char *step : kSteps)
+	{
+		if (k++ >= kFirstRingStep && pass % kRingEvery != 0)
+			break;
 		if (!(installed = run_step(step, true)))
 			break;
+	}
+	pass++;
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
 	return installed;
@@ -173,19 +186,99 @@ define_maintenance_settings()
 							nullptr, nullptr, nullptr);
 }
 
+/*
+ * Whether someone needs this database to themselves: DROP DATABASE, ALTER DATABASE RENAME
+ * and CREATE DATABASE ... TEMPLATE lock the database object and then wait for the other
+ * sessions to leave. A conditional lock that conflicts with theirs tells the worker to go.
+ */
+bool
+database_wanted_elsewhere()
+{
+	LOCKTAG tag;
+
+	SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, MyDatabaseId, 0);
+	if (LockAcquire(&tag, RowExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, RowExclusiveLock, true);
+	return false;
+}
+
+/* Whether background maintenance still serves this database (settings may have changed). */
+bool
+still_served()
+{
+	bool served;
+
+	StartTransactionCommand();
+	served = maintenance_worker_serves_database();
+	CommitTransactionCommand();
+	return served;
+}
+
+/* Sleep until the next pass, waking every 100 ms to leave at once when the database is wanted. */
+bool
+sleep_until_next_pass()
+{
+	long left = maintenance_interval_ms;
+
+	while (left > 0)
+	{
+		long step = left < 100 ? left : 100;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, step, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (database_wanted_elsewhere())
+			return false;
+		left -= step;
+	}
+	return true;
+}
+
 } // namespace awa
 
-/* Worker entry point: connect to the database the launcher named, run one pass, exit. */
+/*
+ * Worker entry point: connect to the database the launcher named and run a pass every
+ * interval until the extension is gone (the database is then marked absent), maintenance
+ * is turned off or restricted to another database, or the database is wanted for DROP,
+ * RENAME or as a template (the launcher starts a new worker later if it still exists).
+ */
 void
 awa_maintenance_main(Datum arg)
 {
 	Oid dbid = DatumGetObjectId(arg);
 
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	awa::mark_database_absent(dbid, !awa::maintenance_pass());
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!awa::still_served())
+			break;
+		if (awa::database_wanted_elsewhere())
+		{
+			awa::mark_database_absent(dbid, true);
+			break;
+		}
+		if (!awa::maintenance_pass())
+		{
+			awa::mark_database_absent(dbid, false);
+			break;
+		}
+		if (!awa::sleep_until_next_pass())
+		{
+			awa::mark_database_absent(dbid, true);
+			break;
+		}
+	}
 	proc_exit(0);
 }

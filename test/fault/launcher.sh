@@ -18,6 +18,7 @@ cat >> "$dir/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'awa_shard'
 awa_shard.maintenance_interval = 200
 lc_messages = 'C'
+fsync = off
 CONF
 "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir" -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
 q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }

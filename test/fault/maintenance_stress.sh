@@ -269,7 +269,8 @@ check "the server logged no error" "$srv_errs" "0"
 stats=$(psql_q -F ' ' -c "SELECT (SELECT count(*) FROM public.produced), (SELECT count(*) FROM public.completed), (SELECT count(*) FROM public.rolled_back), (SELECT count(*) FROM public.completed WHERE via = 'rr')")
 read -r n_prod n_comp n_rb n_rrq <<<"$stats"
 n_prod=${n_prod:-0}; n_comp=${n_comp:--1}; n_rb=${n_rb:-0}; n_rrq=${n_rrq:-0}
-check "the load enqueued and rolled back work" "$(( n_prod >= 300 && n_rb >= 10 ))" "1"
+# A sanity bound that the load ran at all (its volume depends on the machine).
+check "the load enqueued and rolled back work" "$(( n_prod >= 100 && n_rb >= 10 ))" "1"
 check "the REPEATABLE READ worker completed work" "$(( n_rrq >= 20 ))" "1"
 
 # 2. Every committed job completed exactly once; nothing rolled back ever ran.
