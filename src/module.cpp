@@ -184,7 +184,9 @@ _PG_init(void)
 		shmem_request_hook = awa::request_shmem;
 		awa::prev_shmem_startup = shmem_startup_hook;
 		shmem_startup_hook = awa::startup_shmem;
-		awa::register_maintenance_launcher();
+		/* pg_upgrade starts the new cluster in binary-upgrade mode: no maintenance there. */
+		if (!IsBinaryUpgrade)
+			awa::register_maintenance_launcher();
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();
