@@ -10,14 +10,9 @@ CREATE DATABASE awa_maintenance_guarantees;
 \c awa_maintenance_guarantees
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;
-CREATE FUNCTION pg_temp.sqlstate_of(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ' ' || SQLERRM;
-END
-$$;
+\set ECHO none
+\i sql/sqlstate_of.psql
+\set ECHO all
 RESET client_min_messages;
 
 -- 1. Rescue at the last attempt ends failed (heartbeat and deadline), earlier attempts retry.

@@ -73,14 +73,9 @@ SELECT awa.rotate_attempt_ring('claim') AS claim_rotate;
 SELECT awa.prune_attempt_ring('claim') AS claim_prune;
 SELECT count(*) AS receipts_left FROM awa.lease_claims c JOIN awa.ready_entries r ON r.job_id = c.job_id WHERE r.queue = 'ring_q';
 -- Bad input: SQLSTATE and message (NULL -> 22004, out of range -> 22023).
-CREATE FUNCTION pg_temp.sqlstate_of(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ' ' || SQLERRM;
-END
-$$;
+\set ECHO none
+\i sql/sqlstate_of.psql
+\set ECHO all
 SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(NULL)');
 SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(''nope'')');
 SELECT pg_temp.sqlstate_of('SELECT awa.prune_attempt_ring(''claim'', NULL)');

@@ -22,14 +22,9 @@ SELECT count(*) AS counters_left_in_b FROM awa.shard_stats;
 SELECT queue, sum(enqueued) AS enqueued FROM awa.shard_stats GROUP BY 1 ORDER BY 1;
 
 SET client_min_messages = warning;
-CREATE FUNCTION pg_temp.sqlstate_of(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ' ' || SQLERRM;
-END
-$$;
+\set ECHO none
+\i sql/sqlstate_of.psql
+\set ECHO all
 RESET client_min_messages;
 SELECT pg_temp.sqlstate_of($$SELECT awa._count_failed(repeat('x', 10 * 1024 * 1024), 0::smallint)$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa._count_failed(repeat(U&'\+01F600', 201), 0::smallint)$$);

@@ -63,9 +63,12 @@ const char *const kSteps[] = {
 	"SELECT awa.prune_attempt_ring('lease', 200)",
 };
 
-/* Run one statement of a pass in its own transaction; errors are logged, never fatal. */
+/*
+ * Run one statement of a pass in its own transaction, with the extension locked against
+ * DROP EXTENSION; errors are logged, never fatal. Returns whether the extension was there.
+ */
 bool
-run_step(const char *sql, bool check_installed)
+run_step(const char *sql)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	volatile bool installed = true;
@@ -78,18 +81,16 @@ run_step(const char *sql, bool check_installed)
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "awa_shard: SPI_connect failed");
-		if (check_installed)
 		{
 			/* Lock the extension against DROP EXTENSION for this step, then look again. */
 			Oid ext = get_extension_oid("awa_shard", true);
 
+			installed = false;
 			if (OidIsValid(ext))
 			{
 				LockDatabaseObject(ExtensionRelationId, ext, 0, AccessShareLock);
 				installed = get_extension_oid("awa_shard", true) == ext;
 			}
-			else
-				installed = false;
 		}
 		if (installed)
 		{
@@ -134,7 +135,7 @@ maintenance_pass()
 	{
 		if (k++ >= kFirstRingStep && pass % kRingEvery != 0)
 			break;
-		if (!(installed = run_step(step, true)))
+		if (!(installed = run_step(step)))
 			break;
 	}
 	pass++;
