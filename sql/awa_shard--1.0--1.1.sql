@@ -759,6 +759,16 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
 
+-- How producers fence their reservations (docs/design.md §5): 'registry' (preloaded, an
+-- in-flight registry in shared memory) or 'lane_lock' (the lane lock is held to commit).
+-- Unlike SHOW awa_shard.reservation_mode, it works before the library is loaded.
+CREATE FUNCTION awa.reservation_mode() RETURNS text
+    AS 'MODULE_PATHNAME', 'awa_reservation_mode'
+    LANGUAGE C STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa.reservation_mode() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.reservation_mode() TO awa_producer, awa_worker, awa_admin, pg_monitor;
+
 -- Background maintenance needs no setting when preloaded: a launcher serves every database
 -- with awa_shard (maintenance.md §1). Installing or updating tells it at once.
 CREATE FUNCTION awa._maintenance_wake() RETURNS void

@@ -103,6 +103,32 @@ int64 reserve_lane_block(const char *queue, int queue_len, int priority, int sha
 /* Register cache invalidation and transaction hooks of the lane cache. */
 void init_lane_cache();
 
+/* ---- registry.cpp: in-flight reservations (preloaded) ---- */
+
+/* Size of the registry (awa_shard.reservation_slots; 0 = lane-lock mode). */
+extern int reservation_slots;
+
+/* Define awa_shard.reservation_slots and the read-only awa_shard.reservation_mode. */
+void define_reservation_settings(bool preloaded);
+
+/* Whether reservations are fenced by the registry rather than by the lane lock held to commit. */
+bool registry_in_force();
+
+/* Register this transaction's reservation of lane_seq >= low (false: registry full). */
+bool registry_register(Oid seq_oid, int64 low);
+
+/* Exclusive upper bound of lane_seq a claim may take on the lane (read before its snapshot). */
+int64 claim_bound(Oid seq_oid);
+
+/* Other transactions' in-flight reservations in this database, for the claim walk. */
+void inflight_arrays(ArrayType **seq_oids, ArrayType **lows);
+
+/* Free this backend's entries at transaction end and exit. */
+void init_registry_hooks();
+
+Size registry_shmem_size();
+void registry_shmem_init(void *base, bool found);
+
 /* ---- ring.cpp: ring write slots fenced against prune ---- */
 
 enum class Ring

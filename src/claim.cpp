@@ -12,9 +12,11 @@
  * Both statements and the ring reads run on the latest committed state, whatever the
  * caller's isolation level, so an old REPEATABLE READ snapshot never hides rows that
  * prune moved forward and never makes the claim jump them.
- * Because reservations hold the lane lock until commit, a visible lane_seq N+1 proves
- * that every reservation before it has ended: skipping a missing N is safe, and a row
- * reserved by an open transaction is never skipped (it has no visible successor).
+ * The drain takes only rows below the lane's claim bound (registry.cpp), read before its
+ * snapshot: every reservation below it has ended, so a missing lane_seq there was rolled
+ * back or removed and may be jumped, while a reservation still in flight is never jumped.
+ * In lane-lock mode there is no bound: reservations hold the lane lock until they end, so
+ * a visible N+1 already proves that N has ended.
  */
 #include "awa_shard.hpp"
 
@@ -95,21 +97,28 @@ live_slot_ranges(int *ranges)
  * Lock the best unlocked lane head of a queue; returns the plane mode in its last column.
  * A head's run_at comes from the hint the last claim left on the head row; without a hint
  * the lane is probed, but only when its sequence has moved past the cursor (an empty lane
- * costs one sequence read, not one index probe per ready partition).
+ * costs one sequence read, not one index probe per ready partition). A lane whose cursor
+ * reached the lowest reservation still in flight ($7/$8, registry.cpp) is not a candidate,
+ * and its probe looks only below that reservation.
  */
 const char *const kCandidateSql =
-	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s) "
+	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s), "
+	"  l.seq::oid "
 	"FROM awa.queue_claim_heads h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
+	"CROSS JOIN LATERAL (SELECT to_regclass('awa.' || quote_ident(e.seq_name)) AS seq) l "
+	"CROSS JOIN LATERAL (SELECT CASE WHEN cardinality($7::oid[]) = 0 THEN 9223372036854775807 "
+	"  ELSE coalesce((SELECT min(u.low) FROM unnest($7::oid[], $8::int8[]) AS u(seq, low) "
+	"                 WHERE u.seq = l.seq::oid), 9223372036854775807) END AS fence) f "
 	"CROSS JOIN LATERAL (SELECT coalesce(h.head_run_at, CASE "
-	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(e.seq_name))), 0) "
+	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(l.seq), 0) "
 	"  THEN (SELECT r.run_at FROM awa.ready_entries r "
 	"        WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
-	"          AND r.lane_seq >= h.claim_seq "
+	"          AND r.lane_seq >= h.claim_seq AND r.lane_seq < f.fence "
 	"          AND (r.ready_slot BETWEEN $3 AND $4 OR r.ready_slot BETWEEN $5 AND $6) "
 	"        ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
-	"WHERE h.queue = $1 AND head.run_at IS NOT NULL "
+	"WHERE h.queue = $1 AND head.run_at IS NOT NULL AND h.claim_seq < f.fence "
 	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
 	"ORDER BY CASE WHEN $2 > 0 THEN least(h.priority, greatest(1, h.priority - floor("
 	"  (extract(epoch FROM clock_timestamp()) - extract(epoch FROM head.run_at)) / $2))) "
@@ -126,6 +135,7 @@ const char *const kClearHintSql =
 	"WITH window_ AS MATERIALIZED ("                                                                           \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
+	"    AND r.lane_seq < $14 "                                                                                  \
 	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                              \
 	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                    \
 	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                              \
@@ -263,21 +273,27 @@ struct Candidate
 	int16 shard;
 	int64 claim_seq;
 	bool receipts;
+	Oid seq_oid;
 };
 
 /* Run the candidate walk once; false when no unlocked lane has work. */
 bool
 walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
 {
-	static const Oid cand_types[6] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
-	Datum values[6];
+	static const Oid cand_types[8] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID, OIDARRAYOID, INT8ARRAYOID};
+	Datum values[8];
+	ArrayType *inflight_oids;
+	ArrayType *inflight_lows;
 	bool isnull;
 
-	awa::keep_plan(&candidate_plan, kCandidateSql, 6, cand_types);
+	awa::keep_plan(&candidate_plan, kCandidateSql, 8, cand_types);
 	values[0] = PointerGetDatum(queue);
 	values[1] = Float8GetDatum(aging_secs);
 	for (int k = 0; k < 4; k++)
 		values[2 + k] = Int32GetDatum(slot_ranges[k]);
+	awa::inflight_arrays(&inflight_oids, &inflight_lows);
+	values[6] = PointerGetDatum(inflight_oids);
+	values[7] = PointerGetDatum(inflight_lows);
 	awa::exec_plan_latest(candidate_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
 	if (SPI_processed == 0)
 		return false;
@@ -285,6 +301,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	out->shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	out->receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	out->seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
 	return true;
 }
 
@@ -371,14 +388,14 @@ checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname, double 
  */
 AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 {
-	static const Oid drain_types[13] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
-										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
+	static const Oid drain_types[14] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
+										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	int64 max_batch;
 	double deadline_secs;
 	double aging_secs;
-	Datum drain_values[13];
+	Datum drain_values[14];
 	awa::RingSlot ring;
 	int slot_ranges[4];
 	int16 priority;
@@ -425,9 +442,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		live_slot_ranges(slot_ranges);
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease);
 		if (receipts)
-			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 13, drain_types);
+			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 14, drain_types);
 		else
-			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 13, drain_types);
+			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 14, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);
@@ -439,6 +456,8 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 			drain_values[7 + k] = Int32GetDatum(slot_ranges[k]);
 		drain_values[11] = Int32GetDatum(ring.slot);
 		drain_values[12] = Int64GetDatum(ring.generation);
+		/* Read before the drain's snapshot (exec_plan_latest takes it). */
+		drain_values[13] = Int64GetDatum(awa::claim_bound(cand.seq_oid));
 		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0 || attempt >= 3)
 			break;

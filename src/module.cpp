@@ -43,12 +43,13 @@ void *wakeup_base = nullptr;
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* Our own segment: the rotor, the wake-up slots and the launcher's marks. */
+/* Our own segment: the rotor, the wake-up slots, the launcher's marks, the registry. */
 Size
 segment_shmem_size()
 {
-	return add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
-					launcher_shmem_size());
+	return add_size(add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
+							 MAXALIGN(launcher_shmem_size())),
+					registry_shmem_size());
 }
 
 /* Total shared memory of the extension: the segment plus the stats struct and hash,
@@ -67,6 +68,7 @@ request_shmem()
 		prev_shmem_request();
 	RequestAddinShmemSpace(total_shmem_size());
 	RequestNamedLWLockTranche("awa_shard", 1);
+	RequestNamedLWLockTranche("awa_shard_registry", 1);
 }
 
 /* shmem_startup_hook: attach (and initialise once) the segment. */
@@ -89,6 +91,9 @@ startup_shmem()
 	wakeup_base = base + MAXALIGN(sizeof(SharedState));
 	wakeup_shmem_init(wakeup_base, found);
 	launcher_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()), found);
+	registry_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()) +
+							MAXALIGN(launcher_shmem_size()),
+						found);
 	stats_shmem_init(nullptr, found);
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -174,6 +179,7 @@ _PG_init(void)
 							&awa::notify_interval_ms, 250, -1, 3600 * 1000, PGC_USERSET,
 							GUC_UNIT_MS, nullptr, nullptr, nullptr);
 	awa::define_maintenance_settings();
+	awa::define_reservation_settings(process_shared_preload_libraries_in_progress);
 	MarkGUCPrefixReserved("awa_shard");
 
 	awa::local_rotor = static_cast<std::uint32_t>(MyProcPid) * 2654435761u;
@@ -190,5 +196,6 @@ _PG_init(void)
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();
+	awa::init_registry_hooks();
 	awa::init_enqueue_cache();
 }

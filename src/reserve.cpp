@@ -1,9 +1,11 @@
 /*
- * reserve.cpp — lanes and lane_seq reservation (D2).
+ * reserve.cpp — lanes and lane_seq reservation (docs/design.md §5).
  *
  * A lane (queue, priority, enqueue_shard) owns one sequence. A reservation takes the
- * lane's advisory lock for the rest of the transaction, then one nextval and (for a
- * block) one setval. A backend cache maps lane -> (sequence OID, lock key) so a known
+ * lane's advisory lock, then one nextval and (for a block) one setval. With the in-flight
+ * registry (registry.cpp) it registers the block and lets the lock go at once; in lane-lock
+ * mode, or when the registry is full, the lock stays held until the transaction ends.
+ * A backend cache maps lane -> (sequence OID, lock key) so a known
  * lane costs no SPI, no DDL and no catalog lookup; entries created by a (sub)transaction
  * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
  */
@@ -16,6 +18,8 @@ extern "C"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
@@ -44,6 +48,13 @@ SPIPlanPtr ensure_plan = nullptr;
 SPIPlanPtr lock_key_plan = nullptr;
 SPIPlanPtr lookup_plan = nullptr;
 SPIPlanPtr peek_plan = nullptr;
+
+/* The lock tag pg_advisory_xact_lock(bigint) uses for a lane's lock key. */
+void
+lane_lock_tag(LOCKTAG *tag, int64 lock_key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(lock_key >> 32), static_cast<uint32>(lock_key), 1);
+}
 
 /* The lane cache, created on first use. */
 HTAB *
@@ -148,6 +159,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	Datum values[3];
 	Oid seq_oid = InvalidOid;
 	int64 lock_key;
+	LOCKTAG tag;
 	bool created = false;
 	bool isnull;
 	bool found;
@@ -161,7 +173,8 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	keep_plan(&lock_key_plan, "SELECT awa.lane_lock_key($1, $2, $3)", 3, argtypes);
 	exec_plan(lock_key_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane lock key");
 	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(lock_key));
+	lane_lock_tag(&tag, lock_key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	keep_plan(&lookup_plan,
 			  "SELECT to_regclass('awa.' || quote_ident(seq_name))::oid FROM awa.queue_enqueue_heads "
 			  "WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
@@ -186,6 +199,10 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
+	/* A lane this transaction created stays locked until it commits (others cannot use it
+	 * before then anyway); a lane that existed needs no lock beyond the reservation's. */
+	if (!created && registry_in_force())
+		LockRelease(&tag, ExclusiveLock, false);
 
 	entry = static_cast<LaneEntry *>(hash_search(lane_table(), key, HASH_ENTER, &found));
 	if (found && entry->created_subid != InvalidSubTransactionId)
@@ -231,11 +248,17 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 
 } // namespace
 
-/* Reserve [start, start + count) on a lane; the lane lock stays held until the transaction ends. */
+/*
+ * Reserve [start, start + count) on a lane. The lane lock makes nextval + setval one step
+ * and orders reservations with their registration; it is released as soon as the block is
+ * registered as in flight, and held until the transaction ends otherwise (lane-lock mode,
+ * registry full). Re-entrant: a lock this transaction already holds only bumps a count.
+ */
 int64
 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count)
 {
 	LaneKey key;
+	LOCKTAG tag;
 	bool found;
 	LaneEntry *entry;
 	int64 start;
@@ -244,11 +267,13 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
 	if (!found)
 		entry = ensure_lane(&key, queue, queue_len);
-	/* Re-entrant: a lane already locked by this transaction only bumps a local count. */
-	DirectFunctionCall1(pg_advisory_xact_lock_int8, Int64GetDatum(entry->lock_key));
+	lane_lock_tag(&tag, entry->lock_key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	start = nextval_internal(entry->seq_oid, false);
 	if (count > 1)
 		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
+	if (registry_register(entry->seq_oid, start))
+		LockRelease(&tag, ExclusiveLock, false);
 	return start;
 }
 
