@@ -153,7 +153,8 @@ maintenance_worker_serves_database()
 	static Oid checked_db = InvalidOid;
 	static char *name = nullptr;
 
-	if (!process_shared_preload_libraries_done || !maintenance_enabled)
+	/* Not preloaded: no launcher, whatever awa_shard.maintenance says. */
+	if (!shared_state_available() || !maintenance_enabled)
 		return false;
 	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
 		return true;

@@ -4,7 +4,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(9);
+SELECT plan(12);
 
 SELECT is(awa._stats_preloaded(), false, 'the library is not preloaded here');
 SELECT is(awa.reset_shard_stats(), false, 'reset reports that there are no shared counters');
@@ -54,6 +54,14 @@ SELECT lives_ok($$SET LOCAL ROLE pg_monitor; SELECT count(*) FROM awa.shard_stat
                 'pg_monitor reads the fallback');
 SELECT throws_ok($$SELECT awa.set_enqueue_shards('ops_tap_fb', 0)$$, '22023', NULL, 'width 0 rejected');
 SELECT throws_ok($$SELECT awa.cancel_job(NULL)$$, '22004', NULL, 'NULL job id rejected');
+
+-- Without preload no maintenance worker exists, whatever awa_shard.maintenance says (it is
+-- on by default): a claim promotes the due jobs of its own queue itself (maintenance.md §1).
+SELECT is(current_setting('awa_shard.maintenance'), 'on', 'awa_shard.maintenance is on (the default)');
+SELECT ok((awa.insert_job_compat('due', 'ops_tap_due', p_state => 'scheduled',
+           p_run_at => clock_timestamp() - interval '1 second')).id > 0, 'a due scheduled job');
+SELECT is((SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('ops_tap_due', 10)), 'due',
+          'without preload a claim promotes and claims the due job');
 
 SELECT * FROM finish();
 ROLLBACK;

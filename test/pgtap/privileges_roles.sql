@@ -37,7 +37,7 @@ SELECT ok(pg_temp.as_role('tap_priv_producer', $$SELECT (awa.insert_job_compat('
           'producer: insert_job_compat');
 SELECT ok(pg_temp.as_role('tap_priv_producer', $$SELECT cardinality(awa.insert_jobs('tap_priv_q', ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, '\x02']))$$) = '2',
           'producer: insert_jobs');
-SELECT ok(pg_temp.as_role('tap_priv_producer', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q', p_state => 'scheduled')).id$$) ~ '^[0-9]+$',
+SELECT ok(pg_temp.as_role('tap_priv_producer', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q', p_state => 'scheduled', p_run_at => now() + interval '1 hour')).id$$) ~ '^[0-9]+$',
           'producer: insert_job_compat into deferred_jobs');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.shard_for_enqueue('tap_priv_q', 2::smallint, 'k')::text$$), '0',
           'producer: shard_for_enqueue');
