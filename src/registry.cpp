@@ -27,6 +27,7 @@ extern "C"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 }
 
 namespace awa
@@ -299,8 +300,16 @@ inflight_arrays(ArrayType **seq_oids, ArrayType **lows)
 		*lows = construct_empty_array(INT8OID);
 		return;
 	}
-	oids_d = static_cast<Datum *>(palloc(sizeof(Datum) * registry->capacity));
-	lows_d = static_cast<Datum *>(palloc(sizeof(Datum) * registry->capacity));
+	/* Kept for the life of the backend: a claim allocates nothing here. */
+	static Datum *oids_buf = nullptr;
+	static Datum *lows_buf = nullptr;
+	if (oids_buf == nullptr)
+	{
+		oids_buf = static_cast<Datum *>(MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * registry->capacity));
+		lows_buf = static_cast<Datum *>(MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * registry->capacity));
+	}
+	oids_d = oids_buf;
+	lows_d = lows_buf;
 	LWLockAcquire(registry->lock, LW_SHARED);
 	for (int i = 0; i < registry->used_bound; i++)
 	{
