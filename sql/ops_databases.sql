@@ -2,6 +2,9 @@
 -- same name see only their own counters in awa.shard_stats, and reset_shard_stats resets
 -- only the calling database's. Internal functions refuse a queue name that does not fit
 -- the shared-memory key (22023) instead of overrunning it (1.0 aborted the server process).
+-- Without preload there is no shared memory: the counters come from each database's own
+-- tables, reset_shard_stats() returns false and the internal counters do nothing
+-- (ops_databases_1.out).
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_db_a;
 CREATE DATABASE awa_db_b;
