@@ -767,3 +767,219 @@ CREATE FUNCTION awa._maintenance_wake() RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
 SELECT awa._maintenance_wake();
+
+-- =========================================================================================
+-- The first hour of a user (issue 15): plain integer literals, queues as objects, job
+-- look-ups, dead-lettering of exhausted jobs, a cheap depth, keyless batches spread over
+-- the shards, and a comment on every object of the schema (docs/api.md).
+-- =========================================================================================
+
+-- Plain integer literals. Arguments that were smallint (priority, max_attempts, shard) are
+-- integer: `p_priority => 1` resolves, and typed callers (1::smallint, smallint[]) still do
+-- through the implicit casts to integer. The functions are replaced, not overloaded: a
+-- second candidate would make calls that lean on defaults ambiguous. Ranges are checked
+-- inside (C++: src/validate.cpp), so 65537 is refused, never wrapped.
+DROP FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, smallint, smallint, timestamptz, jsonb,
+                                    text[], bytea, bit, bytea);
+DROP FUNCTION awa.insert_jobs(text, text[], jsonb[], smallint[], timestamptz[], bytea[], smallint[], jsonb[],
+                              bytea[], bit[]);
+DROP FUNCTION awa.shard_for_enqueue(text, smallint, bytea);
+DROP FUNCTION awa.reserve_enqueue_seq(text, smallint, smallint, bigint);
+DROP FUNCTION awa.lane_lock_key(text, smallint, smallint);
+DROP FUNCTION awa.lane_sequence_name(text, smallint, smallint);
+DROP FUNCTION awa.move_queue(bigint, text, smallint);
+DROP FUNCTION awa.retry_from_dlq(bigint, text, smallint, timestamptz);
+DROP FUNCTION awa._check_priority(smallint, text);
+
+-- Enqueue one job (the reference's 12-argument signature, integer priority and attempts).
+CREATE FUNCTION awa.insert_job_compat(
+    p_kind text,
+    p_queue text DEFAULT 'default',
+    p_args jsonb DEFAULT '{}',
+    p_state awa.job_state DEFAULT 'available',
+    p_priority integer DEFAULT 2,
+    p_max_attempts integer DEFAULT 25,
+    p_run_at timestamptz DEFAULT NULL,
+    p_metadata jsonb DEFAULT '{}',
+    p_tags text[] DEFAULT '{}',
+    p_unique_key bytea DEFAULT NULL,
+    p_unique_states bit(8) DEFAULT NULL,
+    p_ordering_key bytea DEFAULT NULL)
+    RETURNS awa.job_row
+    AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Enqueue a batch into one queue. Arrays are NULL or as long as the batch; a one-element
+-- p_kinds is the kind of every job. Keyless rows of a priority share one rotor pick, or
+-- with p_spread_keyless are cut into one run per shard. Returns the ids in input order.
+CREATE FUNCTION awa.insert_jobs(
+    p_queue text,
+    p_kinds text[],
+    p_args jsonb[] DEFAULT NULL,
+    p_priorities integer[] DEFAULT NULL,
+    p_run_ats timestamptz[] DEFAULT NULL,
+    p_ordering_keys bytea[] DEFAULT NULL,
+    p_max_attempts integer[] DEFAULT NULL,
+    p_metadata jsonb[] DEFAULT NULL,
+    p_unique_keys bytea[] DEFAULT NULL,
+    p_unique_states bit(8)[] DEFAULT NULL,
+    p_spread_keyless boolean DEFAULT false)
+    RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'awa_insert_jobs'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority).
+CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority integer, p_ordering_key bytea DEFAULT NULL)
+    RETURNS smallint
+    AS 'MODULE_PATHNAME', 'awa_shard_for_enqueue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Reserve [start, start + count) of a lane under the lane lock; count <= 0 peeks.
+CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqueue_shard integer, p_count bigint)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'awa_reserve_enqueue_seq'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Name of a lane's sequence: md5 of 'queue:priority:shard' (unchanged by the integer type).
+CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
+    RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN 'queue_enqueue_seq_' || left(md5(p_queue || ':' || p_priority || ':' || p_enqueue_shard), 32);
+
+-- Advisory-lock key of a lane (held by every reservation until its transaction ends).
+CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
+    RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN hashtextextended('awa.' || quote_ident(awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard)), 0);
+
+-- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
+CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_priority NOT BETWEEN 1 AND 4 THEN
+        RAISE EXCEPTION '% must be between 1 and 4', p_name USING ERRCODE = '23514',
+            DETAIL = format('The value is %s.', p_priority);
+    END IF;
+END
+$$;
+
+-- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
+-- priority); the destination's current width decides the shard. Same rules as in 1.0:
+-- a waiting row is removed under its lane head lock and re-enqueued. A destination that
+-- does not exist yet is created, as an enqueue would create it.
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority integer DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    v_priority smallint;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    UPDATE awa.deferred_jobs j
+       SET queue = p_queue,
+           priority = coalesce(p_priority, j.priority),
+           metadata = awa._stamp_metadata(j.metadata,
+               CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
+               || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
+                       THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
+     WHERE j.job_id = p_job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    r := awa._take_unclaimed_ready(p_job_id);
+    IF r.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_priority := coalesce(p_priority, r.priority);
+    PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
+        CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
+        || CASE WHEN r.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', r.priority)
+                ELSE '{}' END)]);
+    RETURN true;
+END
+$$;
+
+-- Bring a job back from the dead-letter queue, optionally into another queue or priority
+-- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
+CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
+                                   p_priority integer DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    x awa.dlq_entries;
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    d.job_id := x.job_id;
+    d.kind := x.kind;
+    d.queue := coalesce(p_queue, x.queue);
+    d.args := x.args;
+    d.priority := coalesce(p_priority, x.priority);
+    d.attempt := 0;
+    d.run_lease := x.run_lease;
+    d.max_attempts := x.max_attempts;
+    d.created_at := x.created_at;
+    d.unique_key := x.unique_key;
+    d.unique_states := x.unique_states;
+    d.ordering_key := x.ordering_key;
+    d.metadata := awa._stamp_metadata(x.metadata,
+        CASE WHEN d.queue <> x.queue THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END);
+    d.tags := x.tags;
+    d.errors := x.errors;
+    IF p_run_at > clock_timestamp() THEN
+        d.state := 'scheduled';
+        d.run_at := p_run_at;
+        INSERT INTO awa.deferred_jobs SELECT (d).*;
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+    ELSE
+        d.state := 'scheduled';
+        d.run_at := clock_timestamp();
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        PERFORM awa._enqueue_ready(ARRAY[d]);
+    END IF;
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint),
+    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer),
+    awa._check_priority(integer, text), awa.move_queue(bigint, text, integer),
+    awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer)
+    TO awa_producer, awa_worker, awa_admin;
+GRANT EXECUTE ON FUNCTION
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint)
+    TO awa_producer, awa_admin;
+GRANT EXECUTE ON FUNCTION
+    awa.move_queue(bigint, text, integer), awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    TO awa_admin;
+

@@ -8,15 +8,15 @@ SELECT plan(56);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'smallint', 'smallint', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature');
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
+          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature (integer priority and attempts)');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE proname = 'insert_job_compat' AND pronamespace = 'awa'::regnamespace), 1,
           'insert_job_compat has exactly one overload (11-argument calls are not ambiguous)');
 SELECT has_function('awa', 'insert_jobs',
-    ARRAY['text', 'text[]', 'jsonb[]', 'smallint[]', 'timestamp with time zone[]', 'bytea[]', 'smallint[]', 'jsonb[]',
-          'bytea[]', 'bit[]'], 'insert_jobs signature');
-SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'smallint', 'smallint', 'bigint'], 'reserve_enqueue_seq signature');
-SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'smallint', 'bytea'], 'shard_for_enqueue signature');
+    ARRAY['text', 'text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'bytea[]', 'integer[]', 'jsonb[]',
+          'bytea[]', 'bit[]', 'boolean'], 'insert_jobs signature');
+SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'integer', 'integer', 'bigint'], 'reserve_enqueue_seq signature');
+SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'shard_for_enqueue signature');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['bytea'], 'ordering_key_hash(bytea)');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['text'], 'ordering_key_hash(text)');
 SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'integer'], 'shard_for_ordering_key(bytea, integer)');
@@ -79,11 +79,11 @@ SELECT is((SELECT array_agg(DISTINCT proparallel::text) FROM pg_proc
             WHERE pronamespace = 'awa'::regnamespace AND proname IN ('ordering_key_hash', 'shard_for_ordering_key')),
           ARRAY['s'], 'the hash functions are parallel safe');
 SELECT volatility_is('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'smallint', 'smallint', 'timestamp with time zone', 'jsonb',
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
           'text[]', 'bytea', 'bit', 'bytea'], 'volatile', 'insert_job_compat is volatile');
 SELECT volatility_is('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'], 'volatile',
                      'claim_ready_runtime is volatile');
-SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'smallint', 'bytea'], 'volatile',
+SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'volatile',
                      'shard_for_enqueue is volatile (rotor, current width)');
 
 -- Security: what producer and worker roles call runs as the owner, with a pinned search_path.

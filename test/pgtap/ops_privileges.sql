@@ -10,8 +10,8 @@ CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
     ('awa.cancel_job(bigint)'), ('awa.delete_job(bigint)'),
     ('awa.age_waiting_priorities(interval, integer, text)'),
-    ('awa.move_queue(bigint, text, smallint)'),
-    ('awa.retry_from_dlq(bigint, text, smallint, timestamptz)'),
+    ('awa.move_queue(bigint, text, integer)'),
+    ('awa.retry_from_dlq(bigint, text, integer, timestamptz)'),
     ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, integer)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, integer)'),
     ('awa.reset_shard_stats()');
