@@ -983,3 +983,563 @@ GRANT EXECUTE ON FUNCTION
     awa.move_queue(bigint, text, integer), awa.retry_from_dlq(bigint, text, integer, timestamptz)
     TO awa_admin;
 
+-- Exhausted jobs to the DLQ: off by default. plane_settings.dlq_enabled_by_default is the
+-- install-wide default (the reference's dlq_enabled_by_default), queue_meta.dlq_enabled
+-- the per-queue override (NULL: follow the default).
+ALTER TABLE awa.plane_settings ADD COLUMN dlq_enabled_by_default boolean NOT NULL DEFAULT false;
+ALTER TABLE awa.queue_meta ADD COLUMN dlq_enabled boolean;
+
+-- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
+CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
+                    (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
+
+-- A taken attempt that was the job's last (failed, rescued or past its deadline): to the
+-- DLQ with reason 'max_attempts_exhausted' when its queue dead-letters exhausted jobs,
+-- otherwise a failed terminal row on its own lane identity. Either way the job's state
+-- is 'failed', its error is appended as terminal and the failure is counted.
+CREATE FUNCTION awa._fail_exhausted(t awa.taken_attempt, p_error text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF awa._dlq_enabled(t.queue) THEN
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, args, state, priority, attempt, run_lease,
+            max_attempts, run_at, attempted_at, created_at, unique_key, unique_states, ordering_key,
+            metadata, tags, errors, dlq_reason, original_run_lease)
+        VALUES (t.job_id, t.kind, t.queue, t.args, 'failed', t.priority, t.attempt, t.run_lease,
+            t.max_attempts, t.run_at, t.attempted_at, t.created_at, t.unique_key, t.unique_states,
+            t.ordering_key, t.metadata, t.tags, awa._append_error(t.errors, p_error, t.attempt, true),
+            'max_attempts_exhausted', t.run_lease);
+        PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    ELSE
+        PERFORM awa._finish_attempt(t, 'failed', awa._append_error(t.errors, p_error, t.attempt, true));
+    END IF;
+    PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._dlq_enabled(text), awa._fail_exhausted(awa.taken_attempt, text) FROM PUBLIC;
+
+-- Fail an attempt: retryable with backoff while attempts remain; after the last attempt
+-- failed (dead-lettered when the queue says so). Returns the new state, or NULL when the
+-- attempt was not open (stale writer).
+CREATE OR REPLACE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                        p_retry_in interval DEFAULT NULL)
+    RETURNS awa.job_state
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    IF p_job_id IS NULL OR p_run_lease IS NULL THEN
+        RAISE EXCEPTION 'p_job_id and p_run_lease must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'p_retry_in must not be negative' USING ERRCODE = '22023';
+    END IF;
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    IF t.job_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF t.attempt >= t.max_attempts THEN
+        PERFORM awa._fail_exhausted(t, coalesce(p_error, 'failed'));
+        RETURN 'failed';
+    END IF;
+    PERFORM awa._defer_attempt(t, 'retryable',
+        clock_timestamp() + coalesce(p_retry_in, awa.backoff_duration(t.attempt, t.max_attempts)),
+        t.attempt, awa._append_error(t.errors, coalesce(p_error, 'failed'), t.attempt, false));
+    RETURN 'retryable';
+END
+$$;
+
+-- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
+-- remain; at its last attempt the job ends as fail_job would leave it.
+CREATE OR REPLACE FUNCTION awa._rescue_taken(t awa.taken_attempt, p_error text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF t.attempt >= t.max_attempts THEN
+        PERFORM awa._fail_exhausted(t, p_error);
+    ELSE
+        PERFORM awa._defer_attempt(t, 'retryable',
+            clock_timestamp() + awa.backoff_duration(t.attempt, t.max_attempts), t.attempt,
+            awa._append_error(t.errors, p_error, t.attempt, false));
+    END IF;
+END
+$$;
+
+-- Queues as objects. A queue is known when it has a settings row (awa.queue_meta), a lane
+-- (a producer enqueued into it: implicit creation, as in 1.0), or scheduled, retryable or
+-- dead-lettered jobs. Calls that act on a queue by name (pause, resume, purge, drop,
+-- set_queue_dlq, list_jobs, queue_depth) raise 42704 for any other name, so a typo is
+-- an error instead of a silently created queue.
+CREATE FUNCTION awa._queue_known(p_queue text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h WHERE h.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.deferred_jobs j WHERE j.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue);
+
+-- A queue argument that must name a known queue: 22004 / 23514 as awa._check_queue, then
+-- 42704 naming the argument when the queue is unknown.
+CREATE FUNCTION awa._require_queue(p_queue text, p_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, p_name);
+    IF NOT awa._queue_known(p_queue) THEN
+        RAISE EXCEPTION 'queue "%" does not exist', p_queue USING ERRCODE = '42704',
+            DETAIL = format('%s names no queue: none has settings, lanes, scheduled or dead-lettered jobs under that name.', p_name),
+            HINT = format('Create it with awa.create_queue(%L), or enqueue a job into it.', p_queue);
+    END IF;
+END
+$$;
+
+-- Cheap depth of a queue: lane positions handed out and not yet passed by claim, summed
+-- over its lanes (next_seq - claim_seq, as awa.shard_lag.lag). No row is scanned: one
+-- sequence read per lane. An upper bound: open reservations and gaps left by rollbacks,
+-- cancels and deletes count until a claim passes them.
+CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.queue_claim_heads h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+             WHERE e.queue = p_queue AND h.queue = p_queue);
+REVOKE ALL ON FUNCTION awa._queue_known(text), awa._require_queue(text, text), awa._queue_depth(text) FROM PUBLIC;
+
+-- What a worker pool autoscaler polls: the cheap depth of one known queue (42704 otherwise).
+CREATE FUNCTION awa.queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    RETURN awa._queue_depth(p_queue);
+END
+$$;
+
+-- Create a queue explicitly: its settings row with the width and the DLQ override. True
+-- when this call created the row (also for a queue producers had created implicitly);
+-- false when the queue already has these settings; 42710 when it has other ones
+-- (a NULL p_dlq_enabled is not compared).
+CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards integer DEFAULT 1,
+                                 p_dlq_enabled boolean DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m awa.queue_meta;
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_enqueue_shards IS NULL, 'p_enqueue_shards');
+    IF p_enqueue_shards NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'p_enqueue_shards must be between 1 and 64' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_enqueue_shards);
+    END IF;
+    LOOP
+        INSERT INTO awa.queue_meta (queue, enqueue_shards, dlq_enabled)
+        VALUES (p_queue, p_enqueue_shards, p_dlq_enabled)
+        ON CONFLICT (queue) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        SELECT * INTO m FROM awa.queue_meta q WHERE q.queue = p_queue FOR UPDATE;
+        EXIT WHEN FOUND;   -- otherwise a concurrent drop removed it: insert again
+    END LOOP;
+    IF m.enqueue_shards <> p_enqueue_shards OR (p_dlq_enabled IS NOT NULL AND m.dlq_enabled IS DISTINCT FROM p_dlq_enabled) THEN
+        RAISE EXCEPTION 'queue "%" already exists with other settings', p_queue USING ERRCODE = '42710',
+            DETAIL = format('It has enqueue_shards = %s and dlq_enabled = %s.', m.enqueue_shards,
+                            coalesce(m.dlq_enabled::text, 'NULL (the install default)')),
+            HINT = 'Change them with awa.set_enqueue_shards or awa.set_queue_dlq.';
+    END IF;
+    RETURN false;
+END
+$$;
+
+-- Set or clear (NULL: the install default) a known queue's DLQ override for exhausted jobs.
+-- Returns the previous override.
+CREATE FUNCTION awa.set_queue_dlq(p_queue text, p_dlq_enabled boolean) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old boolean;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    SELECT m.dlq_enabled INTO v_old FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, dlq_enabled) VALUES (p_queue, p_dlq_enabled)
+    ON CONFLICT (queue) DO UPDATE SET dlq_enabled = EXCLUDED.dlq_enabled;
+    RETURN v_old;
+END
+$$;
+
+DROP FUNCTION awa.pause_queue(text);
+DROP FUNCTION awa.resume_queue(text);
+
+-- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
+-- call paused it, false when it was paused already.
+CREATE FUNCTION awa.pause_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    INSERT INTO awa.queue_meta AS m (queue, paused, paused_at, paused_by)
+    VALUES (p_queue, true, clock_timestamp(), session_user)
+    ON CONFLICT (queue) DO UPDATE
+       SET paused = true, paused_at = EXCLUDED.paused_at, paused_by = EXCLUDED.paused_by
+     WHERE NOT m.paused;
+    RETURN FOUND;
+END
+$$;
+
+-- Resume a known queue. True when this call resumed it, false when it was not paused.
+CREATE FUNCTION awa.resume_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
+     WHERE queue = p_queue AND paused;
+    RETURN FOUND;
+END
+$$;
+
+-- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
+-- Running attempts are left to finish (a later failure can bring one back as retryable),
+-- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
+-- lane order, and only at or after the cursor read under the lock (D3), so a job is either
+-- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
+-- claim of them would: the cheap depth drops to what is left.
+CREATE FUNCTION awa.purge_queue(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_next bigint[];
+    v_deferred bigint;
+    v_ready bigint;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require_read_committed('purge_queue');
+    SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
+      FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
+             ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
+    WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    SELECT count(*) INTO v_deferred FROM gone;
+    WITH lanes AS (
+        SELECT l.priority, l.enqueue_shard, h.claim_seq
+          FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+          JOIN awa.queue_claim_heads h
+            ON h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING lanes l
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+           AND r.lane_seq >= l.claim_seq
+        RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    per_lane AS (
+        SELECT g.priority, g.enqueue_shard, max(g.lane_seq) + 1 AS next_seq, count(*) AS removed
+          FROM gone g GROUP BY g.priority, g.enqueue_shard)
+    SELECT coalesce(sum(p.removed), 0), array_agg(p.priority), array_agg(p.enqueue_shard), array_agg(p.next_seq)
+      INTO v_ready, v_priorities, v_shards, v_next
+      FROM per_lane p;
+    UPDATE awa.queue_claim_heads h SET claim_seq = p.next_seq, head_run_at = NULL
+      FROM unnest(v_priorities, v_shards, v_next) AS p(priority, enqueue_shard, next_seq)
+     WHERE h.queue = p_queue AND h.priority = p.priority AND h.enqueue_shard = p.enqueue_shard
+       AND h.claim_seq < p.next_seq;
+    RETURN v_deferred + v_ready;
+END
+$$;
+
+-- Drop a known queue: its settings, lanes (head rows and sequences) and every row that
+-- names it. Refuses (55000) while it holds live jobs (waiting, scheduled, retryable,
+-- running or dead-lettered) unless p_force, which removes them too: running attempts are
+-- closed as cancelled, so their workers' completions find nothing. Returns how many live
+-- jobs were removed. Lock order: the settings row, then each lane's enqueue lock in lane
+-- order (an enqueue in flight finishes first, D2), then the claim heads in lane order. A
+-- lane created by a producer while the drop runs is not touched (the queue lives on with
+-- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
+CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_lane record;
+    v_priorities smallint[] := '{}';
+    v_shards smallint[] := '{}';
+    v_waiting bigint;
+    v_deferred bigint;
+    v_running bigint;
+    v_dlq bigint;
+    v_seqs text[];
+    v_seq text;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_force IS NULL, 'p_force');
+    PERFORM awa._require_read_committed('drop_queue');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    FOR v_lane IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
+                   WHERE e.queue = p_queue ORDER BY e.priority, e.enqueue_shard LOOP
+        PERFORM pg_advisory_xact_lock(awa.lane_lock_key(p_queue, v_lane.priority, v_lane.enqueue_shard));
+        v_priorities := v_priorities || v_lane.priority;
+        v_shards := v_shards || v_lane.enqueue_shard;
+    END LOOP;
+    PERFORM 1 FROM awa.queue_claim_heads h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+     WHERE h.queue = p_queue
+     ORDER BY h.priority, h.enqueue_shard
+       FOR UPDATE OF h;
+
+    SELECT count(*) INTO v_waiting
+      FROM awa.queue_claim_heads h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+      JOIN awa.ready_entries r
+        ON r.queue = p_queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+       AND r.lane_seq >= h.claim_seq
+     WHERE h.queue = p_queue;
+    SELECT count(*) INTO v_deferred FROM awa.deferred_jobs j WHERE j.queue = p_queue;
+    SELECT (SELECT count(*) FROM awa.lease_claims c
+             WHERE c.queue = p_queue AND c.materialized_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                  AND x.run_lease = c.run_lease))
+         + (SELECT count(*) FROM awa.leases l WHERE l.queue = p_queue)
+      INTO v_running;
+    SELECT count(*) INTO v_dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
+    IF NOT p_force AND v_waiting + v_deferred + v_running + v_dlq > 0 THEN
+        RAISE EXCEPTION 'queue "%" is not empty', p_queue USING ERRCODE = '55000',
+            DETAIL = format('It holds %s waiting, %s scheduled or retryable, %s running and %s dead-lettered jobs.',
+                            v_waiting, v_deferred, v_running, v_dlq),
+            HINT = format('Empty it first (awa.purge_queue), or call awa.drop_queue(%L, p_force => true).', p_queue);
+    END IF;
+
+    -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
+    WITH closed AS (
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa.lease_claims c
+         WHERE c.queue = p_queue AND c.materialized_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+        ON CONFLICT DO NOTHING
+        RETURNING job_id, run_lease),
+    leased AS (DELETE FROM awa.leases l WHERE l.queue = p_queue RETURNING l.job_id, l.run_lease)
+    DELETE FROM awa.attempt_state a
+     USING (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased) o
+     WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease;
+
+    -- Every row that names the queue, history included (a ready row without its lane would
+    -- look pending to prune forever), and the unique claims of those jobs.
+    WITH r AS (
+        DELETE FROM awa.ready_entries r
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+        RETURNING r.job_id),
+    d AS (
+        DELETE FROM awa.done_entries d
+         WHERE d.queue = p_queue
+           AND (d.lane_seq < 0 OR EXISTS (SELECT 1 FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+                                          WHERE l.priority = d.priority AND l.enqueue_shard = d.enqueue_shard))
+        RETURNING d.job_id),
+    j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id)
+    DELETE FROM awa.job_unique_claims u
+     USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
+     WHERE u.job_id = g.job_id;
+
+    -- The lanes, then the settings row. Dropping a lane's sequence also makes every backend
+    -- forget the lane (relcache invalidation), so the next enqueue creates it afresh.
+    DELETE FROM awa.queue_claim_heads h
+     USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+     WHERE h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard;
+    WITH g AS (
+        DELETE FROM awa.queue_enqueue_heads e
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard
+        RETURNING e.seq_name)
+    SELECT array_agg(g.seq_name) INTO v_seqs FROM g;
+    FOREACH v_seq IN ARRAY coalesce(v_seqs, '{}') LOOP
+        EXECUTE format('DROP SEQUENCE IF EXISTS awa.%I', v_seq);
+    END LOOP;
+    DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    RETURN v_waiting + v_deferred + v_running + v_dlq;
+END
+$$;
+
+-- awa.jobs shows what awa.job_row documents: metadata and tags '{}' and errors '[]' when
+-- the job has none (stored as NULL), as insert_job_compat returns them.
+CREATE OR REPLACE VIEW awa.jobs AS
+    SELECT r.job_id AS id, r.kind, r.queue, r.args, 'available'::awa.job_state AS state, r.priority,
+           r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
+           r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
+           coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
+           r.enqueue_shard, r.lane_seq
+      FROM awa.ready_entries r
+      JOIN awa.queue_claim_heads h
+        ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+     WHERE r.lane_seq >= h.claim_seq
+    UNION ALL
+    SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
+           j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
+           coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint
+      FROM awa.deferred_jobs j
+    UNION ALL
+    SELECT c.job_id, r.kind, c.queue, r.args, 'running'::awa.job_state, c.priority, c.attempt, c.run_lease,
+           c.max_attempts, r.run_at, c.claimed_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
+           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
+           r.unique_key, r.unique_states, r.ordering_key, c.enqueue_shard, c.lane_seq
+      FROM awa.lease_claims c
+      JOIN awa.ready_entries r
+        ON r.ready_slot = c.ready_slot AND r.ready_generation = c.ready_generation AND r.queue = c.queue
+       AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
+     WHERE c.materialized_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+    UNION ALL
+    SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
+           r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
+           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq
+      FROM awa.leases l
+      JOIN awa.ready_entries r
+        ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+       AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+     WHERE l.state IN ('running', 'waiting_external')
+    UNION ALL
+    SELECT d.job_id, coalesce(d.kind, r.kind), d.queue, coalesce(d.args, r.args), d.state, d.priority,
+           d.attempt, d.run_lease, coalesce(d.max_attempts, r.max_attempts), coalesce(d.run_at, r.run_at),
+           d.attempted_at, d.finalized_at, coalesce(d.created_at, r.created_at),
+           coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
+           coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
+           coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+      FROM awa.done_entries d
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
+       AND r.priority = d.priority AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+    UNION ALL
+    SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
+           e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
+           coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint
+      FROM awa.dlq_entries e;
+
+-- One job by id, in its current state (awa.jobs): one row, or none when the id is unknown
+-- or the job's terminal row has been pruned. For producers and workers, who cannot read
+-- the tables; it discloses the whole job row to any holder of those roles. Every branch of
+-- awa.jobs has an index on the job id; a plan cached while the tables were small must not
+-- scan them once they are large (enable_seqscan = off, as on the worker hot path).
+CREATE FUNCTION awa.get_job(p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.id = p_job_id LIMIT 1;
+END
+$$;
+
+-- The same, told the job's queue (D21: every statement names its queue); no row when the
+-- job is not in that queue.
+CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.queue = p_queue AND j.id = p_job_id LIMIT 1;
+END
+$$;
+
+-- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
+-- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.
+CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
+    RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 100
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    IF p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit);
+    END IF;
+    RETURN QUERY
+        SELECT j.* FROM awa.jobs j
+         WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
+         ORDER BY j.id
+         LIMIT p_limit;
+END
+$$;
+
+-- One row per known queue: its settings (width, paused, effective DLQ setting), the cheap
+-- depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
+-- the age of its oldest waiting job.
+CREATE FUNCTION awa._queues()
+    RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
+                   available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
+                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
+    LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH names AS (
+        SELECT m.queue FROM awa.queue_meta m
+        UNION SELECT h.queue FROM awa.queue_enqueue_heads h
+        UNION SELECT j.queue FROM awa.deferred_jobs j
+        UNION SELECT e.queue FROM awa.dlq_entries e)
+    SELECT n.queue, coalesce(m.enqueue_shards, 1::smallint), coalesce(m.paused, false),
+           coalesce(m.dlq_enabled, s.dlq_enabled_by_default), awa._queue_depth(n.queue),
+           c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
+           (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+              FROM awa.queue_claim_heads h
+              JOIN awa.ready_entries r
+                ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+               AND r.lane_seq >= h.claim_seq
+             WHERE h.queue = n.queue AND r.queue = n.queue)
+      FROM names n
+      LEFT JOIN awa.queue_meta m ON m.queue = n.queue
+     CROSS JOIN awa.plane_settings s
+     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c
+$$;
+
+-- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
+CREATE VIEW awa.queues AS
+    SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
+           completed, failed, cancelled, dlq, oldest_waiting_age
+      FROM awa._queues();
+
+REVOKE ALL ON FUNCTION
+    awa.queue_depth(text), awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
+    awa.get_job(bigint), awa.get_job(text, bigint), awa.list_jobs(text, awa.job_state, integer), awa._queues()
+    FROM PUBLIC;
+REVOKE ALL ON awa.queues FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
+    awa.list_jobs(text, awa.job_state, integer)
+    TO awa_admin;
+GRANT EXECUTE ON FUNCTION awa.get_job(bigint), awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
+GRANT EXECUTE ON FUNCTION awa.queue_depth(text) TO awa_worker, awa_admin, pg_monitor;
+GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
+GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
+
