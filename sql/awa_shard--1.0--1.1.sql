@@ -1543,3 +1543,179 @@ GRANT EXECUTE ON FUNCTION awa.queue_depth(text) TO awa_worker, awa_admin, pg_mon
 GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
 
+-- Self-description: every function, table, view, type and sequence of schema awa has a
+-- comment (\df+ awa.*, \dt+ awa.*, \dv+ awa.*), checked by test/pgtap/comments.sql so
+-- that every later addition needs one too. Public functions name the roles that may call them.
+COMMENT ON SCHEMA awa IS 'awa_shard: a sharded, vacuum-aware job queue (docs/api.md).';
+
+-- Producing and routing.
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea)
+    IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean)
+    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.shard_for_enqueue(text, integer, bytea)
+    IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint)
+    IS 'Reserve a contiguous block of a lane''s numbers under the lane lock (count <= 0: peek). Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.queue_enqueue_shards(text)
+    IS 'The width (enqueue_shards) this transaction routes a queue with; 1 without settings. Role: all three.';
+COMMENT ON FUNCTION awa.ordering_key_hash(bytea) IS 'The 64-bit ordering-key hash of the key bytes (two''s-complement bigint). Role: all three.';
+COMMENT ON FUNCTION awa.ordering_key_hash(text) IS 'The 64-bit ordering-key hash of the UTF-8 bytes of a text key. Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, integer) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(text, integer) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
+COMMENT ON FUNCTION awa.lane_sequence_name(text, integer, integer) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
+COMMENT ON FUNCTION awa.lane_lock_key(text, integer, integer) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
+
+-- Working.
+COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
+    IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[]) IS 'Complete open attempts (job_id, run_lease); returns the pairs this call completed. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
+    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.wait_for_jobs(text, integer) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.queue_depth(text)
+    IS 'Cheap depth of a known queue for autoscalers: lane positions handed out and not yet claimed (an upper bound of waiting jobs; no scan). Role: awa_worker, awa_admin, pg_monitor.';
+
+-- Queues and administration.
+COMMENT ON FUNCTION awa.create_queue(text, integer, boolean)
+    IS 'Create a queue with its width and DLQ override; true when created, false when it exists with these settings. Role: awa_admin.';
+COMMENT ON FUNCTION awa.drop_queue(text, boolean)
+    IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
+COMMENT ON FUNCTION awa.purge_queue(text)
+    IS 'Remove every waiting, scheduled and retryable job of a known queue (running attempts finish); returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.pause_queue(text) IS 'Pause a known queue (claims and promotion skip it); true when this call paused it. Role: awa_admin.';
+COMMENT ON FUNCTION awa.resume_queue(text) IS 'Resume a known queue; true when this call resumed it. Role: awa_admin.';
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, integer) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
+COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
+    IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, integer) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
+COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, integer, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_queue(bigint, text, integer) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_dlq(text, integer) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
+COMMENT ON FUNCTION awa.reset_shard_stats() IS 'Forget the shared-memory per-shard counters of this database; false when not preloaded. Role: awa_admin.';
+
+-- Maintenance.
+COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_expired_deadlines(integer) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current slot and start the next one when possible. Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_queue_ring(integer) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ring''s current slot and start the next one when possible. Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_attempt_ring(text, integer) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+
+-- Helpers.
+COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
+COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+
+-- Internal building blocks (no role is granted them; signatures may change).
+COMMENT ON FUNCTION awa._append_error(jsonb, text, integer, boolean) IS 'Internal: an errors array with one more {error, attempt, at[, terminal]} entry.';
+COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
+COMMENT ON FUNCTION awa._require_queue(text, text) IS 'Internal: awa._check_queue, then 42704 when the name is no known queue.';
+COMMENT ON FUNCTION awa._queue_known(text) IS 'Internal: whether a queue has settings, lanes, scheduled or dead-lettered jobs.';
+COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lanes of next_seq - claim_seq (no scan).';
+COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
+COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
+COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
+COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds a receipt without a closure.';
+COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
+COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
+COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves).';
+COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
+COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: a taken attempt to done_entries on its own lane identity.';
+COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s enqueue sequence will hand out (security definer).';
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
+COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
+COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';
+COMMENT ON FUNCTION awa._ready_as_deferred(awa.ready_entries, text, smallint, jsonb) IS 'Internal: a removed ready row as input of awa._enqueue_ready.';
+COMMENT ON FUNCTION awa._require(boolean, text) IS 'Internal: raise 22004 naming a NULL argument.';
+COMMENT ON FUNCTION awa._require_at_least(bigint, bigint, text) IS 'Internal: raise 22023 for a number below its minimum.';
+COMMENT ON FUNCTION awa._require_read_committed(text) IS 'Internal: raise 0A000 outside READ COMMITTED.';
+COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a rescued attempt: retryable with backoff, or ended at its last attempt.';
+COMMENT ON FUNCTION awa._restore_upsert() IS 'Internal: trigger that lets a restored singleton or slot row replace the default one.';
+COMMENT ON FUNCTION awa._ring_write_slot(text) IS 'Internal: the write slot of a ring for this transaction, fenced against prune.';
+COMMENT ON FUNCTION awa._shard_lag() IS 'Internal: the rows of the awa.shard_lag view (security definer).';
+COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard counters; empty when not preloaded.';
+COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
+COMMENT ON FUNCTION awa._stamp_metadata(jsonb, jsonb) IS 'Internal: metadata with provenance keys added where absent.';
+COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
+COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
+COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
+COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
+
+-- Types.
+COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
+COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
+COMMENT ON TYPE awa.taken_attempt IS 'Internal: a running attempt taken out of the running set, with its ready row''s body.';
+
+-- Views.
+COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
+COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
+COMMENT ON VIEW awa.shard_lag IS 'One row per lane: enqueue and claim cursors, lag, waiting rows, oldest waiting run_at, draining.';
+COMMENT ON VIEW awa.shard_stats IS 'Per-(queue, shard) counters: shared memory when preloaded, else derived from the tables.';
+
+-- Tables, settings columns and sequences.
+COMMENT ON TABLE awa.queue_meta IS 'Per-queue settings. No row: one shard, not paused, install-default DLQ setting.';
+COMMENT ON COLUMN awa.queue_meta.queue IS 'Queue name (1..200 characters).';
+COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed nor promoted; producers still enqueue.';
+COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
+COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
+COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
+COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
+COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
+COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are receipts (default); false: leases.';
+COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
+COMMENT ON TABLE awa.storage_transition_state IS 'Engine state; migration v017 refuses to run in mixed_transition.';
+COMMENT ON TABLE awa.queue_enqueue_heads IS 'One row per lane (queue, priority, enqueue_shard): the name of its enqueue sequence.';
+COMMENT ON TABLE awa.queue_claim_heads IS 'One row per lane: the claim cursor claim_seq and the head_run_at hint.';
+COMMENT ON TABLE awa.queue_ring_state IS 'Queue ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.lease_ring_state IS 'Lease ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.claim_ring_state IS 'Claim (receipt) ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.queue_ring_slots IS 'Generation held by each queue-ring slot (-1: free).';
+COMMENT ON TABLE awa.lease_ring_slots IS 'Generation held by each lease-ring slot (-1: free).';
+COMMENT ON TABLE awa.claim_ring_slots IS 'Generation held by each claim-ring slot (-1: free).';
+COMMENT ON TABLE awa.ready_entries IS 'Jobs put on the ready plane, written once, keyed by lane identity; partitioned by queue-ring slot.';
+COMMENT ON TABLE awa.done_entries IS 'Terminal rows (completed, failed, cancelled) on the lane identity of their ready row; partitioned by queue-ring slot.';
+COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
+COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by lease-ring slot.';
+COMMENT ON TABLE awa.lease_claims IS 'Receipts: append-only claim records in receipts mode; partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer wins); partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
+COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
+COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
+COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
+COMMENT ON SEQUENCE awa.job_id_seq IS 'Job ids.';
+COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids of lease_claims.';
+DO $$
+BEGIN
+    FOR s IN 0..15 LOOP
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'ready_entries_' || s,
+                       format('Partition of awa.ready_entries for queue-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_' || s,
+                       format('Partition of awa.done_entries for queue-ring slot %s.', s));
+    END LOOP;
+    FOR s IN 0..7 LOOP
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'leases_' || s,
+                       format('Partition of awa.leases for lease-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claims_' || s,
+                       format('Partition of awa.lease_claims for claim-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claim_closures_' || s,
+                       format('Partition of awa.lease_claim_closures for claim-ring slot %s.', s));
+    END LOOP;
+END
+$$;
