@@ -60,7 +60,7 @@ claim() {
 # sleep at once instead of leaving it behind for up to HEARTBEAT_SECS.
 heartbeat_loop() {
 	local ids=$1 leases=$2 sleeper=""
-	trap '[[ -n "$sleeper" ]] && kill "$sleeper" 2>/dev/null; exit 0' TERM
+	trap '[[ -n "$sleeper" ]] && kill "$sleeper" 2>/dev/null && wait "$sleeper"; exit 0' TERM
 	while :; do
 		sleep "$HEARTBEAT_SECS" &
 		sleeper=$!
