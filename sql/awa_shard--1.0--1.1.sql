@@ -777,3 +777,955 @@ CREATE FUNCTION awa._maintenance_wake() RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
 SELECT awa._maintenance_wake();
+
+-- =========================================================================================
+-- The first hour of a user (issue 15): plain integer literals, queues as objects, job
+-- look-ups, dead-lettering of exhausted jobs, a cheap depth, keyless batches spread over
+-- the shards, and a comment on every object of the schema (docs/api.md).
+-- =========================================================================================
+
+-- Plain integer literals. Arguments that were smallint (priority, max_attempts, shard) are
+-- integer: `p_priority => 1` resolves, and typed callers (1::smallint, smallint[]) still do
+-- through the implicit casts to integer. The functions are replaced, not overloaded: a
+-- second candidate would make calls that lean on defaults ambiguous. Ranges are checked
+-- inside (C++: src/validate.cpp), so 65537 is refused, never wrapped.
+DROP FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, smallint, smallint, timestamptz, jsonb,
+                                    text[], bytea, bit, bytea);
+DROP FUNCTION awa.insert_jobs(text, text[], jsonb[], smallint[], timestamptz[], bytea[], smallint[], jsonb[],
+                              bytea[], bit[]);
+DROP FUNCTION awa.shard_for_enqueue(text, smallint, bytea);
+DROP FUNCTION awa.reserve_enqueue_seq(text, smallint, smallint, bigint);
+DROP FUNCTION awa.lane_lock_key(text, smallint, smallint);
+DROP FUNCTION awa.lane_sequence_name(text, smallint, smallint);
+DROP FUNCTION awa.move_queue(bigint, text, smallint);
+DROP FUNCTION awa.retry_from_dlq(bigint, text, smallint, timestamptz);
+DROP FUNCTION awa._check_priority(smallint, text);
+
+-- Enqueue one job (the reference's 12-argument signature, integer priority and attempts).
+CREATE FUNCTION awa.insert_job_compat(
+    p_kind text,
+    p_queue text DEFAULT 'default',
+    p_args jsonb DEFAULT '{}',
+    p_state awa.job_state DEFAULT 'available',
+    p_priority integer DEFAULT 2,
+    p_max_attempts integer DEFAULT 25,
+    p_run_at timestamptz DEFAULT NULL,
+    p_metadata jsonb DEFAULT '{}',
+    p_tags text[] DEFAULT '{}',
+    p_unique_key bytea DEFAULT NULL,
+    p_unique_states bit(8) DEFAULT NULL,
+    p_ordering_key bytea DEFAULT NULL)
+    RETURNS awa.job_row
+    AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Enqueue a batch into one queue. Arrays are NULL or as long as the batch; a one-element
+-- p_kinds is the kind of every job. Keyless rows of a priority share one rotor pick, or
+-- with p_spread_keyless are cut into one run per shard. Returns the ids in input order.
+CREATE FUNCTION awa.insert_jobs(
+    p_queue text,
+    p_kinds text[],
+    p_args jsonb[] DEFAULT NULL,
+    p_priorities integer[] DEFAULT NULL,
+    p_run_ats timestamptz[] DEFAULT NULL,
+    p_ordering_keys bytea[] DEFAULT NULL,
+    p_max_attempts integer[] DEFAULT NULL,
+    p_metadata jsonb[] DEFAULT NULL,
+    p_unique_keys bytea[] DEFAULT NULL,
+    p_unique_states bit(8)[] DEFAULT NULL,
+    p_spread_keyless boolean DEFAULT false)
+    RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'awa_insert_jobs'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority).
+CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority integer, p_ordering_key bytea DEFAULT NULL)
+    RETURNS smallint
+    AS 'MODULE_PATHNAME', 'awa_shard_for_enqueue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Reserve [start, start + count) of a lane under the lane lock; count <= 0 peeks.
+CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqueue_shard integer, p_count bigint)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'awa_reserve_enqueue_seq'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Name of a lane's sequence: md5 of 'queue:priority:shard' (unchanged by the integer type).
+CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
+    RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN 'queue_enqueue_seq_' || left(md5(p_queue || ':' || p_priority || ':' || p_enqueue_shard), 32);
+
+-- Advisory-lock key of a lane (held by every reservation until its transaction ends).
+CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
+    RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN hashtextextended('awa.' || quote_ident(awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard)), 0);
+
+-- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
+CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_priority NOT BETWEEN 1 AND 4 THEN
+        RAISE EXCEPTION '% must be between 1 and 4', p_name USING ERRCODE = '23514',
+            DETAIL = format('The value is %s.', p_priority);
+    END IF;
+END
+$$;
+
+-- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
+-- priority); the destination's current width decides the shard. Same rules as in 1.0:
+-- a waiting row is removed under its lane head lock and re-enqueued. A destination that
+-- does not exist yet is created, as an enqueue would create it.
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority integer DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    v_priority smallint;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    UPDATE awa.deferred_jobs j
+       SET queue = p_queue,
+           priority = coalesce(p_priority, j.priority),
+           metadata = awa._stamp_metadata(j.metadata,
+               CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
+               || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
+                       THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
+     WHERE j.job_id = p_job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    r := awa._take_unclaimed_ready(p_job_id);
+    IF r.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_priority := coalesce(p_priority, r.priority);
+    PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
+        CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
+        || CASE WHEN r.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', r.priority)
+                ELSE '{}' END)]);
+    RETURN true;
+END
+$$;
+
+-- Bring a job back from the dead-letter queue, optionally into another queue or priority
+-- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
+CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
+                                   p_priority integer DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    x awa.dlq_entries;
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    d.job_id := x.job_id;
+    d.kind := x.kind;
+    d.queue := coalesce(p_queue, x.queue);
+    d.args := x.args;
+    d.priority := coalesce(p_priority, x.priority);
+    d.attempt := 0;
+    d.run_lease := x.run_lease;
+    d.max_attempts := x.max_attempts;
+    d.created_at := x.created_at;
+    d.unique_key := x.unique_key;
+    d.unique_states := x.unique_states;
+    d.ordering_key := x.ordering_key;
+    d.metadata := awa._stamp_metadata(x.metadata,
+        CASE WHEN d.queue <> x.queue THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END);
+    d.tags := x.tags;
+    d.errors := x.errors;
+    IF p_run_at > clock_timestamp() THEN
+        d.state := 'scheduled';
+        d.run_at := p_run_at;
+        INSERT INTO awa.deferred_jobs SELECT (d).*;
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+    ELSE
+        d.state := 'scheduled';
+        d.run_at := clock_timestamp();
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        PERFORM awa._enqueue_ready(ARRAY[d]);
+    END IF;
+    RETURN true;
+END
+$$;
+
+REVOKE ALL ON FUNCTION
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint),
+    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer),
+    awa._check_priority(integer, text), awa.move_queue(bigint, text, integer),
+    awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer)
+    TO awa_producer, awa_worker, awa_admin;
+GRANT EXECUTE ON FUNCTION
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint)
+    TO awa_producer, awa_admin;
+GRANT EXECUTE ON FUNCTION
+    awa.move_queue(bigint, text, integer), awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    TO awa_admin;
+
+-- Exhausted jobs to the DLQ: off by default. plane_settings.dlq_enabled_by_default is the
+-- install-wide default (the reference's dlq_enabled_by_default), queue_meta.dlq_enabled
+-- the per-queue override (NULL: follow the default).
+ALTER TABLE awa.plane_settings ADD COLUMN dlq_enabled_by_default boolean NOT NULL DEFAULT false;
+ALTER TABLE awa.queue_meta ADD COLUMN dlq_enabled boolean;
+
+-- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
+CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
+                    (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
+
+-- A taken attempt that was the job's last (failed, rescued or past its deadline): to the
+-- DLQ with reason 'max_attempts_exhausted' when its queue dead-letters exhausted jobs,
+-- otherwise a failed terminal row on its own lane identity. Either way the job's state
+-- is 'failed', its error is appended as terminal and the failure is counted.
+CREATE FUNCTION awa._fail_exhausted(t awa.taken_attempt, p_error text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF awa._dlq_enabled(t.queue) THEN
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, args, state, priority, attempt, run_lease,
+            max_attempts, run_at, attempted_at, created_at, unique_key, unique_states, ordering_key,
+            metadata, tags, errors, dlq_reason, original_run_lease)
+        VALUES (t.job_id, t.kind, t.queue, t.args, 'failed', t.priority, t.attempt, t.run_lease,
+            t.max_attempts, t.run_at, t.attempted_at, t.created_at, t.unique_key, t.unique_states,
+            t.ordering_key, t.metadata, t.tags, awa._append_error(t.errors, p_error, t.attempt, true),
+            'max_attempts_exhausted', t.run_lease);
+        PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    ELSE
+        PERFORM awa._finish_attempt(t, 'failed', awa._append_error(t.errors, p_error, t.attempt, true));
+    END IF;
+    PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._dlq_enabled(text), awa._fail_exhausted(awa.taken_attempt, text) FROM PUBLIC;
+
+-- Fail an attempt: retryable with backoff while attempts remain; after the last attempt
+-- failed (dead-lettered when the queue says so). Returns the new state, or NULL when the
+-- attempt was not open (stale writer).
+CREATE OR REPLACE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                        p_retry_in interval DEFAULT NULL)
+    RETURNS awa.job_state
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    IF p_job_id IS NULL OR p_run_lease IS NULL THEN
+        RAISE EXCEPTION 'p_job_id and p_run_lease must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'p_retry_in must not be negative' USING ERRCODE = '22023';
+    END IF;
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    IF t.job_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF t.attempt >= t.max_attempts THEN
+        PERFORM awa._fail_exhausted(t, coalesce(p_error, 'failed'));
+        RETURN 'failed';
+    END IF;
+    PERFORM awa._defer_attempt(t, 'retryable',
+        clock_timestamp() + coalesce(p_retry_in, awa.backoff_duration(t.attempt, t.max_attempts)),
+        t.attempt, awa._append_error(t.errors, coalesce(p_error, 'failed'), t.attempt, false));
+    RETURN 'retryable';
+END
+$$;
+
+-- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
+-- remain; at its last attempt the job ends as fail_job would leave it.
+CREATE OR REPLACE FUNCTION awa._rescue_taken(t awa.taken_attempt, p_error text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF t.attempt >= t.max_attempts THEN
+        PERFORM awa._fail_exhausted(t, p_error);
+    ELSE
+        PERFORM awa._defer_attempt(t, 'retryable',
+            clock_timestamp() + awa.backoff_duration(t.attempt, t.max_attempts), t.attempt,
+            awa._append_error(t.errors, p_error, t.attempt, false));
+    END IF;
+END
+$$;
+
+-- Queues as objects. A queue is known when it has a settings row (awa.queue_meta), a lane
+-- (a producer enqueued into it: implicit creation, as in 1.0), or scheduled, retryable or
+-- dead-lettered jobs. Calls that act on a queue by name (pause, resume, purge, drop,
+-- set_queue_dlq, list_jobs, queue_depth) raise 42704 for any other name, so a typo is
+-- an error instead of a silently created queue.
+CREATE FUNCTION awa._queue_known(p_queue text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h WHERE h.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.deferred_jobs j WHERE j.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue);
+
+-- A queue argument that must name a known queue: 22004 / 23514 as awa._check_queue, then
+-- 42704 naming the argument when the queue is unknown.
+CREATE FUNCTION awa._require_queue(p_queue text, p_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, p_name);
+    IF NOT awa._queue_known(p_queue) THEN
+        RAISE EXCEPTION 'queue "%" does not exist', p_queue USING ERRCODE = '42704',
+            DETAIL = format('%s names no queue: none has settings, lanes, scheduled or dead-lettered jobs under that name.', p_name),
+            HINT = format('Create it with awa.create_queue(%L), or enqueue a job into it.', p_queue);
+    END IF;
+END
+$$;
+
+-- Cheap depth of a queue: lane positions handed out and not yet passed by claim, summed
+-- over its lanes (next_seq - claim_seq, as awa.shard_lag.lag). No row is scanned: one
+-- sequence read per lane. An upper bound: open reservations and gaps left by rollbacks,
+-- cancels and deletes count until a claim passes them.
+CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.queue_claim_heads h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+             WHERE e.queue = p_queue AND h.queue = p_queue);
+REVOKE ALL ON FUNCTION awa._queue_known(text), awa._require_queue(text, text), awa._queue_depth(text) FROM PUBLIC;
+
+-- What a worker pool autoscaler polls: the cheap depth of one known queue (42704 otherwise).
+CREATE FUNCTION awa.queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    RETURN awa._queue_depth(p_queue);
+END
+$$;
+
+-- Create a queue explicitly: its settings row with the width and the DLQ override. True
+-- when this call created the row (also for a queue producers had created implicitly);
+-- false when the queue already has these settings; 42710 when it has other ones
+-- (a NULL p_dlq_enabled is not compared).
+CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards integer DEFAULT 1,
+                                 p_dlq_enabled boolean DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m awa.queue_meta;
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_enqueue_shards IS NULL, 'p_enqueue_shards');
+    IF p_enqueue_shards NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'p_enqueue_shards must be between 1 and 64' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_enqueue_shards);
+    END IF;
+    LOOP
+        INSERT INTO awa.queue_meta (queue, enqueue_shards, dlq_enabled)
+        VALUES (p_queue, p_enqueue_shards, p_dlq_enabled)
+        ON CONFLICT (queue) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        SELECT * INTO m FROM awa.queue_meta q WHERE q.queue = p_queue FOR UPDATE;
+        EXIT WHEN FOUND;   -- otherwise a concurrent drop removed it: insert again
+    END LOOP;
+    IF m.enqueue_shards <> p_enqueue_shards OR (p_dlq_enabled IS NOT NULL AND m.dlq_enabled IS DISTINCT FROM p_dlq_enabled) THEN
+        RAISE EXCEPTION 'queue "%" already exists with other settings', p_queue USING ERRCODE = '42710',
+            DETAIL = format('It has enqueue_shards = %s and dlq_enabled = %s.', m.enqueue_shards,
+                            coalesce(m.dlq_enabled::text, 'NULL (the install default)')),
+            HINT = 'Change them with awa.set_enqueue_shards or awa.set_queue_dlq.';
+    END IF;
+    RETURN false;
+END
+$$;
+
+-- Set or clear (NULL: the install default) a known queue's DLQ override for exhausted jobs.
+-- Returns the previous override.
+CREATE FUNCTION awa.set_queue_dlq(p_queue text, p_dlq_enabled boolean) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old boolean;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    SELECT m.dlq_enabled INTO v_old FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, dlq_enabled) VALUES (p_queue, p_dlq_enabled)
+    ON CONFLICT (queue) DO UPDATE SET dlq_enabled = EXCLUDED.dlq_enabled;
+    RETURN v_old;
+END
+$$;
+
+DROP FUNCTION awa.pause_queue(text);
+DROP FUNCTION awa.resume_queue(text);
+
+-- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
+-- call paused it, false when it was paused already.
+CREATE FUNCTION awa.pause_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    INSERT INTO awa.queue_meta AS m (queue, paused, paused_at, paused_by)
+    VALUES (p_queue, true, clock_timestamp(), session_user)
+    ON CONFLICT (queue) DO UPDATE
+       SET paused = true, paused_at = EXCLUDED.paused_at, paused_by = EXCLUDED.paused_by
+     WHERE NOT m.paused;
+    RETURN FOUND;
+END
+$$;
+
+-- Resume a known queue. True when this call resumed it, false when it was not paused.
+CREATE FUNCTION awa.resume_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
+     WHERE queue = p_queue AND paused;
+    RETURN FOUND;
+END
+$$;
+
+-- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
+-- Running attempts are left to finish (a later failure can bring one back as retryable),
+-- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
+-- lane order, and only at or after the cursor read under the lock (D3), so a job is either
+-- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
+-- claim of them would: the cheap depth drops to what is left.
+CREATE FUNCTION awa.purge_queue(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_next bigint[];
+    v_deferred bigint;
+    v_ready bigint;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require_read_committed('purge_queue');
+    SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
+      FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
+             ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
+    WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    SELECT count(*) INTO v_deferred FROM gone;
+    WITH lanes AS (
+        SELECT l.priority, l.enqueue_shard, h.claim_seq
+          FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+          JOIN awa.queue_claim_heads h
+            ON h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING lanes l
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+           AND r.lane_seq >= l.claim_seq
+        RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    per_lane AS (
+        SELECT g.priority, g.enqueue_shard, max(g.lane_seq) + 1 AS next_seq, count(*) AS removed
+          FROM gone g GROUP BY g.priority, g.enqueue_shard)
+    SELECT coalesce(sum(p.removed), 0), array_agg(p.priority), array_agg(p.enqueue_shard), array_agg(p.next_seq)
+      INTO v_ready, v_priorities, v_shards, v_next
+      FROM per_lane p;
+    UPDATE awa.queue_claim_heads h SET claim_seq = p.next_seq, head_run_at = NULL
+      FROM unnest(v_priorities, v_shards, v_next) AS p(priority, enqueue_shard, next_seq)
+     WHERE h.queue = p_queue AND h.priority = p.priority AND h.enqueue_shard = p.enqueue_shard
+       AND h.claim_seq < p.next_seq;
+    RETURN v_deferred + v_ready;
+END
+$$;
+
+-- Drop a known queue: its settings, lanes (head rows and sequences) and every row that
+-- names it. Refuses (55000) while it holds live jobs (waiting, scheduled, retryable,
+-- running or dead-lettered) unless p_force, which removes them too: running attempts are
+-- closed as cancelled, so their workers' completions find nothing. Returns how many live
+-- jobs were removed. Lock order: the settings row, then each lane's enqueue lock in lane
+-- order (an enqueue in flight finishes first, D2), then the claim heads in lane order. A
+-- lane created by a producer while the drop runs is not touched (the queue lives on with
+-- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
+CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_lane record;
+    v_priorities smallint[] := '{}';
+    v_shards smallint[] := '{}';
+    v_waiting bigint;
+    v_deferred bigint;
+    v_running bigint;
+    v_dlq bigint;
+    v_seqs text[];
+    v_seq text;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_force IS NULL, 'p_force');
+    PERFORM awa._require_read_committed('drop_queue');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    FOR v_lane IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
+                   WHERE e.queue = p_queue ORDER BY e.priority, e.enqueue_shard LOOP
+        PERFORM pg_advisory_xact_lock(awa.lane_lock_key(p_queue, v_lane.priority, v_lane.enqueue_shard));
+        v_priorities := v_priorities || v_lane.priority;
+        v_shards := v_shards || v_lane.enqueue_shard;
+    END LOOP;
+    PERFORM 1 FROM awa.queue_claim_heads h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+     WHERE h.queue = p_queue
+     ORDER BY h.priority, h.enqueue_shard
+       FOR UPDATE OF h;
+
+    SELECT count(*) INTO v_waiting
+      FROM awa.queue_claim_heads h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+      JOIN awa.ready_entries r
+        ON r.queue = p_queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+       AND r.lane_seq >= h.claim_seq
+     WHERE h.queue = p_queue;
+    SELECT count(*) INTO v_deferred FROM awa.deferred_jobs j WHERE j.queue = p_queue;
+    SELECT (SELECT count(*) FROM awa.lease_claims c
+             WHERE c.queue = p_queue AND c.materialized_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                  AND x.run_lease = c.run_lease))
+         + (SELECT count(*) FROM awa.leases l WHERE l.queue = p_queue)
+      INTO v_running;
+    SELECT count(*) INTO v_dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
+    IF NOT p_force AND v_waiting + v_deferred + v_running + v_dlq > 0 THEN
+        RAISE EXCEPTION 'queue "%" is not empty', p_queue USING ERRCODE = '55000',
+            DETAIL = format('It holds %s waiting, %s scheduled or retryable, %s running and %s dead-lettered jobs.',
+                            v_waiting, v_deferred, v_running, v_dlq),
+            HINT = format('Empty it first (awa.purge_queue), or call awa.drop_queue(%L, p_force => true).', p_queue);
+    END IF;
+
+    -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
+    WITH closed AS (
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa.lease_claims c
+         WHERE c.queue = p_queue AND c.materialized_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+        ON CONFLICT DO NOTHING
+        RETURNING job_id, run_lease),
+    leased AS (DELETE FROM awa.leases l WHERE l.queue = p_queue RETURNING l.job_id, l.run_lease)
+    DELETE FROM awa.attempt_state a
+     USING (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased) o
+     WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease;
+
+    -- Every row that names the queue, history included (a ready row without its lane would
+    -- look pending to prune forever), and the unique claims of those jobs.
+    WITH r AS (
+        DELETE FROM awa.ready_entries r
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+        RETURNING r.job_id),
+    d AS (
+        DELETE FROM awa.done_entries d
+         WHERE d.queue = p_queue
+           AND (d.lane_seq < 0 OR EXISTS (SELECT 1 FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+                                          WHERE l.priority = d.priority AND l.enqueue_shard = d.enqueue_shard))
+        RETURNING d.job_id),
+    j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id)
+    DELETE FROM awa.job_unique_claims u
+     USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
+     WHERE u.job_id = g.job_id;
+
+    -- The lanes, then the settings row. Dropping a lane's sequence also makes every backend
+    -- forget the lane (relcache invalidation), so the next enqueue creates it afresh.
+    DELETE FROM awa.queue_claim_heads h
+     USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+     WHERE h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard;
+    WITH g AS (
+        DELETE FROM awa.queue_enqueue_heads e
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard
+        RETURNING e.seq_name)
+    SELECT array_agg(g.seq_name) INTO v_seqs FROM g;
+    FOREACH v_seq IN ARRAY coalesce(v_seqs, '{}') LOOP
+        EXECUTE format('DROP SEQUENCE IF EXISTS awa.%I', v_seq);
+    END LOOP;
+    DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    RETURN v_waiting + v_deferred + v_running + v_dlq;
+END
+$$;
+
+-- awa.jobs shows what awa.job_row documents: metadata and tags '{}' and errors '[]' when
+-- the job has none (stored as NULL), as insert_job_compat returns them.
+CREATE OR REPLACE VIEW awa.jobs AS
+    SELECT r.job_id AS id, r.kind, r.queue, r.args, 'available'::awa.job_state AS state, r.priority,
+           r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
+           r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
+           coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
+           r.enqueue_shard, r.lane_seq
+      FROM awa.ready_entries r
+      JOIN awa.queue_claim_heads h
+        ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+     WHERE r.lane_seq >= h.claim_seq
+    UNION ALL
+    SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
+           j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
+           coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint
+      FROM awa.deferred_jobs j
+    UNION ALL
+    SELECT c.job_id, r.kind, c.queue, r.args, 'running'::awa.job_state, c.priority, c.attempt, c.run_lease,
+           c.max_attempts, r.run_at, c.claimed_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
+           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
+           r.unique_key, r.unique_states, r.ordering_key, c.enqueue_shard, c.lane_seq
+      FROM awa.lease_claims c
+      JOIN awa.ready_entries r
+        ON r.ready_slot = c.ready_slot AND r.ready_generation = c.ready_generation AND r.queue = c.queue
+       AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
+     WHERE c.materialized_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+    UNION ALL
+    SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
+           r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
+           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq
+      FROM awa.leases l
+      JOIN awa.ready_entries r
+        ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+       AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+     WHERE l.state IN ('running', 'waiting_external')
+    UNION ALL
+    SELECT d.job_id, coalesce(d.kind, r.kind), d.queue, coalesce(d.args, r.args), d.state, d.priority,
+           d.attempt, d.run_lease, coalesce(d.max_attempts, r.max_attempts), coalesce(d.run_at, r.run_at),
+           d.attempted_at, d.finalized_at, coalesce(d.created_at, r.created_at),
+           coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
+           coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
+           coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+      FROM awa.done_entries d
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
+       AND r.priority = d.priority AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+    UNION ALL
+    SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
+           e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
+           coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint
+      FROM awa.dlq_entries e;
+
+-- One job by id, in its current state (awa.jobs): one row, or none when the id is unknown
+-- or the job's terminal row has been pruned. For producers and workers, who cannot read
+-- the tables; it discloses the whole job row to any holder of those roles. Every branch of
+-- awa.jobs has an index on the job id; a plan cached while the tables were small must not
+-- scan them once they are large (enable_seqscan = off, as on the worker hot path).
+CREATE FUNCTION awa.get_job(p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.id = p_job_id LIMIT 1;
+END
+$$;
+
+-- The same, told the job's queue (D21: every statement names its queue); no row when the
+-- job is not in that queue.
+CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.queue = p_queue AND j.id = p_job_id LIMIT 1;
+END
+$$;
+
+-- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
+-- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.
+CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
+    RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 100
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    IF p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit);
+    END IF;
+    RETURN QUERY
+        SELECT j.* FROM awa.jobs j
+         WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
+         ORDER BY j.id
+         LIMIT p_limit;
+END
+$$;
+
+-- One row per known queue: its settings (width, paused, effective DLQ setting), the cheap
+-- depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
+-- the age of its oldest waiting job.
+CREATE FUNCTION awa._queues()
+    RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
+                   available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
+                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
+    LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH names AS (
+        SELECT m.queue FROM awa.queue_meta m
+        UNION SELECT h.queue FROM awa.queue_enqueue_heads h
+        UNION SELECT j.queue FROM awa.deferred_jobs j
+        UNION SELECT e.queue FROM awa.dlq_entries e)
+    SELECT n.queue, coalesce(m.enqueue_shards, 1::smallint), coalesce(m.paused, false),
+           coalesce(m.dlq_enabled, s.dlq_enabled_by_default), awa._queue_depth(n.queue),
+           c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
+           (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+              FROM awa.queue_claim_heads h
+              JOIN awa.ready_entries r
+                ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+               AND r.lane_seq >= h.claim_seq
+             WHERE h.queue = n.queue AND r.queue = n.queue)
+      FROM names n
+      LEFT JOIN awa.queue_meta m ON m.queue = n.queue
+     CROSS JOIN awa.plane_settings s
+     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c
+$$;
+
+-- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
+CREATE VIEW awa.queues AS
+    SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
+           completed, failed, cancelled, dlq, oldest_waiting_age
+      FROM awa._queues();
+
+REVOKE ALL ON FUNCTION
+    awa.queue_depth(text), awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
+    awa.get_job(bigint), awa.get_job(text, bigint), awa.list_jobs(text, awa.job_state, integer), awa._queues()
+    FROM PUBLIC;
+REVOKE ALL ON awa.queues FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
+    awa.list_jobs(text, awa.job_state, integer)
+    TO awa_admin;
+GRANT EXECUTE ON FUNCTION awa.get_job(bigint), awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
+GRANT EXECUTE ON FUNCTION awa.queue_depth(text) TO awa_worker, awa_admin, pg_monitor;
+GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
+GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
+
+-- Self-description: every function, table, view, type and sequence of schema awa has a
+-- comment (\df+ awa.*, \dt+ awa.*, \dv+ awa.*), checked by test/pgtap/comments.sql so
+-- that every later addition needs one too. Public functions name the roles that may call them.
+COMMENT ON SCHEMA awa IS 'awa_shard: a sharded, vacuum-aware job queue (docs/api.md).';
+
+-- Producing and routing.
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea)
+    IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean)
+    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.shard_for_enqueue(text, integer, bytea)
+    IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint)
+    IS 'Reserve a contiguous block of a lane''s numbers under the lane lock (count <= 0: peek). Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.queue_enqueue_shards(text)
+    IS 'The width (enqueue_shards) this transaction routes a queue with; 1 without settings. Role: all three.';
+COMMENT ON FUNCTION awa.ordering_key_hash(bytea) IS 'The 64-bit ordering-key hash of the key bytes (two''s-complement bigint). Role: all three.';
+COMMENT ON FUNCTION awa.ordering_key_hash(text) IS 'The 64-bit ordering-key hash of the UTF-8 bytes of a text key. Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, integer) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(text, integer) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
+COMMENT ON FUNCTION awa.lane_sequence_name(text, integer, integer) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
+COMMENT ON FUNCTION awa.lane_lock_key(text, integer, integer) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
+
+-- Working.
+COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
+    IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[]) IS 'Complete open attempts (job_id, run_lease); returns the pairs this call completed. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
+    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.wait_for_jobs(text, integer) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.queue_depth(text)
+    IS 'Cheap depth of a known queue for autoscalers: lane positions handed out and not yet claimed (an upper bound of waiting jobs; no scan). Role: awa_worker, awa_admin, pg_monitor.';
+
+-- Queues and administration.
+COMMENT ON FUNCTION awa.create_queue(text, integer, boolean)
+    IS 'Create a queue with its width and DLQ override; true when created, false when it exists with these settings. Role: awa_admin.';
+COMMENT ON FUNCTION awa.drop_queue(text, boolean)
+    IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
+COMMENT ON FUNCTION awa.purge_queue(text)
+    IS 'Remove every waiting, scheduled and retryable job of a known queue (running attempts finish); returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.pause_queue(text) IS 'Pause a known queue (claims and promotion skip it); true when this call paused it. Role: awa_admin.';
+COMMENT ON FUNCTION awa.resume_queue(text) IS 'Resume a known queue; true when this call resumed it. Role: awa_admin.';
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, integer) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
+COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
+    IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, integer) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
+COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, integer, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_queue(bigint, text, integer) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_dlq(text, integer) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
+COMMENT ON FUNCTION awa.reset_shard_stats() IS 'Forget the shared-memory per-shard counters of this database; false when not preloaded. Role: awa_admin.';
+
+-- Maintenance.
+COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_expired_deadlines(integer) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current slot and start the next one when possible. Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_queue_ring(integer) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ring''s current slot and start the next one when possible. Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_attempt_ring(text, integer) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+
+-- Helpers.
+COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
+COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+
+-- Internal building blocks (no role is granted them; signatures may change).
+COMMENT ON FUNCTION awa._append_error(jsonb, text, integer, boolean) IS 'Internal: an errors array with one more {error, attempt, at[, terminal]} entry.';
+COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
+COMMENT ON FUNCTION awa._require_queue(text, text) IS 'Internal: awa._check_queue, then 42704 when the name is no known queue.';
+COMMENT ON FUNCTION awa._queue_known(text) IS 'Internal: whether a queue has settings, lanes, scheduled or dead-lettered jobs.';
+COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lanes of next_seq - claim_seq (no scan).';
+COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
+COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
+COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
+COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds a receipt without a closure.';
+COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
+COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
+COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves).';
+COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
+COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: a taken attempt to done_entries on its own lane identity.';
+COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s enqueue sequence will hand out (security definer).';
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
+COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
+COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';
+COMMENT ON FUNCTION awa._ready_as_deferred(awa.ready_entries, text, smallint, jsonb) IS 'Internal: a removed ready row as input of awa._enqueue_ready.';
+COMMENT ON FUNCTION awa._require(boolean, text) IS 'Internal: raise 22004 naming a NULL argument.';
+COMMENT ON FUNCTION awa._require_at_least(bigint, bigint, text) IS 'Internal: raise 22023 for a number below its minimum.';
+COMMENT ON FUNCTION awa._require_read_committed(text) IS 'Internal: raise 0A000 outside READ COMMITTED.';
+COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a rescued attempt: retryable with backoff, or ended at its last attempt.';
+COMMENT ON FUNCTION awa._restore_upsert() IS 'Internal: trigger that lets a restored singleton or slot row replace the default one.';
+COMMENT ON FUNCTION awa._ring_write_slot(text) IS 'Internal: the write slot of a ring for this transaction, fenced against prune.';
+COMMENT ON FUNCTION awa._shard_lag() IS 'Internal: the rows of the awa.shard_lag view (security definer).';
+COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard counters; empty when not preloaded.';
+COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
+COMMENT ON FUNCTION awa._stamp_metadata(jsonb, jsonb) IS 'Internal: metadata with provenance keys added where absent.';
+COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
+COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
+COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
+COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
+
+-- Types.
+COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
+COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
+COMMENT ON TYPE awa.taken_attempt IS 'Internal: a running attempt taken out of the running set, with its ready row''s body.';
+
+-- Views.
+COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
+COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
+COMMENT ON VIEW awa.shard_lag IS 'One row per lane: enqueue and claim cursors, lag, waiting rows, oldest waiting run_at, draining.';
+COMMENT ON VIEW awa.shard_stats IS 'Per-(queue, shard) counters: shared memory when preloaded, else derived from the tables.';
+
+-- Tables, settings columns and sequences.
+COMMENT ON TABLE awa.queue_meta IS 'Per-queue settings. No row: one shard, not paused, install-default DLQ setting.';
+COMMENT ON COLUMN awa.queue_meta.queue IS 'Queue name (1..200 characters).';
+COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed nor promoted; producers still enqueue.';
+COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
+COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
+COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
+COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
+COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
+COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are receipts (default); false: leases.';
+COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
+COMMENT ON TABLE awa.storage_transition_state IS 'Engine state; migration v017 refuses to run in mixed_transition.';
+COMMENT ON TABLE awa.queue_enqueue_heads IS 'One row per lane (queue, priority, enqueue_shard): the name of its enqueue sequence.';
+COMMENT ON TABLE awa.queue_claim_heads IS 'One row per lane: the claim cursor claim_seq and the head_run_at hint.';
+COMMENT ON TABLE awa.queue_ring_state IS 'Queue ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.lease_ring_state IS 'Lease ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.claim_ring_state IS 'Claim (receipt) ring cursor: slot count, current write slot and its generation.';
+COMMENT ON TABLE awa.queue_ring_slots IS 'Generation held by each queue-ring slot (-1: free).';
+COMMENT ON TABLE awa.lease_ring_slots IS 'Generation held by each lease-ring slot (-1: free).';
+COMMENT ON TABLE awa.claim_ring_slots IS 'Generation held by each claim-ring slot (-1: free).';
+COMMENT ON TABLE awa.ready_entries IS 'Jobs put on the ready plane, written once, keyed by lane identity; partitioned by queue-ring slot.';
+COMMENT ON TABLE awa.done_entries IS 'Terminal rows (completed, failed, cancelled) on the lane identity of their ready row; partitioned by queue-ring slot.';
+COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
+COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by lease-ring slot.';
+COMMENT ON TABLE awa.lease_claims IS 'Receipts: append-only claim records in receipts mode; partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer wins); partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
+COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
+COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
+COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
+COMMENT ON SEQUENCE awa.job_id_seq IS 'Job ids.';
+COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids of lease_claims.';
+DO $$
+BEGIN
+    FOR s IN 0..15 LOOP
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'ready_entries_' || s,
+                       format('Partition of awa.ready_entries for queue-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_' || s,
+                       format('Partition of awa.done_entries for queue-ring slot %s.', s));
+    END LOOP;
+    FOR s IN 0..7 LOOP
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'leases_' || s,
+                       format('Partition of awa.leases for lease-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claims_' || s,
+                       format('Partition of awa.lease_claims for claim-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claim_closures_' || s,
+                       format('Partition of awa.lease_claim_closures for claim-ring slot %s.', s));
+    END LOOP;
+END
+$$;

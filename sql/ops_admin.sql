@@ -155,7 +155,8 @@ SELECT args->>'n' AS n, queue, state, priority, attempt, enqueue_shard, ordering
   FROM awa.jobs WHERE args->>'n' LIKE 'Q-%' ORDER BY 1;
 SELECT count(*) AS dlq_left FROM awa.list_dlq(NULL, 100) WHERE queue = 'ops_dlq';
 
--- 7. pause / resume: a paused queue is not claimed, enqueue still works.
+-- 7. pause / resume: a paused queue is not claimed, enqueue still works. Each returns whether
+-- it changed the queue (1.1); a name that is no known queue is an error and creates nothing.
 SELECT pg_temp.ops_add('ops_pause', 'P-1', NULL) > 0;
 SELECT awa.pause_queue('ops_pause');
 SELECT awa.pause_queue('ops_pause');

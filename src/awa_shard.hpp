@@ -84,6 +84,17 @@ int checked_priority(int priority, const char *argname);
 /* A finite run_at (22023 for 'infinity' and '-infinity'). */
 TimestampTz checked_run_at(TimestampTz run_at, const char *argname);
 
+/* max_attempts checked to 1..1000 (23514). */
+int checked_max_attempts(int value, const char *argname);
+
+/* Integer arguments that were smallint in 1.0, read as int32 and range-checked (no wrap). */
+int priority_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+int enqueue_shard_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+int max_attempts_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* An element of an integer[] (1.1) or smallint[] (1.0 catalog) argument. */
+int int_array_element(Datum element, Oid elemtype);
+
 /* ---- shard.cpp: routing ---- */
 
 /* Width of a queue for this transaction (queue_meta, cached per transaction). */

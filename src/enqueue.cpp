@@ -396,7 +396,8 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 	{
 		if (rows[i].deferred_state != nullptr)
 			continue;
-		rows[i].shard = route_row(rows[i]);
+		if (!rows[i].shard_fixed)
+			rows[i].shard = route_row(rows[i]);
 		order[nready++] = i;
 	}
 	qsort_arg(order, nready, sizeof(int), compare_row_lanes, rows);

@@ -78,16 +78,6 @@ checked_kind(Datum kind, const char *argname)
 	return PointerGetDatum(t);
 }
 
-/* max_attempts: 1..1000 (23514). */
-int
-checked_max_attempts(int value, const char *argname)
-{
-	if (value < 1 || value > 1000)
-		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be between 1 and 1000", argname),
-						errdetail("The value is %d.", value)));
-	return value;
-}
-
 /* Metadata must be a JSON object (22023); an empty object is stored as NULL. */
 void
 set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
@@ -202,30 +192,82 @@ job_state_datum(Oid enum_type, const char *label)
 	return DirectFunctionCall2(enum_in, CStringGetDatum(label), ObjectIdGetDatum(enum_type));
 }
 
-/* Elements of an optional array argument that must match p_kinds in length (22023). */
-void
-optional_array(FunctionCallInfo fcinfo, int argno, const char *argname, int n, Oid elemtype, Datum **values,
-			   bool **nulls)
+/* An optional array argument of insert_jobs, deconstructed; length checked once the batch size is known. */
+struct OptionalArray
 {
+	const char *name;
+	Datum *values; /* nullptr when the argument is NULL */
+	bool *nulls;
+	int count;
+	Oid elemtype; /* the array's own element type (smallint[] from a 1.0 catalog, integer[] from 1.1) */
+};
+
+/* Deconstruct an optional array argument (NULL: every job takes the default); 22023 when multi-dimensional. */
+OptionalArray
+optional_array(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	OptionalArray a = {argname, nullptr, nullptr, 0, InvalidOid};
 	ArrayType *arr;
 	int16 typlen;
 	bool typbyval;
 	char typalign;
-	int count;
 
-	*values = nullptr;
-	*nulls = nullptr;
 	if (PG_ARGISNULL(argno))
-		return;
+		return a;
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
 	if (ARR_NDIM(arr) > 1)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
-	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
-	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, values, nulls, &count);
-	if (count != n)
+	a.elemtype = ARR_ELEMTYPE(arr);
+	get_typlenbyvalalign(a.elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, a.elemtype, typlen, typbyval, typalign, &a.values, &a.nulls, &a.count);
+	return a;
+}
+
+/* Every given optional array must hold n elements, as the array that set the batch size does (22023). */
+void
+require_batch_length(const OptionalArray &a, int n, const char *sized_by)
+{
+	if (a.values != nullptr && a.count != n)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s must have as many elements as p_kinds", argname),
-						errdetail("p_kinds has %d elements, %s has %d.", n, argname, count)));
+						errmsg("%s must have as many elements as %s", a.name, sized_by),
+						errdetail("%s has %d elements, %s has %d.", sized_by, n, a.name, a.count)));
+}
+
+/*
+ * p_spread_keyless: the keyless ready rows of each priority are cut into `shards` contiguous
+ * runs (input order kept inside each run), starting at this transaction's rotor pick, instead
+ * of all going to the pick. enqueue_rows still locks the lanes in sorted order.
+ */
+void
+spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
+{
+	int shards = awa::queue_width(queue, queue_len);
+
+	if (shards <= 1)
+		return;
+	for (int priority = 1; priority <= 4; priority++)
+	{
+		int m = 0;
+		int run;
+		int start;
+		int k = 0;
+
+		for (int i = 0; i < n; i++)
+			if (rows[i].priority == priority && rows[i].deferred_state == nullptr && rows[i].ordering_key_null)
+				m++;
+		if (m == 0)
+			continue;
+		run = (m + shards - 1) / shards;
+		start = awa::sticky_rotor_shard(queue, queue_len, priority, shards);
+		for (int i = 0; i < n; i++)
+		{
+			if (rows[i].priority != priority || rows[i].deferred_state != nullptr || !rows[i].ordering_key_null)
+				continue;
+			rows[i].shard = (start + k / run) % shards;
+			rows[i].shard_fixed = true;
+			k++;
+		}
+	}
 }
 
 } // namespace
@@ -268,9 +310,9 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 			row->deferred_state = state;
 	}
 	if (!PG_ARGISNULL(4))
-		row->priority = awa::checked_priority(PG_GETARG_INT16(4), "p_priority");
+		row->priority = awa::priority_arg(fcinfo, 4, "p_priority");
 	if (!PG_ARGISNULL(5))
-		row->max_attempts = checked_max_attempts(PG_GETARG_INT16(5), "p_max_attempts");
+		row->max_attempts = awa::max_attempts_arg(fcinfo, 5, "p_max_attempts");
 	if (!PG_ARGISNULL(6))
 		row->run_at = awa::checked_run_at(PG_GETARG_TIMESTAMPTZ(6), "p_run_at");
 	set_metadata(row, PG_GETARG_DATUM(7), PG_ARGISNULL(7), "p_metadata");
@@ -317,16 +359,21 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 
 /*
  * awa.insert_jobs(queue, kinds[], args[], priorities[], run_ats[], ordering_keys[],
- * max_attempts[], metadata[], unique_keys[], unique_states[]) -> bigint[] of job ids in input order.
+ * max_attempts[], metadata[], unique_keys[], unique_states[], spread_keyless) -> bigint[] of job
+ * ids in input order. A one-element p_kinds is the kind of every job; the batch then has as
+ * many jobs as the first optional array given (one when none is).
  */
 AWA_SQL_FUNCTION(awa_insert_jobs)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ArrayType *kinds_arr;
-	Datum *kinds, *args, *prios, *run_ats, *keys, *maxes, *metas, *ukeys, *umasks;
-	bool *kinds_n, *args_n, *prios_n, *run_ats_n, *keys_n, *maxes_n, *metas_n, *ukeys_n, *umasks_n;
+	Datum *kinds;
+	bool *kinds_n;
+	int nkinds;
 	int n;
+	const char *sized_by = "p_kinds";
+	bool spread;
 	EnqueueRow *rows;
 	Datum *ids;
 
@@ -334,43 +381,70 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 	kinds_arr = PG_GETARG_ARRAYTYPE_P(1);
 	if (ARR_NDIM(kinds_arr) > 1)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_kinds must be a one-dimensional array")));
-	deconstruct_array(kinds_arr, TEXTOID, -1, false, TYPALIGN_INT, &kinds, &kinds_n, &n);
+	deconstruct_array(kinds_arr, TEXTOID, -1, false, TYPALIGN_INT, &kinds, &kinds_n, &nkinds);
+
+	OptionalArray args = optional_array(fcinfo, 2, "p_args");
+	OptionalArray prios = optional_array(fcinfo, 3, "p_priorities");
+	OptionalArray run_ats = optional_array(fcinfo, 4, "p_run_ats");
+	OptionalArray keys = optional_array(fcinfo, 5, "p_ordering_keys");
+	OptionalArray maxes = optional_array(fcinfo, 6, "p_max_attempts");
+	OptionalArray metas = optional_array(fcinfo, 7, "p_metadata");
+	OptionalArray ukeys = optional_array(fcinfo, 8, "p_unique_keys");
+	OptionalArray umasks = optional_array(fcinfo, 9, "p_unique_states");
+	OptionalArray *optional[] = {&args, &prios, &run_ats, &keys, &maxes, &metas, &ukeys, &umasks};
+
+	/* The batch size: p_kinds, or with one kind the first optional array given. */
+	n = nkinds;
+	if (nkinds == 1)
+	{
+		for (OptionalArray *a : optional)
+		{
+			if (a->values != nullptr)
+			{
+				n = a->count;
+				sized_by = a->name;
+				break;
+			}
+		}
+	}
 	if (n > 100000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_kinds must hold at most 100000 jobs"),
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must hold at most 100000 jobs", sized_by),
 						errdetail("The array has %d elements.", n)));
-	optional_array(fcinfo, 2, "p_args", n, JSONBOID, &args, &args_n);
-	optional_array(fcinfo, 3, "p_priorities", n, INT2OID, &prios, &prios_n);
-	optional_array(fcinfo, 4, "p_run_ats", n, TIMESTAMPTZOID, &run_ats, &run_ats_n);
-	optional_array(fcinfo, 5, "p_ordering_keys", n, BYTEAOID, &keys, &keys_n);
-	optional_array(fcinfo, 6, "p_max_attempts", n, INT2OID, &maxes, &maxes_n);
-	optional_array(fcinfo, 7, "p_metadata", n, JSONBOID, &metas, &metas_n);
-	optional_array(fcinfo, 8, "p_unique_keys", n, BYTEAOID, &ukeys, &ukeys_n);
-	optional_array(fcinfo, 9, "p_unique_states", n, VARBITOID, &umasks, &umasks_n);
+	for (OptionalArray *a : optional)
+		require_batch_length(*a, n, sized_by);
+	/* Argument 10 exists from 1.1 on; a 1.0 catalog calls with ten arguments. */
+	spread = PG_NARGS() > 10 && !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
 
 	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
 	for (int i = 0; i < n; i++)
 	{
 		EnqueueRow *row = &rows[i];
+		int k = nkinds == 1 ? 0 : i;
 
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
-		require_not_null(kinds_n[i], "p_kinds element");
-		row->kind = checked_kind(kinds[i], "p_kinds element");
-		if (args && !args_n[i])
-			row->args = args[i];
-		if (prios && !prios_n[i])
-			row->priority = awa::checked_priority(DatumGetInt16(prios[i]), "p_priorities element");
-		if (run_ats && !run_ats_n[i])
-			row->run_at = awa::checked_run_at(DatumGetTimestampTz(run_ats[i]), "p_run_ats element");
-		if (keys)
-			set_ordering_key(row, keys[i], keys_n[i], "p_ordering_keys element");
-		if (maxes && !maxes_n[i])
-			row->max_attempts = checked_max_attempts(DatumGetInt16(maxes[i]), "p_max_attempts element");
-		if (metas)
-			set_metadata(row, metas[i], metas_n[i], "p_metadata element");
-		set_unique(row, ukeys ? ukeys[i] : 0, ukeys ? ukeys_n[i] : true, umasks ? umasks[i] : 0,
-				   umasks ? umasks_n[i] : true, "p_unique_keys element", "p_unique_states element");
+		require_not_null(kinds_n[k], "p_kinds element");
+		row->kind = checked_kind(kinds[k], "p_kinds element");
+		if (args.values && !args.nulls[i])
+			row->args = args.values[i];
+		if (prios.values && !prios.nulls[i])
+			row->priority = awa::checked_priority(awa::int_array_element(prios.values[i], prios.elemtype),
+												  "p_priorities element");
+		if (run_ats.values && !run_ats.nulls[i])
+			row->run_at = awa::checked_run_at(DatumGetTimestampTz(run_ats.values[i]), "p_run_ats element");
+		if (keys.values)
+			set_ordering_key(row, keys.values[i], keys.nulls[i], "p_ordering_keys element");
+		if (maxes.values && !maxes.nulls[i])
+			row->max_attempts = awa::checked_max_attempts(awa::int_array_element(maxes.values[i], maxes.elemtype),
+														  "p_max_attempts element");
+		if (metas.values)
+			set_metadata(row, metas.values[i], metas.nulls[i], "p_metadata element");
+		set_unique(row, ukeys.values ? ukeys.values[i] : 0, ukeys.values ? ukeys.nulls[i] : true,
+				   umasks.values ? umasks.values[i] : 0, umasks.values ? umasks.nulls[i] : true,
+				   "p_unique_keys element", "p_unique_states element");
 		settle_run_at(row, now);
 	}
+	if (spread && n > 1)
+		spread_keyless(rows, n, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
 	awa::enqueue_rows(rows, n, true);
 
 	ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));

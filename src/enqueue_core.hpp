@@ -44,7 +44,9 @@ struct EnqueueRow
 	bool errors_null;
 	const char *deferred_state; /* nullptr: ready; "scheduled" or "retryable": deferred_jobs */
 
-	/* Outputs for ready rows. */
+	bool shard_fixed;			/* shard already chosen (insert_jobs spreading keyless rows) */
+
+	/* Outputs for ready rows (shard is an input when shard_fixed). */
 	int shard;
 	int64 lane_seq;
 };

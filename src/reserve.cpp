@@ -300,12 +300,8 @@ AWA_SQL_FUNCTION(awa_reserve_enqueue_seq)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("%s must not be null",
 							   PG_ARGISNULL(1) ? "p_priority" : PG_ARGISNULL(2) ? "p_enqueue_shard" : "p_count")));
-	priority = awa::checked_priority(PG_GETARG_INT16(1), "p_priority");
-	shard = PG_GETARG_INT16(2);
-	if (shard < 0 || shard >= awa::kMaxEnqueueShards)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_enqueue_shard must be between 0 and %d", awa::kMaxEnqueueShards - 1),
-						errdetail("The value is %d.", shard)));
+	priority = awa::priority_arg(fcinfo, 1, "p_priority");
+	shard = awa::enqueue_shard_arg(fcinfo, 2, "p_enqueue_shard");
 	count = PG_GETARG_INT64(3);
 	if (count > 1000000)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

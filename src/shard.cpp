@@ -170,7 +170,7 @@ AWA_SQL_FUNCTION(awa_shard_for_enqueue)
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_priority must not be null")));
-	priority = awa::checked_priority(PG_GETARG_INT16(1), "p_priority");
+	priority = awa::priority_arg(fcinfo, 1, "p_priority");
 	shards = awa::queue_width(q, qlen);
 	if (!PG_ARGISNULL(2))
 	{

@@ -1,8 +1,10 @@
 /* validate.cpp — argument checks shared by the SQL functions (D11: checked before any write). */
 #include "awa_shard.hpp"
+#include "ordering_hash.hpp"
 
 extern "C"
 {
+#include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
@@ -39,6 +41,59 @@ checked_priority(int priority, const char *argname)
 						errmsg("%s must be between 1 and 4", argname),
 						errdetail("The value is %d.", priority)));
 	return priority;
+}
+
+/* max_attempts: 1..1000 (23514), the range ready_entries.max_attempts also holds. */
+int
+checked_max_attempts(int value, const char *argname)
+{
+	if (value < 1 || value > 1000)
+		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be between 1 and 1000", argname),
+						errdetail("The value is %d.", value)));
+	return value;
+}
+
+/*
+ * A priority argument declared integer (1.1; smallint in 1.0): read as int32, so 65537 is
+ * refused instead of wrapping to 1. Reading an int2 Datum of a 1.0 catalog as int32 gives the
+ * same value, so the library serves both until the update runs.
+ */
+int
+priority_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	return checked_priority(PG_GETARG_INT32(argno), argname);
+}
+
+/* An enqueue shard argument declared integer: 0..63 (22023), read as int32 (no wrap). */
+int
+enqueue_shard_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	int32 shard = PG_GETARG_INT32(argno);
+
+	if (shard < 0 || shard >= kMaxEnqueueShards)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be between 0 and %d", argname, kMaxEnqueueShards - 1),
+						errdetail("The value is %d.", shard)));
+	return shard;
+}
+
+/* A max_attempts argument declared integer: 1..1000 (23514), read as int32 (no wrap). */
+int
+max_attempts_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	return checked_max_attempts(PG_GETARG_INT32(argno), argname);
+}
+
+/* An element of an integer[] argument, or of the smallint[] a 1.0 catalog still passes. */
+int
+int_array_element(Datum element, Oid elemtype)
+{
+	if (elemtype == INT2OID)
+		return DatumGetInt16(element);
+	if (elemtype == INT4OID)
+		return DatumGetInt32(element);
+	elog(ERROR, "awa_shard: unexpected array element type %u", elemtype);
+	pg_unreachable();
 }
 
 /* A run_at must be a real point in time: 'infinity' would never run, '-infinity' breaks aging. */

@@ -45,7 +45,7 @@ async function main() {
   const priorities = Array.from({ length: COUNT }, (_, i) => (i === 0 ? 1 : 2));
   const keys = Array.from({ length: COUNT }, (_, i) => (i % 2 === 0 ? Buffer.from(`customer-${i % 3}`, 'utf8') : null));
   const { rows } = await db.query(
-    `SELECT awa.insert_jobs($1, $2::text[], p_args => $3::jsonb[], p_priorities => $4::smallint[],
+    `SELECT awa.insert_jobs($1, $2::text[], p_args => $3::jsonb[], p_priorities => $4::int[],
                             p_ordering_keys => $5::bytea[]) AS ids`,
     [QUEUE, kinds, args, priorities, keys]);
   const ids = rows[0].ids;

@@ -46,7 +46,7 @@ done
 	         :'queue',
 	         p_kinds => (SELECT array_agg('send_email'::text) FROM generate_series(1, :n)),
 	         p_args => (SELECT array_agg(jsonb_build_object('batch_item', g)) FROM generate_series(1, :n) g),
-	         p_priorities => (SELECT array_agg(CASE WHEN g = 1 THEN 1 ELSE 2 END::smallint) FROM generate_series(1, :n) g),
+	         p_priorities => (SELECT array_agg(CASE WHEN g = 1 THEN 1 ELSE 2 END) FROM generate_series(1, :n) g),
 	         p_ordering_keys => (SELECT array_agg(CASE WHEN g % 2 = 0 THEN convert_to('customer-' || g % 3, 'UTF8') END)
 	                               FROM generate_series(1, :n) g)) AS ids;
 SQL

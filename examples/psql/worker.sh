@@ -24,7 +24,18 @@ PSQL=(psql -X -q -At -v ON_ERROR_STOP=1 -F $'\t')
 stopping=0
 trap 'stopping=1' INT TERM
 errfile=$(mktemp)
-trap 'rm -f "$errfile"' EXIT
+hb_pid=""
+
+# Stop the heartbeat loop of the current batch, if one runs (its pending sleep dies with it).
+stop_heartbeat() {
+	if [[ -n "$hb_pid" ]]; then
+		kill "$hb_pid" 2>/dev/null || true
+		wait "$hb_pid" 2>/dev/null || true
+		hb_pid=""
+	fi
+}
+# However the script ends (last batch, Ctrl-C, a failing psql under set -e), nothing is left running.
+trap 'stop_heartbeat; rm -f "$errfile"' EXIT
 
 # The work itself. Replace with yours: a non-zero exit fails the job, its stderr is the error.
 handle_job() {
@@ -44,10 +55,17 @@ claim() {
 	SQL
 }
 
-# Heartbeat the claimed jobs every HEARTBEAT_SECS until killed (keeps long jobs from being rescued).
+# Heartbeat the claimed jobs every HEARTBEAT_SECS until killed (keeps long jobs from being
+# rescued). It runs in the background; its sleep is a child it waits for, so a TERM ends the
+# sleep at once instead of leaving it behind for up to HEARTBEAT_SECS.
 heartbeat_loop() {
-	local ids=$1 leases=$2
-	while sleep "$HEARTBEAT_SECS"; do
+	local ids=$1 leases=$2 sleeper=""
+	trap '[[ -n "$sleeper" ]] && kill "$sleeper" 2>/dev/null && wait "$sleeper"; exit 0' TERM
+	while :; do
+		sleep "$HEARTBEAT_SECS" &
+		sleeper=$!
+		wait "$sleeper" || true
+		sleeper=""
 		"${PSQL[@]}" -v ids="$ids" -v leases="$leases" >/dev/null <<-'SQL' || true
 			SELECT awa.heartbeat_jobs(:'ids', :'leases');
 		SQL
@@ -93,8 +111,7 @@ while ((stopping == 0)); do
 		fi
 	done
 
-	kill "$hb_pid" 2>/dev/null || true
-	wait "$hb_pid" 2>/dev/null || true
+	stop_heartbeat
 	if ((${#ok_ids[@]} > 0)); then
 		"${PSQL[@]}" -v ids="{$(IFS=,; echo "${ok_ids[*]}")}" -v leases="{$(IFS=,; echo "${ok_leases[*]}")}" >/dev/null <<-'SQL'
 			SELECT count(*) FROM awa.complete_jobs(:'ids', :'leases');

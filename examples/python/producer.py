@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""A job producer in Python with psycopg2 (Debian: apt-get install python3-psycopg2).
+"""A job producer in Python with psycopg2.
+
+Interpreter: Debian's /usr/bin/python3 after `apt-get install python3-psycopg2`, or any other
+Python 3 that has psycopg2 installed (`<that python> -m pip install psycopg2-binary`).
 
 Enqueues jobs into QUEUE three ways:
   - awa.insert_job_compat without a key: the rotor spreads jobs over the queue's shards;
@@ -11,7 +14,7 @@ Keys are bytes: a str key is hashed as its UTF-8 encoding (key.encode()), exactl
 awa.shard_for_ordering_key(text, S) does on the server.
 
 Connection: DATABASE_URL or the usual PG* variables. The role needs awa_producer.
-Usage: QUEUE=emails COUNT=100 python3 examples/python/producer.py
+Usage: QUEUE=emails COUNT=100 /usr/bin/python3 examples/python/producer.py
 """
 import os
 
@@ -54,7 +57,7 @@ def main():
     with conn:
         cur.execute(
             "SELECT awa.insert_jobs(%s, %s::text[], p_args => %s::jsonb[],"
-            "  p_priorities => %s::smallint[], p_ordering_keys => %s::bytea[])",
+            "  p_priorities => %s::int[], p_ordering_keys => %s::bytea[])",
             (QUEUE, kinds, args, priorities, keys))
         ids = cur.fetchone()[0]
         print(f"batch of {len(ids)} jobs: ids {ids[0]} .. {ids[-1]}")

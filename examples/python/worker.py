@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""A job worker in Python with psycopg2 (Debian: apt-get install python3-psycopg2).
+"""A job worker in Python with psycopg2.
+
+Interpreter: Debian's /usr/bin/python3 after `apt-get install python3-psycopg2`, or any other
+Python 3 that has psycopg2 installed (`<that python> -m pip install psycopg2-binary`).
 
 Loop: claim a batch (awa.claim_ready_runtime) -> run each job in lane order -> complete the
 successes in one call (awa.complete_jobs), fail the others (awa.fail_job). A heartbeat
@@ -10,7 +13,7 @@ producer commits (awa.wait_for_jobs) instead of polling.
 Connection: DATABASE_URL (a libpq URI or "key=value" string) or the usual PG* variables.
 The role needs awa_worker:  GRANT awa_worker TO my_worker_role;
 
-Usage: QUEUE=emails python3 examples/python/worker.py     (Ctrl-C stops after the batch)
+Usage: QUEUE=emails /usr/bin/python3 examples/python/worker.py     (Ctrl-C stops after the batch)
 """
 import json
 import os

@@ -4,19 +4,19 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(56);
+SELECT plan(69);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'smallint', 'smallint', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature');
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
+          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature (integer priority and attempts)');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE proname = 'insert_job_compat' AND pronamespace = 'awa'::regnamespace), 1,
           'insert_job_compat has exactly one overload (11-argument calls are not ambiguous)');
 SELECT has_function('awa', 'insert_jobs',
-    ARRAY['text', 'text[]', 'jsonb[]', 'smallint[]', 'timestamp with time zone[]', 'bytea[]', 'smallint[]', 'jsonb[]',
-          'bytea[]', 'bit[]'], 'insert_jobs signature');
-SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'smallint', 'smallint', 'bigint'], 'reserve_enqueue_seq signature');
-SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'smallint', 'bytea'], 'shard_for_enqueue signature');
+    ARRAY['text', 'text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'bytea[]', 'integer[]', 'jsonb[]',
+          'bytea[]', 'bit[]', 'boolean'], 'insert_jobs signature');
+SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'integer', 'integer', 'bigint'], 'reserve_enqueue_seq signature');
+SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'shard_for_enqueue signature');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['bytea'], 'ordering_key_hash(bytea)');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['text'], 'ordering_key_hash(text)');
 SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'integer'], 'shard_for_ordering_key(bytea, integer)');
@@ -33,6 +33,14 @@ SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'integer'], 'wait_for_
 SELECT has_function('awa', 'rescue_stale_heartbeats', ARRAY['interval', 'integer'], 'rescue_stale_heartbeats signature');
 SELECT has_function('awa', 'rescue_expired_deadlines', ARRAY['integer'], 'rescue_expired_deadlines signature');
 SELECT has_function('awa', 'promote_due', ARRAY['integer'], 'promote_due signature');
+SELECT has_function('awa', 'create_queue', ARRAY['text', 'integer', 'boolean'], 'create_queue signature');
+SELECT has_function('awa', 'drop_queue', ARRAY['text', 'boolean'], 'drop_queue signature');
+SELECT has_function('awa', 'purge_queue', ARRAY['text'], 'purge_queue signature');
+SELECT has_function('awa', 'set_queue_dlq', ARRAY['text', 'boolean'], 'set_queue_dlq signature');
+SELECT has_function('awa', 'queue_depth', ARRAY['text'], 'queue_depth signature');
+SELECT has_function('awa', 'get_job', ARRAY['bigint'], 'get_job(job_id)');
+SELECT has_function('awa', 'get_job', ARRAY['text', 'bigint'], 'get_job(queue, job_id)');
+SELECT has_function('awa', 'list_jobs', ARRAY['text', 'awa.job_state', 'integer'], 'list_jobs signature');
 
 -- Return shapes.
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.insert_job_compat'::regproc), 'awa.job_row',
@@ -58,6 +66,18 @@ SELECT is((SELECT array_agg(n ORDER BY o) FROM pg_proc p,
           ARRAY['job_id', 'run_lease'], 'complete_jobs returns (job_id, run_lease)');
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.fail_job'::regproc), 'awa.job_state', 'fail_job returns the new state');
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.wait_for_jobs'::regproc), 'boolean', 'wait_for_jobs returns boolean');
+SELECT is((SELECT array_agg(ROW(prorettype::regtype, proretset)::text ORDER BY oid::regprocedure::text) FROM pg_proc
+            WHERE pronamespace = 'awa'::regnamespace AND proname IN ('get_job', 'list_jobs')),
+          ARRAY['(awa.job_row,t)', '(awa.job_row,t)', '(awa.job_row,t)'],
+          'get_job and list_jobs return awa.job_row rows (none when nothing matches)');
+SELECT is((SELECT array_agg(prorettype::regtype::text ORDER BY proname) FROM pg_proc
+            WHERE pronamespace = 'awa'::regnamespace AND proname IN ('pause_queue', 'resume_queue')),
+          ARRAY['boolean', 'boolean'], 'pause_queue and resume_queue return whether they changed the queue');
+SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+            WHERE attrelid = 'awa.queues'::regclass AND attnum > 0),
+          ARRAY['queue', 'enqueue_shards', 'paused', 'dlq_enabled', 'depth', 'available', 'scheduled', 'retryable', 'running',
+                'completed', 'failed', 'cancelled', 'dlq', 'oldest_waiting_age'],
+          'awa.queues columns');
 SELECT enum_has_labels('awa', 'job_state',
     ARRAY['scheduled', 'available', 'running', 'completed', 'retryable', 'failed', 'cancelled', 'waiting_external'],
     'awa.job_state labels in order');
@@ -79,11 +99,11 @@ SELECT is((SELECT array_agg(DISTINCT proparallel::text) FROM pg_proc
             WHERE pronamespace = 'awa'::regnamespace AND proname IN ('ordering_key_hash', 'shard_for_ordering_key')),
           ARRAY['s'], 'the hash functions are parallel safe');
 SELECT volatility_is('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'smallint', 'smallint', 'timestamp with time zone', 'jsonb',
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
           'text[]', 'bytea', 'bit', 'bytea'], 'volatile', 'insert_job_compat is volatile');
 SELECT volatility_is('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'], 'volatile',
                      'claim_ready_runtime is volatile');
-SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'smallint', 'bytea'], 'volatile',
+SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'volatile',
                      'shard_for_enqueue is volatile (rotor, current width)');
 
 -- Security: what producer and worker roles call runs as the owner, with a pinned search_path.
@@ -93,7 +113,11 @@ SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedu
                             'awa.fail_job'::regproc, 'awa.fail_job_to_dlq'::regproc, 'awa.retry_job_after'::regproc,
                             'awa.snooze_job'::regproc, 'awa.heartbeat_jobs'::regproc, 'awa.wait_for_jobs'::regproc,
                             'awa.rescue_stale_heartbeats'::regproc, 'awa.rescue_expired_deadlines'::regproc,
-                            'awa.promote_due'::regproc, 'awa.queue_enqueue_shards'::regproc)
+                            'awa.promote_due'::regproc, 'awa.queue_enqueue_shards'::regproc,
+                            'awa.get_job(bigint)'::regprocedure, 'awa.get_job(text, bigint)'::regprocedure,
+                            'awa.queue_depth'::regproc, 'awa.list_jobs'::regproc, 'awa.create_queue'::regproc,
+                            'awa.drop_queue'::regproc, 'awa.purge_queue'::regproc, 'awa.set_queue_dlq'::regproc,
+                            'awa.pause_queue'::regproc, 'awa.resume_queue'::regproc)
               AND NOT p.prosecdef),
           NULL, 'every role-facing function is SECURITY DEFINER');
 SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
@@ -120,6 +144,8 @@ SELECT has_table('awa', t, 'table awa.' || t) FROM unnest(ARRAY['queue_meta', 'r
     'dlq_entries', 'lease_claims', 'leases', 'queue_enqueue_heads', 'queue_claim_heads']) AS t;
 SELECT col_default_is('awa', 'queue_meta', 'enqueue_shards', '1', 'queue_meta.enqueue_shards defaults to 1');
 SELECT col_type_is('awa', 'queue_meta', 'enqueue_shards', 'smallint', 'queue_meta.enqueue_shards is smallint');
+SELECT col_is_null('awa', 'queue_meta', 'dlq_enabled', 'queue_meta.dlq_enabled is nullable (NULL: the install default)');
+SELECT col_default_is('awa', 'plane_settings', 'dlq_enabled_by_default', 'false', 'exhausted jobs are not dead-lettered by default');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(91);
+SELECT plan(92);
 
 -- A known lane (tap_bad_q, 2, 0) and a snapshot of everything a failed call could leave behind.
 CREATE TEMP TABLE tap_first AS SELECT * FROM awa.insert_job_compat('tap', 'tap_bad_q');
@@ -86,8 +86,11 @@ SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_priori
                  'insert_jobs: priority element 5');
 SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_run_ats => ARRAY[now()])$$, '22023', NULL,
                  'insert_jobs: p_run_ats shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a'], p_ordering_keys => ARRAY['\x01'::bytea, '\x02'])$$, '22023', NULL,
+SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, '\x02', '\x03'])$$, '22023', NULL,
                  'insert_jobs: p_ordering_keys longer than p_kinds');
+SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a'], p_args => ARRAY['{}'::jsonb, '{}'], p_ordering_keys => ARRAY['\x01'::bytea])$$,
+                 '22023', 'p_ordering_keys must have as many elements as p_args',
+                 'insert_jobs with one kind: an array shorter than the first array given (p_args sets the batch size)');
 SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, decode(repeat('ab', 1025), 'hex')])$$,
                  '22023', NULL, 'insert_jobs: 1025-byte ordering key element');
 SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_max_attempts => '{5}')$$, '22023', NULL,

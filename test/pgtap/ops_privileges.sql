@@ -4,17 +4,18 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(46);
+SELECT plan(69);
 
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
     ('awa.cancel_job(bigint)'), ('awa.delete_job(bigint)'),
     ('awa.age_waiting_priorities(interval, integer, text)'),
-    ('awa.move_queue(bigint, text, smallint)'),
-    ('awa.retry_from_dlq(bigint, text, smallint, timestamptz)'),
+    ('awa.move_queue(bigint, text, integer)'),
+    ('awa.retry_from_dlq(bigint, text, integer, timestamptz)'),
     ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, integer)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, integer)'),
-    ('awa.reset_shard_stats()');
+    ('awa.reset_shard_stats()'), ('awa.create_queue(text, integer, boolean)'), ('awa.drop_queue(text, boolean)'),
+    ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, integer)');
 
 -- Admin functions: awa_admin yes; producers, workers, monitors and PUBLIC no.
 SELECT ok(bool_and(has_function_privilege('awa_admin', sig, 'EXECUTE')), 'awa_admin may run every admin function')
@@ -30,9 +31,17 @@ SELECT ok(NOT bool_or(has_function_privilege('public', sig, 'EXECUTE')), 'PUBLIC
 
 -- Reads.
 SELECT ok(has_table_privilege(r, v, 'SELECT'), r || ' may read ' || v)
-  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs']) v;
+  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues']) v;
 SELECT ok(NOT has_table_privilege(r, v, 'SELECT'), r || ' may not read ' || v)
-  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs']) v;
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues']) v;
+SELECT ok(has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may poll queue_depth')
+  FROM unnest(ARRAY['awa_admin', 'awa_worker', 'pg_monitor']) r;
+SELECT ok(NOT has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may not poll queue_depth')
+  FROM unnest(ARRAY['awa_producer', 'public']) r;
+SELECT ok(has_function_privilege(r, f, 'EXECUTE'), r || ' may call ' || f)
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'awa_admin']) r, unnest(ARRAY['awa.get_job(bigint)', 'awa.get_job(text, bigint)']) f;
+SELECT ok(NOT has_function_privilege(r, f, 'EXECUTE'), r || ' may not call ' || f)
+  FROM unnest(ARRAY['pg_monitor', 'public']) r, unnest(ARRAY['awa.get_job(bigint)', 'awa.get_job(text, bigint)']) f;
 SELECT ok(has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), r || ' may count')
   FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r;
 SELECT ok(NOT has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), r || ' may not count')
@@ -56,12 +65,18 @@ SELECT throws_ok($$SET LOCAL ROLE awa_producer; INSERT INTO awa.queue_meta (queu
 SELECT throws_ok($$SET LOCAL ROLE awa_worker; SELECT * FROM awa.jobs$$, '42501', NULL, 'a worker cannot read awa.jobs');
 
 -- awa_admin and pg_monitor really can (the roles' grants reach through the views).
-SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.pause_queue('ops_tap_priv'); SELECT awa.resume_queue('ops_tap_priv');
-                  SELECT awa.cancel_job(-1); SELECT awa.set_enqueue_shards('ops_tap_priv', 2); RESET ROLE$$,
-                'awa_admin can pause, resume, cancel and set the width');
+SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.create_queue('ops_tap_priv'); SELECT awa.pause_queue('ops_tap_priv');
+                  SELECT awa.resume_queue('ops_tap_priv'); SELECT awa.cancel_job(-1); SELECT awa.set_enqueue_shards('ops_tap_priv', 2);
+                  SELECT awa.set_queue_dlq('ops_tap_priv', true); SELECT awa.purge_queue('ops_tap_priv');
+                  SELECT * FROM awa.list_jobs('ops_tap_priv'); RESET ROLE$$,
+                'awa_admin can create, pause, resume, cancel, set the width and the DLQ setting, purge and list');
 SELECT lives_ok($$SET LOCAL ROLE pg_monitor; SELECT count(*) FROM awa.shard_lag; SELECT count(*) FROM awa.shard_stats;
-                  SELECT count(*) FROM awa.jobs; SELECT * FROM awa.queue_counts_exact('ops_tap_priv'); RESET ROLE$$,
-                'pg_monitor can read the views and counts');
+                  SELECT count(*) FROM awa.jobs; SELECT * FROM awa.queue_counts_exact('ops_tap_priv');
+                  SELECT count(*) FROM awa.queues; SELECT awa.queue_depth('ops_tap_priv'); RESET ROLE$$,
+                'pg_monitor can read the views, counts and depth');
+SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.drop_queue('ops_tap_priv'); RESET ROLE$$, 'awa_admin can drop a queue');
+SELECT throws_ok($$SET LOCAL ROLE awa_producer; SELECT awa.drop_queue('x')$$, '42501', NULL, 'a producer cannot drop a queue');
+SELECT throws_ok($$SET LOCAL ROLE awa_worker; SELECT awa.create_queue('x')$$, '42501', NULL, 'a worker cannot create a queue');
 SELECT is(current_user::text, session_user::text, 'back to the session role');
 
 SELECT * FROM finish();

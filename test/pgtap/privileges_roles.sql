@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(36);
+SELECT plan(48);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -60,6 +60,24 @@ SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT nextval('awa.job_id_seq'
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa._ensure_lane('tap_priv_q', 2::smallint, 5::smallint)::text$$), 'ERROR 42501',
           'producer: cannot create lanes directly');
 SELECT is((SELECT count(*) FROM awa.ready_entries WHERE queue = 'tap_priv_q'), 3::bigint, 'the producer''s three ready jobs are there');
+-- The producer looks its jobs up (1.1): state included, in the queue or by id alone.
+CREATE TEMP TABLE tap_priv_look (id bigint);
+INSERT INTO tap_priv_look
+SELECT pg_temp.as_role('tap_priv_producer', $$SELECT (awa.insert_jobs('tap_priv_look_q', ARRAY['look'], p_run_ats => ARRAY[now() + interval '1 hour']))[1]::text$$)::bigint;
+SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM awa.get_job(%s)$$, (SELECT id FROM tap_priv_look))),
+          'scheduled', 'producer: get_job(job_id) returns the state of its scheduled job');
+SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM awa.get_job('tap_priv_q', %s)$$,
+                                                     (SELECT min(job_id) FROM awa.ready_entries WHERE queue = 'tap_priv_q'))),
+          'available', 'producer: get_job(queue, job_id)');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.get_job(-1)$$), '0', 'producer: an unknown id is no row');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
+          'producer: cannot list a queue''s jobs');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.queue_depth('tap_priv_q')::text$$), 'ERROR 42501',
+          'producer: cannot call queue_depth');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.create_queue('tap_priv_new')::text$$), 'ERROR 42501',
+          'producer: cannot create queues');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.queues$$), 'ERROR 42501',
+          'producer: cannot read awa.queues');
 
 -- The worker: claims, heartbeats and completes; cannot enqueue or read tables.
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.claim_ready_runtime('tap_priv_q', 10)$$), '3',
@@ -73,6 +91,15 @@ SELECT is(pg_temp.as_role('tap_priv_worker',
           'worker: complete_jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.wait_for_jobs('tap_priv_q', 0)::text$$), 'false', 'worker: wait_for_jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.fail_job(-1, 1)::text$$), 'ok', 'worker: fail_job');
+SELECT is(pg_temp.as_role('tap_priv_worker', format($$SELECT state::text FROM awa.get_job(%s)$$,
+                                                   (SELECT min(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))),
+          'completed', 'worker: get_job sees the job it completed');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.queue_depth('tap_priv_q')::text$$), '0',
+          'worker: queue_depth (what an autoscaler polls)');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.purge_queue('tap_priv_q')::text$$), 'ERROR 42501',
+          'worker: cannot purge');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
+          'worker: cannot list a queue''s jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q')).id$$), 'ERROR 42501',
           'worker: cannot call insert_job_compat');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.insert_jobs('tap_priv_q', ARRAY['a'])::text$$), 'ERROR 42501',
@@ -94,6 +121,7 @@ SELECT is(pg_temp.as_role('tap_priv_admin', $$DELETE FROM awa.ready_entries RETU
 -- PUBLIC (a role with no grant) can use nothing in schema awa.
 SELECT is(pg_temp.as_role('tap_priv_nobody', $$SELECT awa.ordering_key_hash('a'::text)::text$$), 'ERROR 42501', 'nobody: cannot even hash');
 SELECT is(pg_temp.as_role('tap_priv_nobody', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q')).id$$), 'ERROR 42501', 'nobody: cannot enqueue');
+SELECT is(pg_temp.as_role('tap_priv_nobody', $$SELECT count(*)::text FROM awa.get_job(1)$$), 'ERROR 42501', 'nobody: cannot look jobs up');
 SELECT is((SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'awa'::regnamespace
              AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0)))::int, 0,
           'no function in awa is executable by PUBLIC (no default ACL, no PUBLIC grant)');

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Live test of examples/psql/worker.sh: the heartbeat loop of a batch, sleep included, ends
+# with the batch. After its last batch (MAX_BATCHES) or a batch that fails (a psql error under
+# set -e) the worker exits at once, even with a long HEARTBEAT_SECS, and leaves no process
+# behind holding its output open. Run as the postgres user; prints "example_worker: N passed, M failed".
+# WORKER=path runs another copy of the script (to show that a broken one fails this test).
+set -uo pipefail
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+WORKER=${WORKER:-$here/examples/psql/worker.sh}
+passed=0; failed=0
+check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
+dir=$(mktemp -d /tmp/awa_exw.XXXXXX); port=$((57000 + RANDOM % 900))
+cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
+trap cleanup EXIT
+now_ms() { date +%s%3N; }
+
+"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "example_worker: 0 passed, 1 failed"; exit 1; }
+"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c lc_messages=C" -l "$dir/log" -w start >/dev/null \
+  || { cat "$dir/log"; echo "example_worker: 0 passed, 1 failed"; exit 1; }
+q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres)
+"${q[@]}" -c "CREATE EXTENSION awa_shard" -c "CREATE ROLE exw_worker LOGIN" -c "GRANT awa_worker TO exw_worker" \
+  || { echo "example_worker: 0 passed, 1 failed"; exit 1; }
+
+# Run the worker in its own session with its output on a pipe, as a caller capturing it would:
+# the pipe closes only when every process holding it (a stray heartbeat sleep too) has ended.
+# Sets elapsed (ms until the pipe closed), rc (the worker's exit status) and left (processes of
+# its session still running once the worker itself has exited).
+run_worker() {
+  local name=$1; shift
+  rm -f "$dir/sid" "$dir/rc" "$dir/done"
+  ( ( env PGHOST="$dir" PGPORT="$port" PGUSER=exw_worker PGDATABASE=postgres QUEUE=exq HEARTBEAT_SECS=37 "$@" \
+        setsid bash -c 'echo $$ > "$0"; bash "$1"; echo $? > "$0.rc"' "$dir/sid" "$WORKER" 2>&1 | cat > "$dir/$name.out" );
+    echo done > "$dir/done" ) &
+  local runner=$! t0; t0=$(now_ms)
+  for _ in $(seq 1 250); do [ -s "$dir/done" ] && break; sleep 0.1; done
+  elapsed=$(( $(now_ms) - t0 ))
+  for _ in $(seq 1 50); do [ -s "$dir/sid.rc" ] && break; sleep 0.1; done
+  rc=$(cat "$dir/sid.rc" 2>/dev/null || echo none)
+  local sid; sid=$(cat "$dir/sid" 2>/dev/null)
+  # Live processes only: a dead child not yet reaped (state Z) holds nothing open.
+  left=$(ps -o pid=,stat= -s "$sid" 2>/dev/null | awk -v s="$sid" '$1 != s && $2 !~ /^Z/' | wc -l)
+  [ -n "$sid" ] && kill -- -"$sid" 2>/dev/null   # what a broken worker left behind (its own session only)
+  wait "$runner" 2>/dev/null
+}
+
+# 1. A batch, then MAX_BATCHES ends the worker: exit 0 at once. Two jobs succeed, one fails (a
+#    fail_job round trip, so the batch lasts long enough for the heartbeat's sleep to have started).
+"${q[@]}" -c "SELECT awa.insert_jobs('exq', ARRAY['ok'], p_args => ARRAY['{\"n\": 1}', '{\"n\": 2}']::jsonb[])" \
+          -c "SELECT awa.insert_job_compat('once', 'exq', '{\"fail\": true}', p_max_attempts => 1)" >/dev/null
+run_worker last_batch MAX_BATCHES=1
+check "last batch: the worker exits 0" "$rc" "0"
+check "last batch: done within 5 s although HEARTBEAT_SECS=37 (no sleep holds the output)" "$(( elapsed < 5000 ))" "1"
+check "last batch: nothing of the worker left running" "$left" "0"
+check "last batch: two jobs completed, one failed" \
+      "$("${q[@]}" -c "SELECT completed || ',' || failed FROM awa.queue_counts_exact('exq')")" "2,1"
+
+# 2. A batch that fails: the job fails and awa.fail_job is refused (a psql error, set -e).
+"${q[@]}" -c "REVOKE EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval) FROM awa_worker" \
+          -c "SELECT awa.insert_job_compat('bad', 'exq', '{\"fail\": true}')" >/dev/null
+run_worker failing_batch MAX_BATCHES=0
+check "failing batch: the worker exits non-zero" "$([ "$rc" != 0 ] && [ "$rc" != none ] && echo yes)" "yes"
+check "failing batch: done within 5 s although HEARTBEAT_SECS=37" "$(( elapsed < 5000 ))" "1"
+check "failing batch: nothing of the worker left running" "$left" "0"
+check "failing batch: the psql error is shown" "$(grep -c 'permission denied for function fail_job' "$dir/failing_batch.out")" "1"
+
+echo "example_worker: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
