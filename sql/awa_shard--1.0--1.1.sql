@@ -1225,12 +1225,25 @@ BEGIN
 END
 $$;
 
+-- The exclusive upper bound of lane_seq below which every reservation of a lane (given by
+-- its sequence) has ended: min(lowest reservation still in flight, high-water + 1) in
+-- registry mode, no bound in lane-lock mode (docs/design.md §3). A path that moves a claim
+-- cursor past rows it did not claim reads it before the statement whose snapshot it relies on.
+CREATE FUNCTION awa._lane_claim_bound(p_seq oid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'awa_lane_claim_bound'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._lane_claim_bound(oid) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lane_claim_bound(oid) IS
+    'Internal: the lane_seq below which every reservation of a lane has ended (claim bound).';
+
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
 -- lane order, and only at or after the cursor read under the lock (D3), so a job is either
 -- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
--- claim of them would: the cheap depth drops to what is left.
+-- claim of them would, but never past a reservation still in flight (its claim bound): the
+-- cheap depth drops to what is left.
 CREATE FUNCTION awa.purge_queue(p_queue text) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -1239,6 +1252,7 @@ DECLARE
     v_priorities smallint[];
     v_shards smallint[];
     v_next bigint[];
+    v_bounds bigint[];
     v_deferred bigint;
     v_ready bigint;
 BEGIN
@@ -1247,13 +1261,21 @@ BEGIN
     SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
       FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
              ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    -- Each lane's claim bound, read before the snapshot of the DELETE below: the cursor never
+    -- moves past a reservation still in flight (registry mode, docs/design.md §3).
+    SELECT array_agg(awa._lane_claim_bound(to_regclass('awa.' || quote_ident(e.seq_name))::oid)
+                     ORDER BY l.ord)
+      INTO v_bounds
+      FROM unnest(v_priorities, v_shards) WITH ORDINALITY AS l(priority, enqueue_shard, ord)
+      LEFT JOIN awa.queue_enqueue_heads e
+        ON e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
     WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
     SELECT count(*) INTO v_deferred FROM gone;
     WITH lanes AS (
-        SELECT l.priority, l.enqueue_shard, h.claim_seq
-          FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
+          FROM unnest(v_priorities, v_shards, v_bounds) AS l(priority, enqueue_shard, bound)
           JOIN awa.queue_claim_heads h
             ON h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
     gone AS (
@@ -1263,8 +1285,11 @@ BEGIN
         RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
     released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
     per_lane AS (
-        SELECT g.priority, g.enqueue_shard, max(g.lane_seq) + 1 AS next_seq, count(*) AS removed
-          FROM gone g GROUP BY g.priority, g.enqueue_shard)
+        SELECT g.priority, g.enqueue_shard,
+               least(max(g.lane_seq) + 1, min(l.bound)) AS next_seq, count(*) AS removed
+          FROM gone g
+          JOIN lanes l ON l.priority = g.priority AND l.enqueue_shard = g.enqueue_shard
+         GROUP BY g.priority, g.enqueue_shard)
     SELECT coalesce(sum(p.removed), 0), array_agg(p.priority), array_agg(p.enqueue_shard), array_agg(p.next_seq)
       INTO v_ready, v_priorities, v_shards, v_next
       FROM per_lane p;

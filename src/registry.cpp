@@ -334,3 +334,11 @@ AWA_SQL_FUNCTION(awa_reservation_mode)
 {
 	return CStringGetTextDatum(awa::registry_in_force() ? "registry" : "lane_lock");
 }
+
+/* awa._lane_claim_bound(lane sequence): claim_bound() for SQL paths that move a claim cursor. */
+AWA_SQL_FUNCTION(awa_lane_claim_bound)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	return Int64GetDatum(awa::claim_bound(PG_GETARG_OID(0)));
+}
