@@ -768,6 +768,8 @@ CREATE FUNCTION awa.reservation_mode() RETURNS text
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.reservation_mode() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.reservation_mode() TO awa_producer, awa_worker, awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa.reservation_mode() IS
+    'How producers fence their reservations: registry (preloaded, in-flight registry in shared memory) or lane_lock (lane lock held to commit).';
 
 -- Background maintenance needs no setting when preloaded: a launcher serves every database
 -- with awa_shard (maintenance.md §1). Installing or updating tells it at once.
