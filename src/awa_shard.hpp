@@ -176,6 +176,12 @@ void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool rea
 void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 					  const char *what);
 
+/* Pin the planner settings of the hot path's lane scans; returns the level to pop. */
+int push_hot_path_planner();
+
+/* Give the session its own planner settings back. */
+void pop_hot_path_planner(int level);
+
 /* ---- wakeup.cpp: NOTIFY throttle and commit wake-ups ---- */
 
 /* Remember that this transaction made work available in a queue. */

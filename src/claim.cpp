@@ -403,6 +403,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	int64 claim_seq;
 	bool receipts;
 	SPIPlanPtr drain;
+	int planner_level;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_max_batch must not be null")));
@@ -416,6 +417,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
+	planner_level = awa::push_hot_path_planner();
 
 	promote_own_queue(queue);
 
@@ -427,6 +429,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		live_slot_ranges(slot_ranges);
 		if (!lock_candidate(queue, aging_secs, slot_ranges, &cand))
 		{
+			awa::pop_hot_path_planner(planner_level);
 			SPI_finish();
 			return (Datum) 0;
 		}
@@ -478,6 +481,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	}
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed,
 				   static_cast<int64>(SPI_processed));
+	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return (Datum) 0;

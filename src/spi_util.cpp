@@ -3,6 +3,7 @@
 
 extern "C"
 {
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -54,6 +55,33 @@ exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool r
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),
 			 SPI_result_code_string(expected));
+}
+
+/*
+ * The hot path's planner settings, pushed on a GUC nest level until pop_hot_path_planner
+ * (or the end of the (sub)transaction on error) restores the session's. A lane is read by
+ * an ordered index scan that stops after the batch; a bitmap or sequential scan, or an
+ * unordered scan plus a sort, would read every remaining row of the lane. Which plan a
+ * statement gets would otherwise depend on the statistics when it was planned and on the
+ * caller's settings (docs/design.md §4, "Claim cost").
+ */
+int
+push_hot_path_planner()
+{
+	static const char *const kPinned[][2] = {
+		{"enable_indexscan", "on"}, {"enable_bitmapscan", "off"}, {"enable_seqscan", "off"}, {"enable_sort", "off"}};
+	int level = NewGUCNestLevel();
+
+	for (const auto &setting : kPinned)
+		(void) set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/* Restore the settings push_hot_path_planner replaced. */
+void
+pop_hot_path_planner(int level)
+{
+	AtEOXact_GUC(true, level);
 }
 
 } // namespace awa

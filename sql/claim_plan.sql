@@ -1,0 +1,46 @@
+-- claim_plan: a claim reads O(batch) rows of its lane, whatever the backlog and whatever the
+-- planner would otherwise choose. The hot path pins its planner settings (docs/design.md §4):
+-- a bitmap or sequential scan of the lane reads every remaining row and sorts it to keep a
+-- batch, so one claim would cost O(backlog). Here the session's settings make exactly that
+-- plan the cheapest, and the claim must still read only a handful of buffers.
+\set VERBOSITY terse
+
+SELECT awa.create_queue('plan_q');
+-- 20 000 jobs on the queue's one lane (about 700 heap pages).
+SELECT cardinality(awa.insert_jobs('plan_q', array_fill('k'::text, ARRAY[20000]))) AS enqueued;
+ANALYZE awa.ready_entries;
+
+-- Buffers of the ready plane read so far (heap and index, hit or read), as the
+-- cumulative statistics see them once this backend has flushed its counters.
+CREATE FUNCTION pg_temp.ready_buffers() RETURNS bigint LANGUAGE sql AS $$
+    SELECT sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
+             + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::bigint
+    FROM pg_statio_user_tables WHERE schemaname = 'awa' AND relname LIKE 'ready\_entries\_%'
+$$;
+
+-- The plan a whole-lane read would take: no ordered index scan allowed.
+SET enable_indexscan = off;
+SET enable_indexonlyscan = off;
+SET enable_bitmapscan = on;
+SET enable_seqscan = on;
+SET enable_sort = on;
+
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.ready_buffers() AS before_ \gset
+-- Several calls, so that custom and generic plans both run.
+SELECT count(*) AS claimed, count(DISTINCT c.job_id) AS distinct_jobs
+  FROM generate_series(1, 8) g, LATERAL awa.claim_ready_runtime('plan_q', 10 + 0 * g) c;
+SELECT pg_stat_force_next_flush();
+-- 8 claims of 10 over a 20 000-row lane: a few index and heap pages each, never the lane.
+SELECT pg_temp.ready_buffers() - :before_ < 200 AS reads_bounded_by_batch;
+
+-- The session's settings are the session's again after the claim.
+SELECT current_setting('enable_indexscan') AS indexscan, current_setting('enable_bitmapscan') AS bitmapscan,
+       current_setting('enable_seqscan') AS seqscan, current_setting('enable_sort') AS sort;
+-- Also after a claim that failed.
+SELECT count(*) FROM awa.claim_ready_runtime('plan_q', 0);
+SELECT current_setting('enable_indexscan') AS indexscan, current_setting('enable_bitmapscan') AS bitmapscan;
+RESET ALL;
+
+-- The lane drained in order: 80 claimed, the cursor right behind them.
+SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'plan_q';
