@@ -35,6 +35,7 @@ extern "C"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/float.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 }
 
@@ -94,7 +95,9 @@ live_slot_ranges(int *ranges)
 }
 
 /*
- * Lock the best unlocked lane head of a queue; returns the plane mode in its last column.
+ * Lock the best unlocked lane head of a queue; returns its priority, shard and cursor, the
+ * plane mode and the name of the lane's sequence (resolved by the caller for that lane only:
+ * the walk's cost per head is a join and, for a head without a hint, one sequence read).
  * A head's run_at comes from the hint the last claim left on the head row; without a hint
  * the lane is probed, but only when its sequence has moved past the cursor (an empty lane
  * costs one sequence read, not one index probe per ready partition). A lane whose cursor
@@ -103,16 +106,16 @@ live_slot_ranges(int *ranges)
  */
 const char *const kCandidateSql =
 	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s), "
-	"  l.seq::oid "
+	"  e.seq_name "
 	"FROM awa.queue_claim_heads h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
-	"CROSS JOIN LATERAL (SELECT to_regclass('awa.' || quote_ident(e.seq_name)) AS seq) l "
 	"CROSS JOIN LATERAL (SELECT CASE WHEN cardinality($7::oid[]) = 0 THEN 9223372036854775807 "
 	"  ELSE coalesce((SELECT min(u.low) FROM unnest($7::oid[], $8::int8[]) AS u(seq, low) "
-	"                 WHERE u.seq = l.seq::oid), 9223372036854775807) END AS fence) f "
+	"                 WHERE u.seq = to_regclass('awa.' || quote_ident(e.seq_name))::oid), "
+	"                9223372036854775807) END AS fence) f "
 	"CROSS JOIN LATERAL (SELECT coalesce(h.head_run_at, CASE "
-	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(l.seq), 0) "
+	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(e.seq_name))), 0) "
 	"  THEN (SELECT r.run_at FROM awa.ready_entries r "
 	"        WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
 	"          AND r.lane_seq >= h.claim_seq AND r.lane_seq < f.fence "
@@ -301,7 +304,9 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	out->shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	out->receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-	out->seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
+	/* The sequence is resolved for the chosen lane only, not for every head of the walk. */
+	out->seq_oid = get_relname_relid(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
+									 get_namespace_oid("awa", false));
 	return true;
 }
 
