@@ -131,8 +131,18 @@ bool registry_register(Oid seq_oid, int64 low);
 /* Exclusive upper bound of lane_seq a claim may take on the lane (read before its snapshot). */
 int64 claim_bound(Oid seq_oid);
 
-/* Other transactions' in-flight reservations in this database, for the claim walk. */
-void inflight_arrays(ArrayType **seq_oids, ArrayType **lows);
+/* A reservation of another transaction in flight in this database: lane sequence, lowest lane_seq. */
+struct InflightLow
+{
+	Oid seq_oid;
+	int64 low;
+};
+
+/* Other transactions' in-flight reservations in this database (*n of them), for the claim walk. */
+const InflightLow *inflight_lows(int *n);
+
+/* A lane's high-water mark: its sequence's last value + 1. */
+int64 lane_high_water(Oid seq_oid);
 
 /* Free this backend's entries at transaction end and exit. */
 void init_registry_hooks();

@@ -3,8 +3,9 @@
  *
  * 1. Candidate walk: every claim head of the queue (all priorities and shards, never
  *    filtered by the current width) whose lane has a visible ready row at or after its
- *    cursor; ordered by effective priority, run_at of that head row, lane priority;
- *    the first head that is not locked is locked FOR UPDATE SKIP LOCKED.
+ *    cursor (the head's hint, else a probe, remembered per backend until the lane moves);
+ *    ordered by effective priority, run_at of that row, lane priority; the first head that
+ *    is not locked is locked FOR UPDATE SKIP LOCKED.
  * 2. Drain: in a new statement (new snapshot, after the lock), take up to max_batch
  *    visible rows of that lane with lane_seq >= claim_seq in lane order, record the
  *    running attempts (receipts or leases) in the fenced write slot of the claim or lease
@@ -39,12 +40,15 @@ extern "C"
 #include "utils/tuplestore.h"
 }
 
+#include <algorithm>
 #include <cmath>
 
 namespace
 {
 
-SPIPlanPtr candidate_plan = nullptr;
+SPIPlanPtr heads_plan = nullptr;
+SPIPlanPtr probe_plan = nullptr;
+SPIPlanPtr lock_head_plan = nullptr;
 SPIPlanPtr drain_receipts_plan = nullptr;
 SPIPlanPtr drain_leases_plan = nullptr;
 SPIPlanPtr clear_hint_plan = nullptr;
@@ -95,38 +99,28 @@ live_slot_ranges(int *ranges)
 }
 
 /*
- * Lock the best unlocked lane head of a queue; returns its priority, shard and cursor, the
- * plane mode and the name of the lane's sequence (resolved by the caller for that lane only:
- * the walk's cost per head is a join and, for a head without a hint, one sequence read).
- * A head's run_at comes from the hint the last claim left on the head row; without a hint
- * the lane is probed, but only when its sequence has moved past the cursor (an empty lane
- * costs one sequence read, not one index probe per ready partition). A lane whose cursor
- * reached the lowest reservation still in flight ($7/$8, registry.cpp) is not a candidate,
- * and its probe looks only below that reservation.
+ * The candidate walk's first read: every lane head of the queue (none when it is paused),
+ * its cursor, the run_at hint the last claim of the lane left, and the lane's sequence.
  */
-const char *const kCandidateSql =
-	"SELECT h.priority, h.enqueue_shard, h.claim_seq, (SELECT s.receipts FROM awa.plane_settings s), "
-	"  e.seq_name "
+const char *const kHeadsSql =
+	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
+	"  (SELECT s.receipts FROM awa.plane_settings s) "
 	"FROM awa.queue_claim_heads h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
-	"CROSS JOIN LATERAL (SELECT CASE WHEN cardinality($7::oid[]) = 0 THEN 9223372036854775807 "
-	"  ELSE coalesce((SELECT min(u.low) FROM unnest($7::oid[], $8::int8[]) AS u(seq, low) "
-	"                 WHERE u.seq = to_regclass('awa.' || quote_ident(e.seq_name))::oid), "
-	"                9223372036854775807) END AS fence) f "
-	"CROSS JOIN LATERAL (SELECT coalesce(h.head_run_at, CASE "
-	"  WHEN h.claim_seq <= coalesce(pg_sequence_last_value(to_regclass('awa.' || quote_ident(e.seq_name))), 0) "
-	"  THEN (SELECT r.run_at FROM awa.ready_entries r "
-	"        WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard "
-	"          AND r.lane_seq >= h.claim_seq AND r.lane_seq < f.fence "
-	"          AND (r.ready_slot BETWEEN $3 AND $4 OR r.ready_slot BETWEEN $5 AND $6) "
-	"        ORDER BY r.lane_seq LIMIT 1) END) AS run_at) head "
-	"WHERE h.queue = $1 AND head.run_at IS NOT NULL AND h.claim_seq < f.fence "
-	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused) "
-	"ORDER BY CASE WHEN $2 > 0 THEN least(h.priority, greatest(1, h.priority - floor("
-	"  (extract(epoch FROM clock_timestamp()) - extract(epoch FROM head.run_at)) / $2))) "
-	"              ELSE h.priority END, head.run_at, h.priority "
-	"LIMIT 1 FOR UPDATE OF h SKIP LOCKED";
+	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
+
+/* The run_at of a lane's first visible row in [from, fence) of the live ready slots. */
+const char *const kProbeSql =
+	"SELECT r.run_at FROM awa.ready_entries r "
+	"WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
+	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) "
+	"ORDER BY r.lane_seq LIMIT 1";
+
+/* Lock one lane head unless another claim holds it; returns its cursor as of the lock. */
+const char *const kLockHeadSql =
+	"SELECT h.claim_seq FROM awa.queue_claim_heads h "
+	"WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 FOR UPDATE SKIP LOCKED";
 
 /* A locked head whose hint pointed at nothing: forget the hint so the next walk probes. */
 const char *const kClearHintSql =
@@ -279,35 +273,221 @@ struct Candidate
 	Oid seq_oid;
 };
 
-/* Run the candidate walk once; false when no unlocked lane has work. */
+/*
+ * What a walk learned by probing a lane that had no hint: the run_at of its first visible
+ * row, valid while the lane's cursor, high-water mark and fence are the ones it was probed
+ * at. Kept per backend (keyed by the lane's sequence), so a lane whose sequence has not
+ * moved since its last probe costs no index probe; the shared hint on the head row is only
+ * written by claims of that lane. Only rows found are remembered: "nothing visible" can
+ * change without the sequence moving (a reservation committing), so such a lane is probed
+ * again. A remembered run_at that no longer matches a row only costs a retried walk.
+ */
+struct ProbeEntry
+{
+	Oid seq_oid; /* hash key */
+	int64 claim_seq;
+	int64 high_water;
+	int64 fence;
+	TimestampTz run_at;
+};
+
+HTAB *probe_cache = nullptr;
+
+/* The probe cache, created on first use. */
+HTAB *
+probes()
+{
+	if (probe_cache == nullptr)
+	{
+		HASHCTL ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(ProbeEntry);
+		probe_cache = hash_create("awa_shard claim probes", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	return probe_cache;
+}
+
+/* A lane head as the walk sees it, with the key it is ordered by. */
+struct Head
+{
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;
+	TimestampTz run_at;
+	Oid seq_oid;
+	int effective_priority;
+};
+
+/* The lowest in-flight reservation of another transaction on a lane (no bound: INT64_MAX). */
+int64
+lane_fence(Oid seq_oid, const awa::InflightLow *inflight, int n_inflight)
+{
+	int64 fence = PG_INT64_MAX;
+
+	for (int i = 0; i < n_inflight; i++)
+		if (inflight[i].seq_oid == seq_oid && inflight[i].low < fence)
+			fence = inflight[i].low;
+	return fence;
+}
+
+/*
+ * The run_at of a hint-less lane's first visible row at or after its cursor and below its
+ * fence: from the probe cache when the lane has not moved since it was probed, else by one
+ * index probe (remembered when it finds a row). False when the lane shows no row.
+ */
+bool
+probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, TimestampTz *run_at)
+{
+	static const Oid types[9] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	int64 high_water = awa::lane_high_water(head.seq_oid);
+	Datum values[9];
+	bool found;
+	bool isnull;
+	ProbeEntry *entry;
+
+	if (head.claim_seq >= high_water)
+		return false; /* nothing was ever reserved at or after the cursor */
+	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_FIND, nullptr));
+	if (entry != nullptr && entry->claim_seq == head.claim_seq && entry->high_water == high_water &&
+		entry->fence == fence)
+	{
+		*run_at = entry->run_at;
+		return true;
+	}
+	awa::keep_plan(&probe_plan, kProbeSql, 9, types);
+	values[0] = PointerGetDatum(queue);
+	values[1] = Int16GetDatum(head.priority);
+	values[2] = Int16GetDatum(head.shard);
+	values[3] = Int64GetDatum(head.claim_seq);
+	values[4] = Int64GetDatum(fence);
+	for (int k = 0; k < 4; k++)
+		values[5 + k] = Int32GetDatum(slot_ranges[k]);
+	awa::exec_plan_latest(probe_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane probe");
+	if (SPI_processed == 0)
+		return false;
+	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_ENTER, &found));
+	entry->claim_seq = head.claim_seq;
+	entry->high_water = high_water;
+	entry->fence = fence;
+	entry->run_at = *run_at;
+	return true;
+}
+
+/* Forget what the probe cache knows of a lane (its remembered row turned out to be gone). */
+void
+forget_probe(Oid seq_oid)
+{
+	if (probe_cache != nullptr)
+		(void) hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
+}
+
+/* The effective priority of a head whose oldest row has waited since run_at (aging, §4). */
+int
+effective_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs)
+{
+	double waited;
+	double steps;
+
+	if (aging_secs <= 0)
+		return priority;
+	waited = static_cast<double>(now - run_at) / USECS_PER_SEC;
+	steps = std::floor(waited / aging_secs);
+	if (steps <= 0)
+		return priority;
+	return steps >= priority - 1 ? 1 : static_cast<int>(priority - steps);
+}
+
+/*
+ * Run the candidate walk once; false when no unlocked lane has work. Reads every head of the
+ * queue, keeps the lanes that show a row at or after their cursor and below their fence
+ * (the head's hint, else probe_lane), orders them by effective priority, run_at of that row,
+ * lane priority, and locks the first one no other claim holds (FOR UPDATE SKIP LOCKED, one
+ * statement per head tried, so concurrent claimers spread over the lanes).
+ */
 bool
 walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
 {
-	static const Oid cand_types[8] = {TEXTOID, FLOAT8OID, INT4OID, INT4OID, INT4OID, INT4OID, OIDARRAYOID, INT8ARRAYOID};
-	Datum values[8];
-	ArrayType *inflight_oids;
-	ArrayType *inflight_lows;
-	bool isnull;
+	static const Oid text_type[1] = {TEXTOID};
+	static const Oid lock_types[3] = {TEXTOID, INT2OID, INT2OID};
+	Datum values[3];
+	Oid awa_nsp = get_namespace_oid("awa", false);
+	int n_inflight;
+	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
+	TimestampTz now = GetCurrentTimestamp();
+	bool receipts = true;
+	Head *heads;
+	int n_heads = 0;
+	uint64 n_rows;
+	SPITupleTable *rows;
 
-	awa::keep_plan(&candidate_plan, kCandidateSql, 8, cand_types);
+	awa::keep_plan(&heads_plan, kHeadsSql, 1, text_type);
 	values[0] = PointerGetDatum(queue);
-	values[1] = Float8GetDatum(aging_secs);
-	for (int k = 0; k < 4; k++)
-		values[2 + k] = Int32GetDatum(slot_ranges[k]);
-	awa::inflight_arrays(&inflight_oids, &inflight_lows);
-	values[6] = PointerGetDatum(inflight_oids);
-	values[7] = PointerGetDatum(inflight_lows);
-	awa::exec_plan_latest(candidate_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim candidate walk");
-	if (SPI_processed == 0)
+	awa::exec_plan_latest(heads_plan, values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
+	n_rows = SPI_processed;
+	rows = SPI_tuptable;
+	if (n_rows == 0)
 		return false;
-	out->priority = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	out->shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	out->receipts = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
-	/* The sequence is resolved for the chosen lane only, not for every head of the walk. */
-	out->seq_oid = get_relname_relid(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5),
-									 get_namespace_oid("awa", false));
-	return true;
+	heads = static_cast<Head *>(palloc(sizeof(Head) * n_rows));
+	for (uint64 i = 0; i < n_rows; i++)
+	{
+		HeapTuple tup = rows->vals[i];
+		TupleDesc desc = rows->tupdesc;
+		Head h;
+		bool hint_null;
+		bool isnull;
+		Datum hint;
+		int64 fence;
+
+		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, 1, &isnull));
+		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull));
+		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		hint = SPI_getbinval(tup, desc, 4, &hint_null);
+		h.seq_oid = get_relname_relid(SPI_getvalue(tup, desc, 5), awa_nsp);
+		receipts = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		if (!OidIsValid(h.seq_oid))
+			continue; /* a lane being dropped */
+		fence = lane_fence(h.seq_oid, inflight, n_inflight);
+		if (h.claim_seq >= fence)
+			continue; /* the cursor reached a reservation still in flight */
+		if (!hint_null)
+			h.run_at = DatumGetTimestampTz(hint);
+		else if (!probe_lane(queue, h, fence, slot_ranges, &h.run_at))
+			continue;
+		h.effective_priority = effective_priority(h.priority, h.run_at, now, aging_secs);
+		heads[n_heads++] = h;
+	}
+	std::stable_sort(heads, heads + n_heads, [](const Head &a, const Head &b) {
+		if (a.effective_priority != b.effective_priority)
+			return a.effective_priority < b.effective_priority;
+		if (a.run_at != b.run_at)
+			return a.run_at < b.run_at;
+		return a.priority < b.priority;
+	});
+	awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
+	for (int i = 0; i < n_heads; i++)
+	{
+		bool isnull;
+
+		values[1] = Int16GetDatum(heads[i].priority);
+		values[2] = Int16GetDatum(heads[i].shard);
+		awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
+		if (SPI_processed == 0)
+			continue; /* another claim holds this lane */
+		out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/* A claim that committed since the heads were read may have emptied the lane. */
+		if (out->claim_seq != heads[i].claim_seq &&
+			out->claim_seq >= std::min(lane_fence(heads[i].seq_oid, inflight, n_inflight),
+									   awa::lane_high_water(heads[i].seq_oid)))
+			continue;
+		out->priority = heads[i].priority;
+		out->shard = heads[i].shard;
+		out->receipts = receipts;
+		out->seq_oid = heads[i].seq_oid;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -422,9 +602,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	planner_level = awa::push_hot_path_planner();
-
 	promote_own_queue(queue);
+	/* After promotion: only the walk and the drain run with the pinned settings. */
+	planner_level = awa::push_hot_path_planner();
 
 	/* A stale hint can lead to an empty lane: clear it and walk again (bounded). */
 	for (int attempt = 0;; attempt++)
@@ -469,6 +649,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0 || attempt >= 3)
 			break;
+		forget_probe(cand.seq_oid);
 		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, drain_types);
 		awa::exec_plan(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
 	}

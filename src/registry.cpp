@@ -249,6 +249,20 @@ registry_register(Oid seq_oid, int64 low)
 	return true;
 }
 
+/* The lane's high-water mark: its sequence's last value + 1 (1 for a lane never used). */
+int64
+lane_high_water(Oid seq_oid)
+{
+	Datum last;
+	LOCAL_FCINFO(fcinfo, 1);
+
+	InitFunctionCallInfoData(*fcinfo, nullptr, 1, InvalidOid, nullptr, nullptr);
+	fcinfo->args[0].value = ObjectIdGetDatum(seq_oid);
+	fcinfo->args[0].isnull = false;
+	last = pg_sequence_last_value(fcinfo);
+	return fcinfo->isnull ? 1 : DatumGetInt64(last) + 1;
+}
+
 /*
  * The exclusive upper bound of lane_seq a claim may take on a lane, read before the claim's
  * snapshot: min(lowest lane_seq reserved by another open transaction, high-water + 1).
@@ -259,17 +273,11 @@ registry_register(Oid seq_oid, int64 low)
 int64
 claim_bound(Oid seq_oid)
 {
-	int64 bound = PG_INT64_MAX;
-	Datum last;
-	LOCAL_FCINFO(fcinfo, 1);
+	int64 bound;
 
 	if (registry == nullptr)
-		return bound;
-	InitFunctionCallInfoData(*fcinfo, nullptr, 1, InvalidOid, nullptr, nullptr);
-	fcinfo->args[0].value = ObjectIdGetDatum(seq_oid);
-	fcinfo->args[0].isnull = false;
-	last = pg_sequence_last_value(fcinfo);
-	bound = fcinfo->isnull ? 1 : DatumGetInt64(last) + 1;
+		return PG_INT64_MAX;
+	bound = lane_high_water(seq_oid);
 	LWLockAcquire(registry->lock, LW_SHARED);
 	for (int i = 0; i < registry->used_bound; i++)
 	{
@@ -283,33 +291,21 @@ claim_bound(Oid seq_oid)
 }
 
 /*
- * The in-flight entries of other transactions in this database, as two arrays (lane
- * sequence OIDs and lows) for the claim's candidate walk, which skips lanes whose cursor
- * already reached their lowest in-flight reservation. Empty arrays in lane-lock mode.
+ * The in-flight reservations of other transactions in this database (lane sequence, lowest
+ * reserved lane_seq), copied under the LWLock for the claim's candidate walk, which skips a
+ * lane whose cursor already reached its lowest in-flight reservation. None in lane-lock mode.
+ * The array is kept for the life of the backend: a walk allocates nothing here.
  */
-void
-inflight_arrays(ArrayType **seq_oids, ArrayType **lows)
+const InflightLow *
+inflight_lows(int *n)
 {
-	int n = 0;
-	Datum *oids_d;
-	Datum *lows_d;
+	static InflightLow *buf = nullptr;
 
+	*n = 0;
 	if (registry == nullptr)
-	{
-		*seq_oids = construct_empty_array(OIDOID);
-		*lows = construct_empty_array(INT8OID);
-		return;
-	}
-	/* Kept for the life of the backend: a claim allocates nothing here. */
-	static Datum *oids_buf = nullptr;
-	static Datum *lows_buf = nullptr;
-	if (oids_buf == nullptr)
-	{
-		oids_buf = static_cast<Datum *>(MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * registry->capacity));
-		lows_buf = static_cast<Datum *>(MemoryContextAlloc(TopMemoryContext, sizeof(Datum) * registry->capacity));
-	}
-	oids_d = oids_buf;
-	lows_d = lows_buf;
+		return nullptr;
+	if (buf == nullptr)
+		buf = static_cast<InflightLow *>(MemoryContextAlloc(TopMemoryContext, sizeof(InflightLow) * registry->capacity));
 	LWLockAcquire(registry->lock, LW_SHARED);
 	for (int i = 0; i < registry->used_bound; i++)
 	{
@@ -317,14 +313,13 @@ inflight_arrays(ArrayType **seq_oids, ArrayType **lows)
 
 		if (e->dbid == MyDatabaseId && e->owner != MyProc->pgprocno)
 		{
-			oids_d[n] = ObjectIdGetDatum(e->seq_oid);
-			lows_d[n] = Int64GetDatum(e->low);
-			n++;
+			buf[*n].seq_oid = e->seq_oid;
+			buf[*n].low = e->low;
+			(*n)++;
 		}
 	}
 	LWLockRelease(registry->lock);
-	*seq_oids = construct_array(oids_d, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT);
-	*lows = construct_array(lows_d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	return buf;
 }
 
 } // namespace awa
