@@ -44,3 +44,29 @@ RESET ALL;
 
 -- The lane drained in order: 80 claimed, the cursor right behind them.
 SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'plan_q';
+
+-- The walk remembers, per backend, the row a probe found on a lane without a hint, until the
+-- lane's cursor, sequence or fence moves. A remembered row that is gone (cancelled) must not
+-- hide the lane's later rows nor make a claim fail.
+SELECT awa.create_queue('probe_q', 2);
+-- Two keys that land on different shards.
+SELECT k AS key_a FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k
+ WHERE awa.shard_for_enqueue('probe_q', 2, convert_to(k, 'UTF8')) = 0 LIMIT 1 \gset
+SELECT k AS key_b FROM unnest(ARRAY['a', 'b', 'c', 'd', 'e']) k
+ WHERE awa.shard_for_enqueue('probe_q', 2, convert_to(k, 'UTF8')) = 1 LIMIT 1 \gset
+SELECT (awa.insert_job_compat('a1', 'probe_q', p_ordering_key => convert_to(:'key_a', 'UTF8'))).id AS a1 \gset
+SELECT (awa.insert_job_compat('a2', 'probe_q', p_ordering_key => convert_to(:'key_a', 'UTF8'))).id AS a2 \gset
+SELECT (awa.insert_job_compat('b1', 'probe_q', p_ordering_key => convert_to(:'key_b', 'UTF8'))).id AS b1 \gset
+-- First claim: both lanes probed (no hints yet); the oldest row, a1, wins.
+SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
+-- b1 goes away while this backend remembers it as lane 1's first row.
+SELECT awa.cancel_job(:b1);
+-- The cancel left lane 1's cursor and sequence where they were: the remembered row still
+-- looks valid to the walk, which must find out by draining nothing.
+SELECT enqueue_shard, claim_seq FROM awa.queue_claim_heads WHERE queue = 'probe_q' ORDER BY enqueue_shard;
+-- a2 comes from lane 0's hint; then lane 1's remembered row is gone: nothing, no error.
+SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
+SELECT count(*) AS after_cancel FROM awa.claim_ready_runtime('probe_q', 1);
+-- A new row on lane 1 is found.
+SELECT (awa.insert_job_compat('b2', 'probe_q', p_ordering_key => convert_to(:'key_b', 'UTF8'))).id AS b2 \gset
+SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
