@@ -296,16 +296,9 @@ AWA_SQL_FUNCTION(awa_reserve_enqueue_seq)
 	int shard;
 	int64 count;
 
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						errmsg("%s must not be null",
-							   PG_ARGISNULL(1) ? "p_priority" : PG_ARGISNULL(2) ? "p_enqueue_shard" : "p_count")));
 	priority = awa::priority_arg(fcinfo, 1, "p_priority");
 	shard = awa::enqueue_shard_arg(fcinfo, 2, "p_enqueue_shard");
-	count = PG_GETARG_INT64(3);
-	if (count > 1000000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_count must be at most 1000000"), errdetail("The value is " INT64_FORMAT ".", count)));
+	count = awa::reserve_count_arg(fcinfo, 3, "p_count");
 	if (count <= 0)
 		return Int64GetDatum(awa::peek_lane(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard));
 	return Int64GetDatum(awa::reserve_lane_block(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, count));

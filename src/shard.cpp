@@ -168,8 +168,6 @@ AWA_SQL_FUNCTION(awa_shard_for_enqueue)
 	int priority;
 	int shards;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_priority must not be null")));
 	priority = awa::priority_arg(fcinfo, 1, "p_priority");
 	shards = awa::queue_width(q, qlen);
 	if (!PG_ARGISNULL(2))

@@ -221,12 +221,7 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	int32 timeout_ms;
 	TimestampTz deadline;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_timeout_ms must not be null")));
-	timeout_ms = PG_GETARG_INT32(1);
-	if (timeout_ms < 0 || timeout_ms > 3600 * 1000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_timeout_ms must be between 0 and 3600000"), errdetail("The value is %d.", timeout_ms)));
+	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
 	if (awa::wake != nullptr)
