@@ -249,7 +249,7 @@ bool maintenance_worker_serves_database();
 Size wakeup_shmem_size();
 void wakeup_shmem_init(void *base, bool found);
 Size stats_shmem_size();
-void stats_shmem_init(void *base, bool found);
+void stats_shmem_init(bool found);
 Size launcher_shmem_size();
 void launcher_shmem_init(void *base, bool found);
 
