@@ -231,9 +231,7 @@ DECLARE
     v_next integer;
 BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
-    IF p_ring NOT IN ('claim', 'lease') THEN
-        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require_read_committed('rotate_attempt_ring');
     BEGIN
         IF p_ring = 'claim' THEN
@@ -288,9 +286,7 @@ DECLARE
     v_reason text;
 BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
-    IF p_ring NOT IN ('claim', 'lease') THEN
-        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     PERFORM awa._require_read_committed('prune_attempt_ring');
@@ -375,12 +371,9 @@ DECLARE
     v_prune text;
     v_pruned boolean := false;
 BEGIN
-    IF p_stale_heartbeat IS NULL OR p_batch IS NULL THEN
-        RAISE EXCEPTION 'p_stale_heartbeat and p_batch must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_batch < 1 OR p_stale_heartbeat <= interval '0' THEN
-        RAISE EXCEPTION 'p_batch must be at least 1 and p_stale_heartbeat positive' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
+    PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
+                           'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object(
         'promoted', awa.promote_due(p_batch),
@@ -421,12 +414,8 @@ DECLARE
     r record;
     t awa.taken_attempt;
 BEGIN
-    IF p_stale IS NULL OR p_limit IS NULL THEN
-        RAISE EXCEPTION 'p_stale and p_limit must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_stale <= interval '0' OR p_limit < 1 THEN
-        RAISE EXCEPTION 'p_stale must be positive and p_limit at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
+    PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
     v_cutoff := clock_timestamp() - p_stale;
     FOR r IN
         SELECT c.job_id, c.run_lease FROM awa.lease_claims c
@@ -574,13 +563,8 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
-    IF p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'p_older_than must not be negative' USING ERRCODE = '22023';
-    END IF;
-    IF p_limit NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'p_limit must be between 1 and 100000' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_limit);
-    END IF;
+    PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
@@ -635,16 +619,11 @@ DECLARE
     v_alive integer := 0;
     v_leased integer := 0;
 BEGIN
-    IF p_job_ids IS NULL OR p_run_leases IS NULL THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF array_ndims(p_job_ids) > 1 OR array_ndims(p_run_leases) > 1 THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must be one-dimensional arrays' USING ERRCODE = '22023';
-    END IF;
-    IF cardinality(p_job_ids) <> cardinality(p_run_leases) THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must have the same number of elements'
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_job_ids IS NULL OR p_run_leases IS NULL, 'p_job_ids and p_run_leases');
+    PERFORM awa._check_arg(coalesce(array_ndims(p_job_ids), 1) <= 1 AND coalesce(array_ndims(p_run_leases), 1) <= 1,
+                           'p_job_ids and p_run_leases must be one-dimensional arrays');
+    PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
+                           'p_job_ids and p_run_leases must have the same number of elements');
     WITH input AS (SELECT DISTINCT * FROM unnest(p_job_ids, p_run_leases) AS t(job_id, run_lease)),
     open_receipts AS (
         SELECT i.job_id, i.run_lease FROM input i
@@ -876,10 +855,7 @@ CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS voi
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_priority NOT BETWEEN 1 AND 4 THEN
-        RAISE EXCEPTION '% must be between 1 and 4', p_name USING ERRCODE = '23514',
-            DETAIL = format('The value is %s.', p_priority);
-    END IF;
+    PERFORM awa._check_between(p_priority, awa._limit('min_priority'), awa._limit('max_priority'), p_name, '23514');
 END
 $$;
 
@@ -966,7 +942,6 @@ BEGIN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
     ELSE
-        d.state := 'scheduled';
         d.run_at := clock_timestamp();
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
         PERFORM awa._enqueue_ready(ARRAY[d]);
@@ -1046,12 +1021,8 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
-    IF p_job_id IS NULL OR p_run_lease IS NULL THEN
-        RAISE EXCEPTION 'p_job_id and p_run_lease must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_retry_in < interval '0' THEN
-        RAISE EXCEPTION 'p_retry_in must not be negative' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
+    PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
     IF t.job_id IS NULL THEN
         RETURN NULL;
@@ -1153,10 +1124,7 @@ DECLARE
 BEGIN
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_enqueue_shards IS NULL, 'p_enqueue_shards');
-    IF p_enqueue_shards NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'p_enqueue_shards must be between 1 and 64' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_enqueue_shards);
-    END IF;
+    PERFORM awa._check_between(p_enqueue_shards, 1, awa._limit('max_enqueue_shards'), 'p_enqueue_shards');
     LOOP
         INSERT INTO awa.queue_meta (queue, enqueue_shards, dlq_enabled)
         VALUES (p_queue, p_enqueue_shards, p_dlq_enabled)
@@ -1516,10 +1484,7 @@ AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
-    IF p_limit NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_limit);
-    END IF;
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
     RETURN QUERY
         SELECT j.* FROM awa.jobs j
          WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
@@ -1754,5 +1719,125 @@ BEGIN
         EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claim_closures_' || s,
                        format('Partition of awa.lease_claim_closures for claim-ring slot %s.', s));
     END LOOP;
+END
+$$;
+
+-- =========================================================================================
+-- Argument checks and limits, once (issue 12). The limits are named in src/limits.hpp and
+-- reach SQL through awa._limit(name); the regression test `limits` proves that the CHECKs
+-- and defaults of the released scripts agree with them. Every plpgsql argument check goes
+-- through the helpers: awa._require (22004), awa._check_queue, awa._check_priority,
+-- awa._check_between (a range) and awa._check_arg (any other rule, 22023).
+-- =========================================================================================
+
+-- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
+CREATE FUNCTION awa._limit(p_name text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_limit'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+
+-- A number argument outside [p_min, p_max] (22023, or p_errcode), naming it; NULL is left
+-- to awa._require.
+CREATE FUNCTION awa._check_between(p_value bigint, p_min bigint, p_max bigint, p_name text,
+                                   p_errcode text DEFAULT '22023') RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value NOT BETWEEN p_min AND p_max THEN
+        RAISE EXCEPTION '% must be between % and %', p_name, p_min, p_max USING ERRCODE = p_errcode,
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+
+-- An argument rule that is no range: 22023 with p_message when p_ok is false (NULL passes:
+-- NULL arguments are awa._require's).
+CREATE FUNCTION awa._check_arg(p_ok boolean, p_message text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_ok IS FALSE THEN
+        RAISE EXCEPTION '%', p_message USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigint, text, text),
+    awa._check_arg(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
+COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
+COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
+
+-- The lifecycle exits of 1.0 that still checked inline, now through the helpers (same
+-- messages and SQLSTATEs, same behaviour).
+
+-- Fail an attempt straight into the dead-letter queue (ordering key kept).
+CREATE OR REPLACE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                               p_reason text DEFAULT 'failed')
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_reason IS NULL,
+                         'p_job_id, p_run_lease and p_reason');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'dlq');
+    IF t.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    INSERT INTO awa.dlq_entries (job_id, kind, queue, args, state, priority, attempt, run_lease,
+        max_attempts, run_at, attempted_at, created_at, unique_key, unique_states, ordering_key,
+        metadata, tags, errors, dlq_reason, original_run_lease)
+    VALUES (t.job_id, t.kind, t.queue, t.args, 'failed', t.priority, t.attempt, t.run_lease,
+        t.max_attempts, t.run_at, t.attempted_at, t.created_at, t.unique_key, t.unique_states,
+        t.ordering_key, t.metadata, t.tags,
+        awa._append_error(t.errors, coalesce(p_error, p_reason), t.attempt, true), p_reason, t.run_lease);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+    RETURN true;
+END
+$$;
+
+-- Retry an attempt after p_delay without recording an error (attempt is consumed).
+CREATE OR REPLACE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_delay IS NULL, 'p_job_id, p_run_lease and p_delay');
+    PERFORM awa._check_arg(p_delay >= interval '0', 'p_delay must not be negative');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    IF t.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM awa._defer_attempt(t, 'retryable', clock_timestamp() + p_delay, t.attempt, t.errors);
+    RETURN true;
+END
+$$;
+
+-- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
+CREATE OR REPLACE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_delay IS NULL, 'p_job_id, p_run_lease and p_delay');
+    PERFORM awa._check_arg(p_delay >= interval '0', 'p_delay must not be negative');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'snoozed');
+    IF t.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM awa._defer_attempt(t, 'scheduled', clock_timestamp() + p_delay,
+                               greatest(t.attempt - 1, 0)::smallint, t.errors);
+    RETURN true;
 END
 $$;
