@@ -1210,7 +1210,7 @@ COMMENT ON FUNCTION awa._lane_claim_bound(oid) IS
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
--- lane order, and only at or after the cursor read under the lock (D3), so a job is either
+-- lane order, and only at or after the cursor read under the lock (docs/design.md §4), so a job is either
 -- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
 -- claim of them would, but never past a reservation still in flight (its claim bound): the
 -- cheap depth drops to what is left.
@@ -1276,7 +1276,7 @@ $$;
 -- running or dead-lettered) unless p_force, which removes them too: running attempts are
 -- closed as cancelled, so their workers' completions find nothing. Returns how many live
 -- jobs were removed. Lock order: the settings row, then each lane's enqueue lock in lane
--- order (an enqueue in flight finishes first, D2), then the claim heads in lane order. A
+-- order (an enqueue in flight finishes first, docs/design.md §3), then the claim heads in lane order. A
 -- lane created by a producer while the drop runs is not touched (the queue lives on with
 -- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
 CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
@@ -1461,7 +1461,7 @@ BEGIN
 END
 $$;
 
--- The same, told the job's queue (D21: every statement names its queue); no row when the
+-- The same, told the job's queue (docs/design.md §12: every statement names its queue); no row when the
 -- job is not in that queue.
 CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job_row
     LANGUAGE plpgsql STABLE ROWS 1

@@ -1,6 +1,6 @@
 /*
- * shard.cpp — routing of enqueued rows: the per-transaction width cache of
- * awa.queue_meta (D7), the sticky keyless rotor pick (D6) and awa.shard_for_enqueue.
+ * shard.cpp — routing of enqueued rows (docs/design.md §7): the width cache of
+ * awa.queue_meta, the sticky keyless rotor pick and awa.shard_for_enqueue.
  */
 #include "awa_shard.hpp"
 #include "ordering_hash.hpp"

@@ -1,5 +1,5 @@
 /*
- * wakeup.cpp — telling workers that work arrived (D12) without a server-wide lock:
+ * wakeup.cpp — telling workers that work arrived (docs/design.md §8) without a server-wide lock:
  * a per-queue NOTIFY throttle (awa_shard.notify_interval), and condition variables in
  * shared memory signalled after a producing transaction commits, which
  * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Live stress test of the lane reservation promise (D2/D3 lock to commit, D20 reservation
-# fence): six producers (four READ COMMITTED, two REPEATABLE READ) enqueue single jobs and
-# batches, keyed and keyless, into several lanes per transaction of a queue at S = 1 and one
-# at S = 4, sleep inside their open transactions, roll back savepoints and whole
-# transactions; three workers claim and complete, recording every claim in the claiming
+# Live stress test of the lane reservation promise (docs/design.md §3: the lane lock held
+# to commit, or the registry's reservation fence): six producers (four READ COMMITTED, two
+# REPEATABLE READ) enqueue single jobs and batches, keyed and keyless, into several lanes
+# per transaction of a queue at S = 1 and one at S = 4, sleep inside their open
+# transactions, roll back savepoints and whole transactions; three workers claim and complete, recording every claim in the claiming
 # transaction. Mid-run the postmaster is killed with SIGKILL and restarted; everybody
 # reconnects. After a drain it checks that every committed job was claimed exactly once,
 # nothing rolled back was ever claimed, and each lane handed out its lane_seq in increasing
