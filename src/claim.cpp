@@ -1,5 +1,5 @@
 /*
- * claim.cpp — awa.claim_ready_runtime (ADR-025 claim path, D3).
+ * claim.cpp — awa.claim_ready_runtime, the claim path of docs/design.md §4.
  *
  * 1. Candidate walk: every claim head of the queue (all priorities and shards, never
  *    filtered by the current width) whose lane has a visible ready row at or after its
