@@ -738,7 +738,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
 
--- How producers fence their reservations (docs/design.md §5): 'registry' (preloaded, an
+-- How producers fence their reservations (docs/design.md §3): 'registry' (preloaded, an
 -- in-flight registry in shared memory) or 'lane_lock' (the lane lock is held to commit).
 -- Unlike SHOW awa_shard.reservation_mode, it works before the library is loaded.
 CREATE FUNCTION awa.reservation_mode() RETURNS text

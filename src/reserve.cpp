@@ -1,5 +1,5 @@
 /*
- * reserve.cpp — lanes and lane_seq reservation (docs/design.md §5).
+ * reserve.cpp — lanes and lane_seq reservation (docs/design.md §3).
  *
  * A lane (queue, priority, enqueue_shard) owns one sequence. A reservation takes the
  * lane's advisory lock, then one nextval and (for a block) one setval. With the in-flight

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live test of the two reservation modes (docs/design.md §5) on servers whose settings the
+# Live test of the two reservation modes (docs/design.md §3) on servers whose settings the
 # shared test server cannot have:
 #   1. without preload (lane-lock mode): every isolation spec runs, and those whose waits
 #      differ by mode (with an expected/<spec>_1.out) must match their lane-lock output;
