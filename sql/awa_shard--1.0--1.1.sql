@@ -1727,7 +1727,9 @@ $$;
 -- reach SQL through awa._limit(name); the regression test `limits` proves that the CHECKs
 -- and defaults of the released scripts agree with them. Every plpgsql argument check goes
 -- through the helpers: awa._require (22004), awa._check_queue, awa._check_priority,
--- awa._check_between (a range) and awa._check_arg (any other rule, 22023).
+-- awa._check_between (a range) and awa._check_arg (any other rule, 22023). (The 1.0 exits
+-- fail_job_to_dlq, retry_job_after and snooze_job are replaced, through the same helpers,
+-- where the lifecycle exits share their code.)
 -- =========================================================================================
 
 -- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
@@ -1768,76 +1770,3 @@ REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigi
 COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
 COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
-
--- The lifecycle exits of 1.0 that still checked inline, now through the helpers (same
--- messages and SQLSTATEs, same behaviour).
-
--- Fail an attempt straight into the dead-letter queue (ordering key kept).
-CREATE OR REPLACE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                               p_reason text DEFAULT 'failed')
-    RETURNS boolean
-    LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-AS $$
-DECLARE
-    t awa.taken_attempt;
-BEGIN
-    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_reason IS NULL,
-                         'p_job_id, p_run_lease and p_reason');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'dlq');
-    IF t.job_id IS NULL THEN
-        RETURN false;
-    END IF;
-    INSERT INTO awa.dlq_entries (job_id, kind, queue, args, state, priority, attempt, run_lease,
-        max_attempts, run_at, attempted_at, created_at, unique_key, unique_states, ordering_key,
-        metadata, tags, errors, dlq_reason, original_run_lease)
-    VALUES (t.job_id, t.kind, t.queue, t.args, 'failed', t.priority, t.attempt, t.run_lease,
-        t.max_attempts, t.run_at, t.attempted_at, t.created_at, t.unique_key, t.unique_states,
-        t.ordering_key, t.metadata, t.tags,
-        awa._append_error(t.errors, coalesce(p_error, p_reason), t.attempt, true), p_reason, t.run_lease);
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
-    PERFORM awa._count_failed(t.queue, t.enqueue_shard);
-    RETURN true;
-END
-$$;
-
--- Retry an attempt after p_delay without recording an error (attempt is consumed).
-CREATE OR REPLACE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
-    RETURNS boolean
-    LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-AS $$
-DECLARE
-    t awa.taken_attempt;
-BEGIN
-    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_delay IS NULL, 'p_job_id, p_run_lease and p_delay');
-    PERFORM awa._check_arg(p_delay >= interval '0', 'p_delay must not be negative');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
-    IF t.job_id IS NULL THEN
-        RETURN false;
-    END IF;
-    PERFORM awa._defer_attempt(t, 'retryable', clock_timestamp() + p_delay, t.attempt, t.errors);
-    RETURN true;
-END
-$$;
-
--- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
-CREATE OR REPLACE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
-    RETURNS boolean
-    LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-AS $$
-DECLARE
-    t awa.taken_attempt;
-BEGIN
-    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL OR p_delay IS NULL, 'p_job_id, p_run_lease and p_delay');
-    PERFORM awa._check_arg(p_delay >= interval '0', 'p_delay must not be negative');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'snoozed');
-    IF t.job_id IS NULL THEN
-        RETURN false;
-    END IF;
-    PERFORM awa._defer_attempt(t, 'scheduled', clock_timestamp() + p_delay,
-                               greatest(t.attempt - 1, 0)::smallint, t.errors);
-    RETURN true;
-END
-$$;
