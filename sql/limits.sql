@@ -11,77 +11,38 @@ CREATE TEMP TABLE lim AS
            awa._limit('min_priority') AS pmin, awa._limit('max_priority') AS pmax,
            awa._limit('max_attempts') AS att, awa._limit('default_priority') AS dprio,
            awa._limit('default_max_attempts') AS datt, awa._limit('unique_mask_bits') AS bits;
--- Accepted at the limit (`at`), refused past it with the SQLSTATE `code` (`past`).
-CREATE FUNCTION pg_temp.bound(p_at text, p_past text, p_code text) RETURNS boolean LANGUAGE sql AS $$
-    SELECT pg_temp.sqlstate_of(p_at) = 'no error' AND pg_temp.sqlstate_of(p_past) LIKE p_code || ' %'
+-- Bounds: the statement with %s replaced by `at` is accepted, by `past` refused with `code`.
+CREATE FUNCTION pg_temp.bound(p_sql text, p_at bigint, p_past bigint, p_code text) RETURNS boolean LANGUAGE sql AS $$
+    SELECT pg_temp.sqlstate_of(format(p_sql, p_at)) = 'no error'
+       AND pg_temp.sqlstate_of(format(p_sql, p_past)) LIKE p_code || ' %'
 $$;
+SELECT b.side, pg_temp.bound(b.stmt, b.at, b.past, b.code) AS agrees
+  FROM lim, LATERAL (VALUES
+    -- Queue names: 1..max_queue_chars characters.
+    (1, 'queue_meta CHECK queue length', 'INSERT INTO awa.queue_meta (queue) VALUES (repeat(''q'', %s))', q, q + 1, '23514'),
+    (2, 'awa._check_queue', 'SELECT awa._check_queue(repeat(''q'', %s), ''p'')', q, q + 1, '23514'),
+    (3, 'C++ queue argument (shard_for_enqueue)', 'SELECT awa.shard_for_enqueue(repeat(''q'', %s), 1)', q, q + 1, '23514'),
+    -- Widths: 1..max_enqueue_shards; shard numbers 0..max_enqueue_shards - 1.
+    (4, 'queue_meta CHECK enqueue_shards', 'INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (''lim_'' || %1$s, %1$s)', s, s + 1, '23514'),
+    (5, 'awa.set_enqueue_shards', 'SELECT awa.set_enqueue_shards(''lim_u'', %s)', s, s + 1, '22023'),
+    (6, 'awa.create_queue', 'SELECT awa.create_queue(''lim_v'', %s)', s, s + 1, '22023'),
+    (7, 'C++ shard count (shard_for_ordering_key)', 'SELECT awa.shard_for_ordering_key(''k''::bytea, %s)', s, s + 1, '22023'),
+    (8, 'C++ shard number (reserve_enqueue_seq peek)', 'SELECT awa.reserve_enqueue_seq(''lim_x'', 1, %s, 0)', s - 1, s, '22023'),
+    -- Priorities: min_priority..max_priority.
+    (9, 'awa._check_priority, lowest', 'SELECT awa._check_priority(%s, ''p'')', pmin, pmin - 1, '23514'),
+    (10, 'awa._check_priority, highest', 'SELECT awa._check_priority(%s, ''p'')', pmax, pmax + 1, '23514'),
+    (11, 'C++ priority (shard_for_enqueue), lowest', 'SELECT awa.shard_for_enqueue(''lim_y'', %s)', pmin, pmin - 1, '23514'),
+    (12, 'C++ priority (shard_for_enqueue), highest', 'SELECT awa.shard_for_enqueue(''lim_y'', %s)', pmax, pmax + 1, '23514'),
+    -- max_attempts: 1..max_attempts.
+    (13, 'C++ max_attempts (insert_job_compat)', 'SELECT awa.insert_job_compat(''k'', ''lim_z'', p_max_attempts => %s)', att, att + 1, '23514')
+  ) AS b(n, side, stmt, at, past, code)
+ ORDER BY b.n;
 
--- Queue names: 1..max_queue_chars characters.
-SELECT 'queue_meta CHECK queue length' AS sql_side,
-       pg_temp.bound(format('INSERT INTO awa.queue_meta (queue) VALUES (%L)', repeat('q', q)),
-                     format('INSERT INTO awa.queue_meta (queue) VALUES (%L)', repeat('r', q + 1)), '23514') AS agrees
-  FROM lim
-UNION ALL
-SELECT 'awa._check_queue',
-       pg_temp.bound(format('SELECT awa._check_queue(%L, %L)', repeat('q', q), 'p'),
-                     format('SELECT awa._check_queue(%L, %L)', repeat('q', q + 1), 'p'), '23514')
-  FROM lim
-UNION ALL
-SELECT 'C++ queue argument (shard_for_enqueue)',
-       pg_temp.bound(format('SELECT awa.shard_for_enqueue(%L, 1)', repeat('q', q)),
-                     format('SELECT awa.shard_for_enqueue(%L, 1)', repeat('q', q + 1)), '23514')
-  FROM lim
--- Widths: 1..max_enqueue_shards; shard numbers 0..max_enqueue_shards - 1.
-UNION ALL
-SELECT 'queue_meta CHECK enqueue_shards',
-       pg_temp.bound(format('INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (%L, %s)', 'lim_s', s),
-                     format('INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (%L, %s)', 'lim_t', s + 1), '23514')
-  FROM lim
-UNION ALL
-SELECT 'awa.set_enqueue_shards',
-       pg_temp.bound(format('SELECT awa.set_enqueue_shards(%L, %s)', 'lim_u', s),
-                     format('SELECT awa.set_enqueue_shards(%L, %s)', 'lim_u', s + 1), '22023')
-  FROM lim
-UNION ALL
-SELECT 'awa.create_queue',
-       pg_temp.bound(format('SELECT awa.create_queue(%L, %s)', 'lim_v', s),
-                     format('SELECT awa.create_queue(%L, %s)', 'lim_w', s + 1), '22023')
-  FROM lim
-UNION ALL
-SELECT 'C++ shard count (shard_for_ordering_key)',
-       pg_temp.bound(format('SELECT awa.shard_for_ordering_key(%L::bytea, %s)', 'k', s),
-                     format('SELECT awa.shard_for_ordering_key(%L::bytea, %s)', 'k', s + 1), '22023')
-  FROM lim
-UNION ALL
-SELECT 'C++ shard number (reserve_enqueue_seq peek)',
-       pg_temp.bound(format('SELECT awa.reserve_enqueue_seq(%L, 1, %s, 0)', 'lim_x', s - 1),
-                     format('SELECT awa.reserve_enqueue_seq(%L, 1, %s, 0)', 'lim_x', s), '22023')
-  FROM lim
--- Priorities: min_priority..max_priority.
-UNION ALL
-SELECT 'awa._check_priority',
-       pg_temp.bound(format('SELECT awa._check_priority(%s, %L), awa._check_priority(%s, %L)', pmin, 'p', pmax, 'p'),
-                     format('SELECT awa._check_priority(%s, %L)', pmax + 1, 'p'), '23514')
-       AND pg_temp.sqlstate_of(format('SELECT awa._check_priority(%s, %L)', pmin - 1, 'p')) LIKE '23514 %'
-  FROM lim
-UNION ALL
-SELECT 'C++ priority (shard_for_enqueue)',
-       pg_temp.bound(format('SELECT awa.shard_for_enqueue(%L, %s), awa.shard_for_enqueue(%L, %s)', 'lim_y', pmin, 'lim_y', pmax),
-                     format('SELECT awa.shard_for_enqueue(%L, %s)', 'lim_y', pmax + 1), '23514')
-  FROM lim
--- max_attempts: 1..max_attempts, stored in smallint columns.
-UNION ALL
-SELECT 'C++ max_attempts (insert_job_compat), smallint columns hold it',
-       pg_temp.bound(format('SELECT awa.insert_job_compat(%L, %L, p_max_attempts => %s)', 'k', 'lim_z', att),
-                     format('SELECT awa.insert_job_compat(%L, %L, p_max_attempts => %s)', 'k', 'lim_z', att + 1), '23514')
-       AND att <= 32767
-  FROM lim
--- Defaults: the signature of insert_job_compat, the columns, and what C++ gives a job
--- whose caller passed NULL.
-UNION ALL
-SELECT 'insert_job_compat DEFAULTs',
+-- Defaults and widths: the signature of insert_job_compat and the columns (released
+-- scripts), what C++ gives a job whose caller passed NULL, the mask columns.
+SELECT 'insert_job_compat DEFAULTs' AS sql_side,
        pg_get_function_arguments('awa.insert_job_compat'::regproc)
-           LIKE format('%%p_priority integer DEFAULT %s, p_max_attempts integer DEFAULT %s,%%', dprio, datt)
+           LIKE format('%%p_priority integer DEFAULT %s, p_max_attempts integer DEFAULT %s,%%', dprio, datt) AS agrees
   FROM lim
 UNION ALL
 SELECT 'max_attempts column DEFAULTs',
@@ -92,11 +53,12 @@ SELECT 'max_attempts column DEFAULTs',
        = ARRAY[datt::text]
   FROM lim
 UNION ALL
+SELECT 'max_attempts fits the smallint columns', att <= 32767 FROM lim
+UNION ALL
 SELECT 'C++ defaults for NULL priority and max_attempts',
        (SELECT j.priority = dprio AND j.max_attempts = datt
           FROM awa.insert_job_compat('k', 'lim_d', p_priority => NULL, p_max_attempts => NULL) j)
   FROM lim
--- Unique-state masks: one bit per job_state, as wide as the columns.
 UNION ALL
 SELECT 'unique_states columns are bit(unique_mask_bits) and hold every state',
        format_type(a.atttypid, a.atttypmod) = format('bit(%s)', bits)
