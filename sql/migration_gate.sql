@@ -6,7 +6,8 @@
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_gate;
 CREATE DATABASE migration_gate_fresh;
-\! sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d' > migration_gate_reshape.tmp
+-- migration_gate_reshape.tmp: the reshape steps of v017, in one transaction, quietly.
+\! (echo 'BEGIN;'; echo 'SET LOCAL client_min_messages = warning;'; sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d'; echo 'COMMIT;') > migration_gate_reshape.tmp
 
 \c migration_gate
 CREATE EXTENSION awa_shard VERSION '0.16';
@@ -46,12 +47,9 @@ SELECT count(*) AS insert_job_compat_overloads FROM pg_catalog.pg_proc
 -- no row and no lane sequence.
 CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
 CREATE TABLE public.rows_10 AS SELECT * FROM public.awa_plane_rows();
-BEGIN;
-SET LOCAL client_min_messages = warning;
 \set ECHO none
 \i migration_gate_reshape.tmp
 \set ECHO all
-COMMIT;
 SELECT public.catalog_lines_changed('public.lines_10') AS catalog_lines_changed;
 SELECT count(*) AS rows_changed
   FROM (SELECT * FROM public.awa_plane_rows() EXCEPT ALL SELECT tbl, r FROM public.rows_10) d;
@@ -64,12 +62,9 @@ CREATE EXTENSION awa_shard;
 \i sql/migration_describe.psql
 \set ECHO all
 CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
-BEGIN;
-SET LOCAL client_min_messages = warning;
 \set ECHO none
 \i migration_gate_reshape.tmp
 \set ECHO all
-COMMIT;
 SELECT public.catalog_lines_changed('public.lines_10') AS catalog_lines_changed;
 
 \! rm -f migration_gate_reshape.tmp
