@@ -206,6 +206,9 @@ void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool rea
 void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 					  const char *what);
 
+/* The first column of the last statement's single row (false: no row, or NULL). */
+bool spi_single_value(Datum *value);
+
 /* Pin the planner settings of the hot path's lane scans; returns the level to pop. */
 int push_hot_path_planner();
 

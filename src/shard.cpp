@@ -62,6 +62,7 @@ read_width(const char *queue, int queue_len)
 {
 	static const Oid argtypes[1] = {TEXTOID};
 	Datum values[1];
+	Datum d;
 	int shards = 1;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -69,14 +70,8 @@ read_width(const char *queue, int queue_len)
 	keep_plan(&width_plan, "SELECT enqueue_shards FROM awa.queue_meta WHERE queue = $1", 1, argtypes);
 	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
 	exec_plan_latest(width_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue width lookup");
-	if (SPI_processed == 1)
-	{
-		bool isnull;
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			shards = DatumGetInt16(d);
-	}
+	if (spi_single_value(&d))
+		shards = DatumGetInt16(d);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	if (!valid_shard_count(shards))
