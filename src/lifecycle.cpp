@@ -46,7 +46,7 @@ const char *const kCompleteSql =
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f WHERE u.job_id = f.job_id "
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "
-	"    AND r.unique_key IS NOT NULL AND get_bit(r.unique_states, 3) = 0)) "
+	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id";
 
 } // namespace
