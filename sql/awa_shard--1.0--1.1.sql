@@ -231,9 +231,7 @@ DECLARE
     v_next integer;
 BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
-    IF p_ring NOT IN ('claim', 'lease') THEN
-        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require_read_committed('rotate_attempt_ring');
     BEGIN
         IF p_ring = 'claim' THEN
@@ -288,9 +286,7 @@ DECLARE
     v_reason text;
 BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
-    IF p_ring NOT IN ('claim', 'lease') THEN
-        RAISE EXCEPTION 'p_ring must be claim or lease' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     PERFORM awa._require_read_committed('prune_attempt_ring');
@@ -375,12 +371,9 @@ DECLARE
     v_prune text;
     v_pruned boolean := false;
 BEGIN
-    IF p_stale_heartbeat IS NULL OR p_batch IS NULL THEN
-        RAISE EXCEPTION 'p_stale_heartbeat and p_batch must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_batch < 1 OR p_stale_heartbeat <= interval '0' THEN
-        RAISE EXCEPTION 'p_batch must be at least 1 and p_stale_heartbeat positive' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
+    PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
+                           'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object(
         'promoted', awa.promote_due(p_batch),
@@ -421,12 +414,8 @@ DECLARE
     r record;
     t awa.taken_attempt;
 BEGIN
-    IF p_stale IS NULL OR p_limit IS NULL THEN
-        RAISE EXCEPTION 'p_stale and p_limit must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_stale <= interval '0' OR p_limit < 1 THEN
-        RAISE EXCEPTION 'p_stale must be positive and p_limit at least 1' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
+    PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
     v_cutoff := clock_timestamp() - p_stale;
     FOR r IN
         SELECT c.job_id, c.run_lease FROM awa.lease_claims c
@@ -574,13 +563,8 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
-    IF p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'p_older_than must not be negative' USING ERRCODE = '22023';
-    END IF;
-    IF p_limit NOT BETWEEN 1 AND 100000 THEN
-        RAISE EXCEPTION 'p_limit must be between 1 and 100000' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_limit);
-    END IF;
+    PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
@@ -635,16 +619,11 @@ DECLARE
     v_alive integer := 0;
     v_leased integer := 0;
 BEGIN
-    IF p_job_ids IS NULL OR p_run_leases IS NULL THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF array_ndims(p_job_ids) > 1 OR array_ndims(p_run_leases) > 1 THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must be one-dimensional arrays' USING ERRCODE = '22023';
-    END IF;
-    IF cardinality(p_job_ids) <> cardinality(p_run_leases) THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must have the same number of elements'
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_job_ids IS NULL OR p_run_leases IS NULL, 'p_job_ids and p_run_leases');
+    PERFORM awa._check_arg(coalesce(array_ndims(p_job_ids), 1) <= 1 AND coalesce(array_ndims(p_run_leases), 1) <= 1,
+                           'p_job_ids and p_run_leases must be one-dimensional arrays');
+    PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
+                           'p_job_ids and p_run_leases must have the same number of elements');
     WITH input AS (SELECT DISTINCT * FROM unnest(p_job_ids, p_run_leases) AS t(job_id, run_lease)),
     open_receipts AS (
         SELECT i.job_id, i.run_lease FROM input i
@@ -759,7 +738,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
 
--- How producers fence their reservations (docs/design.md §5): 'registry' (preloaded, an
+-- How producers fence their reservations (docs/design.md §3): 'registry' (preloaded, an
 -- in-flight registry in shared memory) or 'lane_lock' (the lane lock is held to commit).
 -- Unlike SHOW awa_shard.reservation_mode, it works before the library is loaded.
 CREATE FUNCTION awa.reservation_mode() RETURNS text
@@ -876,10 +855,7 @@ CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS voi
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_priority NOT BETWEEN 1 AND 4 THEN
-        RAISE EXCEPTION '% must be between 1 and 4', p_name USING ERRCODE = '23514',
-            DETAIL = format('The value is %s.', p_priority);
-    END IF;
+    PERFORM awa._check_between(p_priority, awa._limit('min_priority'), awa._limit('max_priority'), p_name, '23514');
 END
 $$;
 
@@ -966,7 +942,6 @@ BEGIN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
     ELSE
-        d.state := 'scheduled';
         d.run_at := clock_timestamp();
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
         PERFORM awa._enqueue_ready(ARRAY[d]);
@@ -1046,12 +1021,8 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
-    IF p_job_id IS NULL OR p_run_lease IS NULL THEN
-        RAISE EXCEPTION 'p_job_id and p_run_lease must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF p_retry_in < interval '0' THEN
-        RAISE EXCEPTION 'p_retry_in must not be negative' USING ERRCODE = '22023';
-    END IF;
+    PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
+    PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
     IF t.job_id IS NULL THEN
         RETURN NULL;
@@ -1153,10 +1124,7 @@ DECLARE
 BEGIN
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_enqueue_shards IS NULL, 'p_enqueue_shards');
-    IF p_enqueue_shards NOT BETWEEN 1 AND 64 THEN
-        RAISE EXCEPTION 'p_enqueue_shards must be between 1 and 64' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_enqueue_shards);
-    END IF;
+    PERFORM awa._check_between(p_enqueue_shards, 1, awa._limit('max_enqueue_shards'), 'p_enqueue_shards');
     LOOP
         INSERT INTO awa.queue_meta (queue, enqueue_shards, dlq_enabled)
         VALUES (p_queue, p_enqueue_shards, p_dlq_enabled)
@@ -1242,7 +1210,7 @@ COMMENT ON FUNCTION awa._lane_claim_bound(oid) IS
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
--- lane order, and only at or after the cursor read under the lock (D3), so a job is either
+-- lane order, and only at or after the cursor read under the lock (docs/design.md §4), so a job is either
 -- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
 -- claim of them would, but never past a reservation still in flight (its claim bound): the
 -- cheap depth drops to what is left.
@@ -1308,7 +1276,7 @@ $$;
 -- running or dead-lettered) unless p_force, which removes them too: running attempts are
 -- closed as cancelled, so their workers' completions find nothing. Returns how many live
 -- jobs were removed. Lock order: the settings row, then each lane's enqueue lock in lane
--- order (an enqueue in flight finishes first, D2), then the claim heads in lane order. A
+-- order (an enqueue in flight finishes first, docs/design.md §3), then the claim heads in lane order. A
 -- lane created by a producer while the drop runs is not touched (the queue lives on with
 -- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
 CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
@@ -1493,7 +1461,7 @@ BEGIN
 END
 $$;
 
--- The same, told the job's queue (D21: every statement names its queue); no row when the
+-- The same, told the job's queue (docs/design.md §12: every statement names its queue); no row when the
 -- job is not in that queue.
 CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job_row
     LANGUAGE plpgsql STABLE ROWS 1
@@ -1516,10 +1484,7 @@ AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
-    IF p_limit NOT BETWEEN 1 AND 10000 THEN
-        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
-            DETAIL = format('The value is %s.', p_limit);
-    END IF;
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
     RETURN QUERY
         SELECT j.* FROM awa.jobs j
          WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
@@ -1756,3 +1721,52 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- =========================================================================================
+-- Argument checks and limits, once (issue 12). The limits are named in src/limits.hpp and
+-- reach SQL through awa._limit(name); the regression test `limits` proves that the CHECKs
+-- and defaults of the released scripts agree with them. Every plpgsql argument check goes
+-- through the helpers: awa._require (22004), awa._check_queue, awa._check_priority,
+-- awa._check_between (a range) and awa._check_arg (any other rule, 22023). (The 1.0 exits
+-- fail_job_to_dlq, retry_job_after and snooze_job are replaced, through the same helpers,
+-- where the lifecycle exits share their code.)
+-- =========================================================================================
+
+-- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
+CREATE FUNCTION awa._limit(p_name text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_limit'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+
+-- A number argument outside [p_min, p_max] (22023, or p_errcode), naming it; NULL is left
+-- to awa._require.
+CREATE FUNCTION awa._check_between(p_value bigint, p_min bigint, p_max bigint, p_name text,
+                                   p_errcode text DEFAULT '22023') RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value NOT BETWEEN p_min AND p_max THEN
+        RAISE EXCEPTION '% must be between % and %', p_name, p_min, p_max USING ERRCODE = p_errcode,
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+
+-- An argument rule that is no range: 22023 with p_message when p_ok is false (NULL passes:
+-- NULL arguments are awa._require's).
+CREATE FUNCTION awa._check_arg(p_ok boolean, p_message text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_ok IS FALSE THEN
+        RAISE EXCEPTION '%', p_message USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigint, text, text),
+    awa._check_arg(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
+COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
+COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';

@@ -3,15 +3,10 @@
 -- unique keys conflict with 23505; reserve_enqueue_seq peeks without consuming.
 \set VERBOSITY terse
 
--- The SQLSTATE and message of a statement, or 'ok'.
-CREATE FUNCTION pg_temp.err(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+-- pg_temp.err(sql): 'ok', or the SQLSTATE and message of the statement.
+\set ECHO none
+\i sql/err.psql
+\set ECHO all
 
 -- Next value of a lane (peek: p_count 0 reserves nothing).
 CREATE FUNCTION pg_temp.peek(p_queue text, p_priority int, p_shard int) RETURNS bigint LANGUAGE sql AS $$

@@ -2,15 +2,10 @@
 -- every row of the reference vectors (reference/hash-vectors.tsv), plus bounds.
 \set VERBOSITY terse
 
--- The SQLSTATE and message of a statement, or 'ok'.
-CREATE FUNCTION pg_temp.err(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+-- pg_temp.err(sql): 'ok', or the SQLSTATE and message of the statement.
+\set ECHO none
+\i sql/err.psql
+\set ECHO all
 
 -- The vectors, copied literally (key bytes, unsigned hash, int8 hash, shard for S = 1, 2, 4, 8, 64).
 CREATE TEMP TABLE hash_vectors (label text, key bytea, hash_u64 numeric, hash_i8 bigint,

@@ -3,15 +3,10 @@
 \set VERBOSITY terse
 SET client_min_messages = warning;
 
--- The SQLSTATE and message of a statement, or 'ok'.
-CREATE FUNCTION pg_temp.err(p_sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE p_sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+-- pg_temp.err(sql): 'ok', or the SQLSTATE and message of the statement.
+\set ECHO none
+\i sql/err.psql
+\set ECHO all
 
 -- Key columns of a relation's primary key, in key order.
 CREATE FUNCTION pg_temp.pk_columns(p_rel regclass) RETURNS text LANGUAGE sql AS $$

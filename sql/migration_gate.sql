@@ -6,7 +6,8 @@
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_gate;
 CREATE DATABASE migration_gate_fresh;
-\! sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d' > migration_gate_reshape.tmp
+-- migration_gate_reshape.tmp: the reshape steps of v017, in one transaction, quietly.
+\! (echo 'BEGIN;'; echo 'SET LOCAL client_min_messages = warning;'; sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d'; echo 'COMMIT;') > migration_gate_reshape.tmp
 
 \c migration_gate
 CREATE EXTENSION awa_shard VERSION '0.16';
@@ -21,9 +22,7 @@ UPDATE awa.storage_transition_state SET state = 'mixed_transition';
 ALTER EXTENSION awa_shard UPDATE TO '1.0';
 SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
-SELECT count(*) AS catalog_lines_changed
-  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_016)
-        UNION ALL (SELECT l FROM public.lines_016 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
+SELECT public.catalog_lines_changed('public.lines_016') AS catalog_lines_changed;
 SELECT count(*) AS rows_changed FROM (
     (SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
      UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
@@ -47,40 +46,13 @@ SELECT count(*) AS insert_job_compat_overloads FROM pg_catalog.pg_proc
 -- Idempotent: the reshape steps again, on the upgraded schema, change no catalog line,
 -- no row and no lane sequence.
 CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
-CREATE TABLE public.rows_10 AS
-SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
-UNION ALL SELECT 'done_entries', to_jsonb(t) FROM awa.done_entries t
-UNION ALL SELECT 'leases', to_jsonb(t) FROM awa.leases t
-UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
-UNION ALL SELECT 'deferred_jobs', to_jsonb(t) FROM awa.deferred_jobs t
-UNION ALL SELECT 'dlq_entries', to_jsonb(t) FROM awa.dlq_entries t
-UNION ALL SELECT 'queue_claim_heads', to_jsonb(t) FROM awa.queue_claim_heads t
-UNION ALL SELECT 'queue_enqueue_heads', to_jsonb(t) FROM awa.queue_enqueue_heads t
-UNION ALL SELECT 'lane_sequence', jsonb_build_object(h.seq_name,
-              pg_catalog.pg_sequence_last_value(to_regclass('awa.' || quote_ident(h.seq_name))))
-            FROM awa.queue_enqueue_heads h;
-BEGIN;
-SET LOCAL client_min_messages = warning;
+CREATE TABLE public.rows_10 AS SELECT * FROM public.awa_plane_rows();
 \set ECHO none
 \i migration_gate_reshape.tmp
 \set ECHO all
-COMMIT;
-SELECT count(*) AS catalog_lines_changed
-  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_10)
-        UNION ALL (SELECT l FROM public.lines_10 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
-SELECT count(*) AS rows_changed FROM (
-    (SELECT 'ready_entries' AS tbl, to_jsonb(t) AS r FROM awa.ready_entries t
-     UNION ALL SELECT 'done_entries', to_jsonb(t) FROM awa.done_entries t
-     UNION ALL SELECT 'leases', to_jsonb(t) FROM awa.leases t
-     UNION ALL SELECT 'lease_claims', to_jsonb(t) FROM awa.lease_claims t
-     UNION ALL SELECT 'deferred_jobs', to_jsonb(t) FROM awa.deferred_jobs t
-     UNION ALL SELECT 'dlq_entries', to_jsonb(t) FROM awa.dlq_entries t
-     UNION ALL SELECT 'queue_claim_heads', to_jsonb(t) FROM awa.queue_claim_heads t
-     UNION ALL SELECT 'queue_enqueue_heads', to_jsonb(t) FROM awa.queue_enqueue_heads t
-     UNION ALL SELECT 'lane_sequence', jsonb_build_object(h.seq_name,
-                   pg_catalog.pg_sequence_last_value(to_regclass('awa.' || quote_ident(h.seq_name))))
-                 FROM awa.queue_enqueue_heads h)
-    EXCEPT ALL SELECT tbl, r FROM public.rows_10) d;
+SELECT public.catalog_lines_changed('public.lines_10') AS catalog_lines_changed;
+SELECT count(*) AS rows_changed
+  FROM (SELECT * FROM public.awa_plane_rows() EXCEPT ALL SELECT tbl, r FROM public.rows_10) d;
 SELECT (SELECT count(*) FROM public.rows_10) > 50 AS rows_compared;
 
 -- The same on a fresh 1.0 install.
@@ -90,15 +62,10 @@ CREATE EXTENSION awa_shard;
 \i sql/migration_describe.psql
 \set ECHO all
 CREATE TABLE public.lines_10 AS SELECT l FROM public.awa_catalog_lines() l;
-BEGIN;
-SET LOCAL client_min_messages = warning;
 \set ECHO none
 \i migration_gate_reshape.tmp
 \set ECHO all
-COMMIT;
-SELECT count(*) AS catalog_lines_changed
-  FROM ((SELECT l FROM public.awa_catalog_lines() l EXCEPT ALL SELECT l FROM public.lines_10)
-        UNION ALL (SELECT l FROM public.lines_10 EXCEPT ALL SELECT l FROM public.awa_catalog_lines() l)) d;
+SELECT public.catalog_lines_changed('public.lines_10') AS catalog_lines_changed;
 
 \! rm -f migration_gate_reshape.tmp
 \c :home

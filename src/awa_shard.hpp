@@ -1,27 +1,25 @@
 /*
- * awa_shard.hpp — declarations shared between the concerns of the extension
- * (module, routing, reservation, enqueue, claim, lifecycle, wake-ups, stats).
- * Every file that includes it is PostgreSQL-facing; pure C++ lives elsewhere.
+ * awa_shard.hpp — what the PostgreSQL-facing files share: the fixed-size lane key, and the
+ * functions each concern offers the others, grouped below by the file that defines them.
+ * Every file that includes it sees PostgreSQL headers; the pure C++ (ordering_hash,
+ * shard_math, limits) has its own headers and no PostgreSQL header.
  */
 #pragma once
 
+#include "limits.hpp"
 #include "pg_boundary.hpp"
 
 extern "C"
 {
 #include "executor/spi.h"
 #include "utils/array.h"
+#include "utils/jsonb.h"
 }
 
 #include <cstdint>
 
 namespace awa
 {
-
-/* Longest queue name in characters and in bytes (UTF-8). */
-constexpr int kMaxQueueChars = 200;
-constexpr int kMaxQueueBytes = kMaxQueueChars * 4;
-constexpr int kMaxOrderingKeyBytes = 1024;
 
 /* Fixed-size hash key of a lane (or of a queue: priority and shard 0) for backend caches. */
 struct LaneKey
@@ -31,16 +29,8 @@ struct LaneKey
 	int16 shard;
 };
 
-/* A queue name longer than any valid one (SQL-checked to 200 characters) is refused before
- * it is copied into a fixed-size key: internal functions are reachable with any input. */
-inline void
-check_queue_bytes(int queue_len)
-{
-	if (queue_len < 0 || queue_len > kMaxQueueBytes)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("queue name must be at most %d bytes long", kMaxQueueBytes),
-						errdetail("The value has %d bytes.", queue_len)));
-}
+/* Refuse a queue name longer than kMaxQueueBytes before it is copied into a key (validate.cpp). */
+void check_queue_bytes(int queue_len);
 
 /* Fill a zero-padded key so HASH_BLOBS compares it bytewise. */
 inline void
@@ -73,24 +63,64 @@ std::uint64_t queue_meta_stamp();
 /* Called by the queue_meta trigger: widths change at this transaction's commit. */
 void note_queue_meta_changed();
 
-/* ---- validate.cpp: argument checks with SQLSTATEs ---- */
+/* ---- validate.cpp: every argument check, with its SQLSTATE (limits from limits.hpp) ---- */
 
-/* Text of a queue argument, checked (NULL -> 22004, length 1..200 -> 23514). */
+enum class Ring;
+
+/* NULL -> 22004 naming the argument. */
+void require_not_null(bool isnull, const char *argname);
+
+/* value in [lo, hi], else `sqlstate` (22023 or 23514) "<arg> must be between lo and hi". */
+int64 checked_between(int64 value, int64 lo, int64 hi, const char *argname, int sqlstate);
+
+/* Text of a queue argument, checked (NULL -> 22004, 1..kMaxQueueChars characters -> 23514). */
 text *checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 
-/* Priority checked to 1..4 (23514). */
+/* A job kind of 1..kMaxKindChars characters (23514). */
+Datum checked_kind(Datum kind, const char *argname);
+
+/* Priority checked to kMinPriority..kMaxPriority (23514). */
 int checked_priority(int priority, const char *argname);
+
+/* max_attempts checked to 1..kMaxAttempts (23514). */
+int checked_max_attempts(int value, const char *argname);
 
 /* A finite run_at (22023 for 'infinity' and '-infinity'). */
 TimestampTz checked_run_at(TimestampTz run_at, const char *argname);
-
-/* max_attempts checked to 1..1000 (23514). */
-int checked_max_attempts(int value, const char *argname);
 
 /* Integer arguments that were smallint in 1.0, read as int32 and range-checked (no wrap). */
 int priority_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 int enqueue_shard_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 int max_attempts_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Non-null number arguments with their ranges (22004, 22023). */
+int shards_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+int64 max_batch_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+int timeout_ms_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+int64 reserve_count_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Seconds (NULL = 0): 0, or finite in [min, kMaxSeconds] (22023). */
+double seconds_arg(FunctionCallInfo fcinfo, int argno, const char *argname, double min);
+
+/* 'queue', 'claim' or 'lease' (22004, 22023). */
+Ring ring_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Array arguments: one dimension (22023), no NULL elements (22004), paired lengths (22023). */
+void check_one_dimensional(ArrayType *arr, const char *argname);
+void check_no_nulls(ArrayType *arr, const char *argname);
+ArrayType *checked_id_array(FunctionCallInfo fcinfo, int argno, const char *argname);
+void check_same_length(int n_a, int n_b, const char *name_a, const char *name_b);
+
+/* insert_jobs batches: at most kMaxInsertBatch jobs, every optional array as long (22023). */
+void check_batch_size(int n, const char *sized_by);
+void check_batch_length(int count, int n, const char *argname, const char *sized_by);
+
+/* Job attributes: metadata object, tags, ordering key, unique key and mask, initial state. */
+void check_json_object(Jsonb *jb, const char *argname);
+void check_tags(ArrayType *arr, const char *argname);
+void check_ordering_key(Datum key, const char *argname);
+void check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg, const char *mask_arg);
+const char *checked_enqueue_state(Datum state, const char *argname);
 
 /* An element of an integer[] (1.1) or smallint[] (1.0 catalog) argument. */
 int int_array_element(Datum element, Oid elemtype);
@@ -186,6 +216,9 @@ void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool rea
 void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 					  const char *what);
 
+/* The first column of the last statement's single row (false: no row, or NULL). */
+bool spi_single_value(Datum *value);
+
 /* Pin the planner settings of the hot path's lane scans; returns the level to pop. */
 int push_hot_path_planner();
 
@@ -229,7 +262,7 @@ bool maintenance_worker_serves_database();
 Size wakeup_shmem_size();
 void wakeup_shmem_init(void *base, bool found);
 Size stats_shmem_size();
-void stats_shmem_init(void *base, bool found);
+void stats_shmem_init(bool found);
 Size launcher_shmem_size();
 void launcher_shmem_init(void *base, bool found);
 

@@ -1,5 +1,5 @@
 /*
- * claim.cpp — awa.claim_ready_runtime (ADR-025 claim path, D3).
+ * claim.cpp — awa.claim_ready_runtime, the claim path of docs/design.md §4.
  *
  * 1. Candidate walk: every claim head of the queue (all priorities and shards, never
  *    filtered by the current width) whose lane has a visible ready row at or after its
@@ -539,32 +539,6 @@ lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate
 	return false;
 }
 
-/* Longest deadline or aging step accepted: ten years, far inside interval arithmetic. */
-constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
-/* Shortest aging step: a smaller one would overflow the priority arithmetic. */
-constexpr double kMinAgingSeconds = 0.001;
-
-/*
- * A number of seconds (NULL = 0): 0, or finite between `min` and ten years; 22023 naming
- * the argument otherwise, before any arithmetic can overflow (22008, 22003).
- */
-double
-checked_seconds(FunctionCallInfo fcinfo, int argno, const char *argname, double min)
-{
-	double v;
-
-	if (PG_ARGISNULL(argno))
-		return 0;
-	v = PG_GETARG_FLOAT8(argno);
-	if (v == 0)
-		return 0;
-	if (std::isnan(v) || std::isinf(v) || v < min || v > kMaxSeconds)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s must be 0 or a number of seconds between %g and %g", argname, min, kMaxSeconds),
-						errdetail("The value is %g.", v)));
-	return v;
-}
-
 } // namespace
 
 /*
@@ -590,14 +564,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	SPIPlanPtr drain;
 	int planner_level;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_max_batch must not be null")));
-	max_batch = PG_GETARG_INT64(1);
-	if (max_batch < 1 || max_batch > 10000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_max_batch must be between 1 and 10000"),
-						errdetail("The value is " INT64_FORMAT ".", max_batch)));
-	deadline_secs = checked_seconds(fcinfo, 2, "p_deadline_secs", 0);
-	aging_secs = checked_seconds(fcinfo, 3, "p_aging_secs", kMinAgingSeconds);
+	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
+	deadline_secs = awa::seconds_arg(fcinfo, 2, "p_deadline_secs", 0);
+	aging_secs = awa::seconds_arg(fcinfo, 3, "p_aging_secs", awa::kMinAgingSeconds);
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -1,7 +1,10 @@
 /*
- * enqueue.cpp — the producer path (ADR-025): routing, one reservation per lane in
- * sorted lane order, one multi-row INSERT for all ready rows, and the SQL entry points
- * awa.insert_job_compat, awa.insert_jobs and awa._enqueue_ready.
+ * enqueue.cpp — enqueue_rows, the one enqueue routine behind every producer path
+ * (docs/design.md §3 and §7): routing, one reservation per lane in sorted lane order,
+ * one multi-row INSERT for the ready rows and one for the deferred rows, unique claims,
+ * and the note that wakes the queue's waiters at commit.
+ * Its SQL entry points (awa.insert_job_compat, awa.insert_jobs, awa._enqueue_ready) are
+ * in enqueue_api.cpp.
  */
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"

@@ -2,7 +2,7 @@
  * enqueue_api.cpp — SQL entry points of the producer path: awa.insert_job_compat (one
  * job, the reference's 12-argument signature), awa.insert_jobs (a batch into one queue)
  * and awa._enqueue_ready (re-entry of existing jobs for promotion, DLQ retry, moves).
- * Every argument is checked before anything is written (D11).
+ * Every argument is checked (src/validate.cpp) before anything is written (docs/design.md §12).
  */
 #include "enqueue_core.hpp"
 
@@ -57,27 +57,6 @@ empty_array()
 	return cached_jsonb(&empty_array_slot, "[]");
 }
 
-/* Raise 22004 for a NULL argument that has no default. */
-void
-require_not_null(bool isnull, const char *argname)
-{
-	if (isnull)
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", argname)));
-}
-
-/* Job kind: 1..200 characters (23514). */
-Datum
-checked_kind(Datum kind, const char *argname)
-{
-	text *t = DatumGetTextPP(kind);
-	int chars = pg_mbstrlen_with_len(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-
-	if (chars < 1 || chars > 200)
-		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be 1 to 200 characters long", argname),
-						errdetail("The value has %d characters.", chars)));
-	return PointerGetDatum(t);
-}
-
 /* Metadata must be a JSON object (22023); an empty object is stored as NULL. */
 void
 set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
@@ -88,8 +67,7 @@ set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
 	if (isnull)
 		return;
 	jb = DatumGetJsonbP(metadata);
-	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a JSON object", argname)));
+	awa::check_json_object(jb, argname);
 	if (JB_ROOT_COUNT(jb) > 0)
 	{
 		row->metadata = PointerGetDatum(jb);
@@ -97,7 +75,7 @@ set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
 	}
 }
 
-/* Tags: a one-dimensional text array of at most 20 non-null tags (23514 / 22004). */
+/* Tags (checked by check_tags); an empty array is stored as NULL. */
 void
 set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
 {
@@ -108,14 +86,8 @@ set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
 	if (isnull)
 		return;
 	arr = DatumGetArrayTypeP(tags);
+	awa::check_tags(arr, argname);
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
-	if (n > 20)
-		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must hold at most 20 tags", argname),
-						errdetail("The array has %d elements.", n)));
-	if (array_contains_nulls(arr))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not contain nulls", argname)));
 	if (n > 0)
 	{
 		row->tags = PointerGetDatum(arr);
@@ -123,16 +95,14 @@ set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
 	}
 }
 
-/* Ordering key: at most 1024 bytes (22023); empty is a key, NULL is none. */
+/* Ordering key (checked by check_ordering_key); empty is a key, NULL is none. */
 void
 set_ordering_key(EnqueueRow *row, Datum key, bool isnull, const char *argname)
 {
 	row->ordering_key_null = isnull;
 	if (isnull)
 		return;
-	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) > awa::kMaxOrderingKeyBytes)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s must be at most %d bytes", argname, awa::kMaxOrderingKeyBytes)));
+	awa::check_ordering_key(key, argname);
 	row->ordering_key = key;
 }
 
@@ -141,21 +111,12 @@ void
 set_unique(EnqueueRow *row, Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg,
 		   const char *mask_arg)
 {
+	awa::check_unique(key, key_null, mask, mask_null, key_arg, mask_arg);
 	row->unique_key_null = key_null;
 	row->unique_states_null = true;
 	if (key_null)
-	{
-		if (!mask_null)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("%s needs %s", mask_arg, key_arg)));
 		return;
-	}
-	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) == 0)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must not be empty", key_arg)));
 	row->unique_key = key;
-	if (!mask_null && VARBITLEN(DatumGetVarBitP(mask)) != 8)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must have exactly 8 bits", mask_arg),
-						errdetail("The value has %d bits.", VARBITLEN(DatumGetVarBitP(mask)))));
 	row->unique_states = mask_null ? awa::default_unique_mask() : mask;
 	row->unique_states_null = false;
 }
@@ -168,8 +129,8 @@ init_row(EnqueueRow *row, const char *queue, int queue_len, TimestampTz now)
 	row->queue = queue;
 	row->queue_len = queue_len;
 	row->args = empty_object();
-	row->priority = 2;
-	row->max_attempts = 25;
+	row->priority = awa::kDefaultPriority;
+	row->max_attempts = awa::kDefaultMaxAttempts;
 	row->run_at = now;
 	row->created_at = now;
 	row->attempted_at_null = true;
@@ -215,8 +176,7 @@ optional_array(FunctionCallInfo fcinfo, int argno, const char *argname)
 	if (PG_ARGISNULL(argno))
 		return a;
 	arr = PG_GETARG_ARRAYTYPE_P(argno);
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
+	awa::check_one_dimensional(arr, argname);
 	a.elemtype = ARR_ELEMTYPE(arr);
 	get_typlenbyvalalign(a.elemtype, &typlen, &typbyval, &typalign);
 	deconstruct_array(arr, a.elemtype, typlen, typbyval, typalign, &a.values, &a.nulls, &a.count);
@@ -227,10 +187,8 @@ optional_array(FunctionCallInfo fcinfo, int argno, const char *argname)
 void
 require_batch_length(const OptionalArray &a, int n, const char *sized_by)
 {
-	if (a.values != nullptr && a.count != n)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s must have as many elements as %s", a.name, sized_by),
-						errdetail("%s has %d elements, %s has %d.", sized_by, n, a.name, a.count)));
+	if (a.values != nullptr)
+		awa::check_batch_length(a.count, n, a.name, sized_by);
 }
 
 /*
@@ -282,12 +240,11 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 	EnqueueRow *row = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow)));
 	const char *queue = "default";
 	int queue_len = 7;
-	const char *state = "available";
 	TupleDesc tupdesc;
 	Datum values[21];
 	bool nulls[21];
 
-	require_not_null(PG_ARGISNULL(0), "p_kind");
+	awa::require_not_null(PG_ARGISNULL(0), "p_kind");
 	if (!PG_ARGISNULL(1))
 	{
 		text *q = awa::checked_queue_arg(fcinfo, 1, "p_queue");
@@ -296,18 +253,12 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
 		queue_len = VARSIZE_ANY_EXHDR(q);
 	}
 	init_row(row, queue, queue_len, now);
-	row->kind = checked_kind(PG_GETARG_DATUM(0), "p_kind");
+	row->kind = awa::checked_kind(PG_GETARG_DATUM(0), "p_kind");
 	if (!PG_ARGISNULL(2))
 		row->args = PG_GETARG_DATUM(2);
 	if (!PG_ARGISNULL(3))
 	{
-		state = DatumGetCString(DirectFunctionCall1(enum_out, PG_GETARG_DATUM(3)));
-		if (strcmp(state, "available") != 0 && strcmp(state, "scheduled") != 0 && strcmp(state, "retryable") != 0)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("p_state must be available, scheduled or retryable"),
-							errdetail("The value is \"%s\".", state)));
-		if (strcmp(state, "available") != 0)
-			row->deferred_state = state;
+		row->deferred_state = awa::checked_enqueue_state(PG_GETARG_DATUM(3), "p_state");
 	}
 	if (!PG_ARGISNULL(4))
 		row->priority = awa::priority_arg(fcinfo, 4, "p_priority");
@@ -377,10 +328,9 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 	EnqueueRow *rows;
 	Datum *ids;
 
-	require_not_null(PG_ARGISNULL(1), "p_kinds");
+	awa::require_not_null(PG_ARGISNULL(1), "p_kinds");
 	kinds_arr = PG_GETARG_ARRAYTYPE_P(1);
-	if (ARR_NDIM(kinds_arr) > 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_kinds must be a one-dimensional array")));
+	awa::check_one_dimensional(kinds_arr, "p_kinds");
 	deconstruct_array(kinds_arr, TEXTOID, -1, false, TYPALIGN_INT, &kinds, &kinds_n, &nkinds);
 
 	OptionalArray args = optional_array(fcinfo, 2, "p_args");
@@ -407,9 +357,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 			}
 		}
 	}
-	if (n > 100000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must hold at most 100000 jobs", sized_by),
-						errdetail("The array has %d elements.", n)));
+	awa::check_batch_size(n, sized_by);
 	for (OptionalArray *a : optional)
 		require_batch_length(*a, n, sized_by);
 	/* Argument 10 exists from 1.1 on; a 1.0 catalog calls with ten arguments. */
@@ -422,8 +370,8 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 		int k = nkinds == 1 ? 0 : i;
 
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
-		require_not_null(kinds_n[k], "p_kinds element");
-		row->kind = checked_kind(kinds[k], "p_kinds element");
+		awa::require_not_null(kinds_n[k], "p_kinds element");
+		row->kind = awa::checked_kind(kinds[k], "p_kinds element");
 		if (args.values && !args.nulls[i])
 			row->args = args.values[i];
 		if (prios.values && !prios.nulls[i])
@@ -479,7 +427,7 @@ AWA_SQL_FUNCTION(awa_enqueue_ready)
 		text *queue;
 		EnqueueRow *row = &rows[i];
 
-		require_not_null(elem_nulls[i], "row");
+		awa::require_not_null(elem_nulls[i], "row");
 		tup = DatumGetHeapTupleHeader(elems[i]);
 		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);

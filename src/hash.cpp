@@ -37,22 +37,6 @@ hash_text_utf8(text *key)
 	return h;
 }
 
-/* The shards argument: NULL -> 22004, outside 1..64 -> 22023. */
-int
-checked_shards(FunctionCallInfo fcinfo, int argno)
-{
-	int32 shards;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("shards must not be null")));
-	shards = PG_GETARG_INT32(argno);
-	if (shards < 1 || shards > awa::kMaxEnqueueShards)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("shards must be between 1 and %d", awa::kMaxEnqueueShards),
-						errdetail("The value is %d.", shards)));
-	return shards;
-}
-
 } // namespace
 
 /* awa.ordering_key_hash(bytea): the unsigned hash reinterpreted as int8. */
@@ -70,7 +54,7 @@ AWA_SQL_FUNCTION(awa_ordering_key_hash_text)
 /* awa.shard_for_ordering_key(bytea, integer): NULL key -> NULL (no key, the rotor decides). */
 AWA_SQL_FUNCTION(awa_shard_for_ordering_key_bytea)
 {
-	int shards = checked_shards(fcinfo, 1);
+	int shards = awa::shards_arg(fcinfo, 1, "shards");
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
@@ -80,7 +64,7 @@ AWA_SQL_FUNCTION(awa_shard_for_ordering_key_bytea)
 /* awa.shard_for_ordering_key(text, integer). */
 AWA_SQL_FUNCTION(awa_shard_for_ordering_key_text)
 {
-	int shards = checked_shards(fcinfo, 1);
+	int shards = awa::shards_arg(fcinfo, 1, "shards");
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();

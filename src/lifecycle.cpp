@@ -46,24 +46,8 @@ const char *const kCompleteSql =
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f WHERE u.job_id = f.job_id "
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "
-	"    AND r.unique_key IS NOT NULL AND get_bit(r.unique_states, 3) = 0)) "
+	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id";
-
-/* A one-dimensional bigint array argument (NULL -> 22004). */
-ArrayType *
-checked_id_array(FunctionCallInfo fcinfo, int argno, const char *argname)
-{
-	ArrayType *arr;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", argname)));
-	arr = PG_GETARG_ARRAYTYPE_P(argno);
-	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
-	if (array_contains_nulls(arr))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not contain nulls", argname)));
-	return arr;
-}
 
 } // namespace
 
@@ -71,18 +55,15 @@ checked_id_array(FunctionCallInfo fcinfo, int argno, const char *argname)
 AWA_SQL_FUNCTION(awa_complete_jobs)
 {
 	static const Oid types[2] = {INT8ARRAYOID, INT8ARRAYOID};
-	ArrayType *ids = checked_id_array(fcinfo, 0, "p_job_ids");
-	ArrayType *leases = checked_id_array(fcinfo, 1, "p_run_leases");
+	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
+	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	Datum values[2];
 	int n_ids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
 	int n_leases = ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
 	int run_start = 0;
 
-	if (n_ids != n_leases)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_job_ids and p_run_leases must have the same number of elements"),
-						errdetail("p_job_ids has %d, p_run_leases has %d.", n_ids, n_leases)));
+	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
 	if (n_ids == 0)
 		return (Datum) 0;

@@ -34,7 +34,6 @@ struct SharedState
 };
 
 SharedState *shared = nullptr;
-bool preloaded = false;
 std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
 bool queue_meta_changed_in_xact = false;
@@ -94,7 +93,7 @@ startup_shmem()
 	registry_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()) +
 							MAXALIGN(launcher_shmem_size()),
 						found);
-	stats_shmem_init(nullptr, found);
+	stats_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -173,6 +172,13 @@ note_queue_meta_changed()
 void
 _PG_init(void)
 {
+	/*
+	 * pg_upgrade runs the new cluster in binary-upgrade mode, where it only restores the
+	 * schema: set nothing up there, no shared memory and no maintenance launcher (pg_cron's
+	 * guard). The SQL functions still load and fall back to their not-preloaded paths.
+	 */
+	if (IsBinaryUpgrade)
+		return;
 	DefineCustomIntVariable("awa_shard.notify_interval",
 							"Minimum milliseconds between NOTIFYs sent by producers for one queue.",
 							"0 notifies on every producing transaction, -1 never notifies.",
@@ -185,14 +191,11 @@ _PG_init(void)
 	awa::local_rotor = static_cast<std::uint32_t>(MyProcPid) * 2654435761u;
 	if (process_shared_preload_libraries_in_progress)
 	{
-		awa::preloaded = true;
 		awa::prev_shmem_request = shmem_request_hook;
 		shmem_request_hook = awa::request_shmem;
 		awa::prev_shmem_startup = shmem_startup_hook;
 		shmem_startup_hook = awa::startup_shmem;
-		/* pg_upgrade starts the new cluster in binary-upgrade mode: no maintenance there. */
-		if (!IsBinaryUpgrade)
-			awa::register_maintenance_launcher();
+		awa::register_maintenance_launcher();
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();

@@ -1,6 +1,6 @@
 /* ordering_hash.cpp — the ordering-key hash and its shard reduction (pure C++). */
-#include "pure_cpp.hpp" /* first: proves no PostgreSQL header is included */
 #include "ordering_hash.hpp"
+#include "pure_cpp.hpp" /* last: proves that nothing above brought in a PostgreSQL header */
 
 namespace awa
 {

@@ -12,7 +12,6 @@ namespace awa
 
 constexpr std::uint64_t kOrderingHashBasis = 14695981039346656037ULL;
 constexpr std::uint64_t kOrderingHashPrime = 1099511628211ULL;
-constexpr int kMaxEnqueueShards = 64;
 
 /* h = basis; for each unsigned byte b: h = h * prime + b (mod 2^64). Add-form, not FNV xor. */
 std::uint64_t ordering_key_hash(const unsigned char *bytes, std::size_t length);

@@ -4,8 +4,10 @@
  * Every SQL-callable entry point is declared with AWA_SQL_FUNCTION(name). The
  * macro emits the extern "C" symbol and its PG_FUNCTION_INFO_V1 record, and runs
  * the C++ body inside invoke_guarded(), which catches every C++ exception
- * (including `...`), copies its message and SQLSTATE into plain storage, leaves
- * the handler, and only then raises the PostgreSQL error. A PostgreSQL error
+ * (std::bad_alloc -> 53200, anything else, `...` included -> XX000), copies its
+ * message into plain storage, leaves the handler, and only then raises the
+ * PostgreSQL error. Bad arguments are not C++ exceptions: validate.cpp raises them
+ * with ereport and their own SQLSTATE. A PostgreSQL error
  * (longjmp) must never cross a live C++ object with a destructor: bodies hold no
  * std::string/std::vector across a call that can raise; they use palloc'd memory.
  */
@@ -24,32 +26,9 @@ extern "C"
 namespace awa
 {
 
-/* A C++ error that carries the SQLSTATE to report (e.g. ERRCODE_INVALID_PARAMETER_VALUE). */
-class SqlError : public std::exception
-{
-  public:
-	SqlError(int sqlstate, const char *message) : sqlstate_(sqlstate)
-	{
-		std::strncpy(message_, message, sizeof(message_) - 1);
-		message_[sizeof(message_) - 1] = '\0';
-	}
-	const char *what() const noexcept override
-	{
-		return message_;
-	}
-	int sqlstate() const noexcept
-	{
-		return sqlstate_;
-	}
-
-  private:
-	int sqlstate_;
-	char message_[512];
-};
-
 using SqlBody = Datum (*)(FunctionCallInfo);
 
-/* Run one SQL function body; turn any C++ exception into a PostgreSQL ERROR with a SQLSTATE. */
+/* Run one SQL function body; turn any C++ exception into a PostgreSQL ERROR. */
 inline Datum
 invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
 {
@@ -60,11 +39,6 @@ invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
 	try
 	{
 		return body(fcinfo);
-	}
-	catch (const SqlError &e)
-	{
-		sqlstate = e.sqlstate();
-		std::strncpy(message, e.what(), sizeof(message) - 1);
 	}
 	catch (const std::bad_alloc &)
 	{

@@ -1,5 +1,5 @@
 /*
- * registry.cpp — the in-flight reservation registry (docs/design.md §5, "Reservation fence").
+ * registry.cpp — the in-flight reservation registry (docs/design.md §3, "Why a claim may jump a missing number").
  *
  * A claim may jump a missing lane_seq only when the reservation that took it has ended.
  * Without shared memory, a producer proves that by holding its lane's advisory lock until

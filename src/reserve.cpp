@@ -1,5 +1,5 @@
 /*
- * reserve.cpp — lanes and lane_seq reservation (docs/design.md §5).
+ * reserve.cpp — lanes and lane_seq reservation (docs/design.md §3).
  *
  * A lane (queue, priority, enqueue_shard) owns one sequence. A reservation takes the
  * lane's advisory lock, then one nextval and (for a block) one setval. With the in-flight
@@ -157,6 +157,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 {
 	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3];
+	Datum d;
 	Oid seq_oid = InvalidOid;
 	int64 lock_key;
 	LOCKTAG tag;
@@ -180,13 +181,8 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 			  "WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
 			  3, argtypes);
 	exec_plan_latest(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up");
-	if (SPI_processed == 1)
-	{
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			seq_oid = DatumGetObjectId(d);
-	}
+	if (spi_single_value(&d))
+		seq_oid = DatumGetObjectId(d);
 	if (!OidIsValid(seq_oid))
 	{
 		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
@@ -221,6 +217,7 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 {
 	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3];
+	Datum d;
 	int64 next = 1;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -233,14 +230,8 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 	values[1] = Int16GetDatum(priority);
 	values[2] = Int16GetDatum(shard);
 	exec_plan(peek_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane peek");
-	if (SPI_processed == 1)
-	{
-		bool isnull;
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			next = DatumGetInt64(d);
-	}
+	if (spi_single_value(&d))
+		next = DatumGetInt64(d);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return next;
@@ -296,16 +287,9 @@ AWA_SQL_FUNCTION(awa_reserve_enqueue_seq)
 	int shard;
 	int64 count;
 
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						errmsg("%s must not be null",
-							   PG_ARGISNULL(1) ? "p_priority" : PG_ARGISNULL(2) ? "p_enqueue_shard" : "p_count")));
 	priority = awa::priority_arg(fcinfo, 1, "p_priority");
 	shard = awa::enqueue_shard_arg(fcinfo, 2, "p_enqueue_shard");
-	count = PG_GETARG_INT64(3);
-	if (count > 1000000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_count must be at most 1000000"), errdetail("The value is " INT64_FORMAT ".", count)));
+	count = awa::reserve_count_arg(fcinfo, 3, "p_count");
 	if (count <= 0)
 		return Int64GetDatum(awa::peek_lane(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard));
 	return Int64GetDatum(awa::reserve_lane_block(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, count));

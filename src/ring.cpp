@@ -199,21 +199,9 @@ AWA_SQL_FUNCTION(awa_ring_write_slot)
 	TupleDesc tupdesc;
 	Datum values[2];
 	bool nulls[2] = {false, false};
-	const char *name;
-	awa::Ring ring;
+	awa::Ring ring = awa::ring_arg(fcinfo, 0, "p_ring");
 	awa::RingSlot s;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_ring must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	if (strcmp(name, "queue") == 0)
-		ring = awa::Ring::Queue;
-	else if (strcmp(name, "claim") == 0)
-		ring = awa::Ring::Claim;
-	else if (strcmp(name, "lease") == 0)
-		ring = awa::Ring::Lease;
-	else
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("p_ring must be queue, claim or lease")));
 	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "awa_shard: _ring_write_slot must return a record");
 	if (SPI_connect() != SPI_OK_CONNECT)

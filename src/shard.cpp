@@ -1,6 +1,6 @@
 /*
- * shard.cpp — routing of enqueued rows: the per-transaction width cache of
- * awa.queue_meta (D7), the sticky keyless rotor pick (D6) and awa.shard_for_enqueue.
+ * shard.cpp — routing of enqueued rows (docs/design.md §7): the width cache of
+ * awa.queue_meta, the sticky keyless rotor pick and awa.shard_for_enqueue.
  */
 #include "awa_shard.hpp"
 #include "ordering_hash.hpp"
@@ -62,6 +62,7 @@ read_width(const char *queue, int queue_len)
 {
 	static const Oid argtypes[1] = {TEXTOID};
 	Datum values[1];
+	Datum d;
 	int shards = 1;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -69,14 +70,8 @@ read_width(const char *queue, int queue_len)
 	keep_plan(&width_plan, "SELECT enqueue_shards FROM awa.queue_meta WHERE queue = $1", 1, argtypes);
 	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
 	exec_plan_latest(width_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue width lookup");
-	if (SPI_processed == 1)
-	{
-		bool isnull;
-		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			shards = DatumGetInt16(d);
-	}
+	if (spi_single_value(&d))
+		shards = DatumGetInt16(d);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	if (!valid_shard_count(shards))
@@ -168,8 +163,6 @@ AWA_SQL_FUNCTION(awa_shard_for_enqueue)
 	int priority;
 	int shards;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_priority must not be null")));
 	priority = awa::priority_arg(fcinfo, 1, "p_priority");
 	shards = awa::queue_width(q, qlen);
 	if (!PG_ARGISNULL(2))

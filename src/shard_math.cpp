@@ -1,7 +1,7 @@
 /* shard_math.cpp — pure routing arithmetic shared by enqueue, promotion and moves. */
-#include "pure_cpp.hpp" /* first: proves no PostgreSQL header is included */
 #include "shard_math.hpp"
-#include "ordering_hash.hpp"
+#include "limits.hpp"
+#include "pure_cpp.hpp" /* last: proves that nothing above brought in a PostgreSQL header */
 
 namespace awa
 {

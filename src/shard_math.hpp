@@ -13,7 +13,7 @@ namespace awa
 /* Shard chosen by a rotor ticket: ticket mod shards (unsigned), 0 when shards <= 1. */
 int rotor_shard(std::uint32_t ticket, int shards);
 
-/* Whether a shard count is one awa.queue_meta accepts (1..64). */
+/* Whether a shard count is one awa.queue_meta accepts (1..kMaxEnqueueShards). */
 bool valid_shard_count(long shards);
 
 /* A lane as the lock order sees it: queue bytes, priority, shard. */

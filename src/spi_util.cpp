@@ -28,6 +28,19 @@ keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
 	return *slot;
 }
 
+/* The first column of the one row the last SPI statement returned; false when it returned no
+ * row or a NULL there. */
+bool
+spi_single_value(Datum *value)
+{
+	bool isnull;
+
+	if (SPI_processed != 1)
+		return false;
+	*value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return !isnull;
+}
+
 /* Run a kept plan; anything but the expected SPI code is a "cannot happen" error. */
 void
 exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,

@@ -99,7 +99,7 @@ stats_shmem_size()
 
 /* Attach the counters (called under AddinShmemInitLock). */
 void
-stats_shmem_init(void *base, bool found)
+stats_shmem_init(bool found)
 {
 	HASHCTL ctl;
 
@@ -115,7 +115,6 @@ stats_shmem_init(void *base, bool found)
 	ctl.entrysize = sizeof(StatEntry);
 	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl,
 							  HASH_ELEM | HASH_BLOBS);
-	(void) base;
 }
 
 } // namespace awa

@@ -1,5 +1,5 @@
 /*
- * wakeup.cpp — telling workers that work arrived (D12) without a server-wide lock:
+ * wakeup.cpp — telling workers that work arrived (docs/design.md §8) without a server-wide lock:
  * a per-queue NOTIFY throttle (awa_shard.notify_interval), and condition variables in
  * shared memory signalled after a producing transaction commits, which
  * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
@@ -221,12 +221,7 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	int32 timeout_ms;
 	TimestampTz deadline;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_timeout_ms must not be null")));
-	timeout_ms = PG_GETARG_INT32(1);
-	if (timeout_ms < 0 || timeout_ms > 3600 * 1000)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("p_timeout_ms must be between 0 and 3600000"), errdetail("The value is %d.", timeout_ms)));
+	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
 	if (awa::wake != nullptr)

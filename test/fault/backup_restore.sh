@@ -9,17 +9,9 @@
 # transaction, as docs/operations.md §6 asks. Background maintenance is off so that the
 # source stays as it was dumped and the two can be compared row by row. Run as the postgres user;
 # prints "backup_restore: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_backup.XXXXXX); port=$((57000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "backup_restore: 0 passed, 1 failed"; exit 1; }
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c lc_messages=C" \
-  -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
-q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+TEST=backup_restore; . "$(dirname "$0")/lib.sh"
+new_server backup 57000
+start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off || give_up "the server did not start"
 
 q postgres -c "CREATE DATABASE src" || exit 1
 q src >/dev/null <<'SQL' || exit 1
@@ -124,5 +116,5 @@ check "pg_dump | psql: no error" "$(grep -c 'ERROR' "$dir/psql.err")" "0"
 [ -s "$dir/psql.err" ] && head -5 "$dir/psql.err"
 restore_check "pg_dump | psql" via_psql
 
-echo "backup_restore: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

@@ -6,19 +6,12 @@
 # Background maintenance is off: the checks count terminal rows, which prune may reclaim
 # (maintenance under load is maintenance_stress.sh's subject).
 # Run as the postgres user from the work tree; prints "fault: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-dir=$(mktemp -d /tmp/awa_fault.XXXXXX)
-port=$((58000 + RANDOM % 1000))
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-psql_q() { "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d fault "$@"; }
-start() { "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c lc_messages=C" -l "$dir/log" -w start >/dev/null; }
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
+TEST=fault; . "$(dirname "$0")/lib.sh"
+psql_q() { q fault "$@"; }
+start() { start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off; }
 
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "fault: 0 passed, 1 failed"; exit 1; }
-start || { cat "$dir/log"; echo "fault: 0 passed, 1 failed"; exit 1; }
+new_server fault 58000
+start || give_up "the server did not start"
 "$PGBIN/createdb" -h "$dir" -p "$port" fault
 psql_q -c "CREATE EXTENSION awa_shard; INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('crash', 4)"
 
@@ -34,7 +27,7 @@ max_before=$(psql_q -c "SELECT max(lane_seq) FROM awa.ready_entries WHERE queue 
 ( printf "BEGIN;\nSELECT count(*) FROM awa.claim_ready_runtime('crash', 5, 0, 0);\nSELECT pg_sleep(30);\n" | "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d fault >/dev/null 2>&1 & )
 sleep 2
 "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null
-start || { cat "$dir/log"; echo "fault: $passed passed, $((failed+1)) failed"; exit 1; }
+start || give_up "the server did not restart"
 
 check "no uncommitted row survives" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries WHERE kind = 'ghost'")" "0"
 check "committed terminal rows survive" "$(psql_q -c "SELECT count(*) FROM awa.done_entries WHERE queue = 'crash'")" "$done_before"
@@ -52,5 +45,5 @@ done
 check "every committed job completed exactly once" "$(psql_q -c "SELECT count(*) || '/' || count(DISTINCT job_id) FROM awa.done_entries WHERE queue = 'crash'")" "41/41"
 check "no lane is left with waiting rows" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries r JOIN awa.queue_claim_heads h USING (queue, priority, enqueue_shard) WHERE r.queue = 'crash' AND r.lane_seq >= h.claim_seq")" "0"
 
-echo "fault: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

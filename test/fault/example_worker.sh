@@ -4,23 +4,14 @@
 # set -e) the worker exits at once, even with a long HEARTBEAT_SECS, and leaves no process
 # behind holding its output open. Run as the postgres user; prints "example_worker: N passed, M failed".
 # WORKER=path runs another copy of the script (to show that a broken one fails this test).
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=example_worker; . "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 WORKER=${WORKER:-$here/examples/psql/worker.sh}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_exw.XXXXXX); port=$((57000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-now_ms() { date +%s%3N; }
 
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "example_worker: 0 passed, 1 failed"; exit 1; }
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c lc_messages=C" -l "$dir/log" -w start >/dev/null \
-  || { cat "$dir/log"; echo "example_worker: 0 passed, 1 failed"; exit 1; }
-q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres)
-"${q[@]}" -c "CREATE EXTENSION awa_shard" -c "CREATE ROLE exw_worker LOGIN" -c "GRANT awa_worker TO exw_worker" \
-  || { echo "example_worker: 0 passed, 1 failed"; exit 1; }
+new_server exw 57000
+start_server || give_up "the server did not start"
+q postgres -c "CREATE EXTENSION awa_shard" -c "CREATE ROLE exw_worker LOGIN" -c "GRANT awa_worker TO exw_worker" \
+  || give_up "set-up failed"
 
 # Run the worker in its own session with its output on a pipe, as a caller capturing it would:
 # the pipe closes only when every process holding it (a stray heartbeat sleep too) has ended.
@@ -46,17 +37,17 @@ run_worker() {
 
 # 1. A batch, then MAX_BATCHES ends the worker: exit 0 at once. Two jobs succeed, one fails (a
 #    fail_job round trip, so the batch lasts long enough for the heartbeat's sleep to have started).
-"${q[@]}" -c "SELECT awa.insert_jobs('exq', ARRAY['ok'], p_args => ARRAY['{\"n\": 1}', '{\"n\": 2}']::jsonb[])" \
+q postgres -c "SELECT awa.insert_jobs('exq', ARRAY['ok'], p_args => ARRAY['{\"n\": 1}', '{\"n\": 2}']::jsonb[])" \
           -c "SELECT awa.insert_job_compat('once', 'exq', '{\"fail\": true}', p_max_attempts => 1)" >/dev/null
 run_worker last_batch MAX_BATCHES=1
 check "last batch: the worker exits 0" "$rc" "0"
 check "last batch: done within 5 s although HEARTBEAT_SECS=37 (no sleep holds the output)" "$(( elapsed < 5000 ))" "1"
 check "last batch: nothing of the worker left running" "$left" "0"
 check "last batch: two jobs completed, one failed" \
-      "$("${q[@]}" -c "SELECT completed || ',' || failed FROM awa.queue_counts_exact('exq')")" "2,1"
+      "$(q postgres -c "SELECT completed || ',' || failed FROM awa.queue_counts_exact('exq')")" "2,1"
 
 # 2. A batch that fails: the job fails and awa.fail_job is refused (a psql error, set -e).
-"${q[@]}" -c "REVOKE EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval) FROM awa_worker" \
+q postgres -c "REVOKE EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval) FROM awa_worker" \
           -c "SELECT awa.insert_job_compat('bad', 'exq', '{\"fail\": true}')" >/dev/null
 run_worker failing_batch MAX_BATCHES=0
 check "failing batch: the worker exits non-zero" "$([ "$rc" != 0 ] && [ "$rc" != none ] && echo yes)" "yes"
@@ -64,5 +55,5 @@ check "failing batch: done within 5 s although HEARTBEAT_SECS=37" "$(( elapsed <
 check "failing batch: nothing of the worker left running" "$left" "0"
 check "failing batch: the psql error is shown" "$(grep -c 'permission denied for function fail_job' "$dir/failing_batch.out")" "1"
 
-echo "example_worker: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

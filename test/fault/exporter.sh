@@ -5,13 +5,10 @@
 # that has only pg_monitor, and /metrics must show the per-queue (awa_queue_*) and per-shard
 # (awa_shard_*) series once each, with the values SQL reports. Run as the postgres user;
 # prints "exporter: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=exporter; . "$(dirname "$0")/lib.sh"
 EXPORTER=${EXPORTER:-/usr/bin/prometheus-postgres-exporter}
 tree="$(cd "$(dirname "$0")/../.." && pwd)"
 queries="$tree/monitoring/queries.yaml"
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
 
 # Every query of the file runs only in the database of DATA_SOURCE_NAME (master: true).
 queries_n=$(grep -cE '^[a-z_]+:$' "$queries")
@@ -22,20 +19,18 @@ check "every query in queries.yaml has master: true" "$master_n" "$queries_n"
 if [ ! -x "$EXPORTER" ] || ! command -v curl >/dev/null; then
   echo "SKIP exporter: $EXPORTER or curl is not installed (apt-get install prometheus-postgres-exporter curl)"
   if [ "${CI:-}" = true ]; then failed=$((failed+1)); fi
-  echo "exporter: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit
+  summary; [ "$failed" -eq 0 ]; exit
 fi
 
-dir=$(mktemp -d /tmp/awa_exporter.XXXXXX); port=$((52000 + RANDOM % 900)); eport=$((19100 + RANDOM % 800))
+eport=$((19100 + RANDOM % 800))
 exporter_pid=""
 cleanup() {
   [ -n "$exporter_pid" ] && kill "$exporter_pid" 2>/dev/null && wait "$exporter_pid" 2>/dev/null
-  "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"
+  drop_server
 }
-trap cleanup EXIT
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "exporter: $passed passed, $((failed+1)) failed"; exit 1; }
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c listen_addresses='' -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c lc_messages=C" \
-  -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; echo "exporter: $passed passed, $((failed+1)) failed"; exit 1; }
-q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+new_server exporter 52000
+start_server "-c listen_addresses='' -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off" \
+  || give_up "the server did not start"
 q postgres -c "CREATE DATABASE awa_mon" -c "CREATE DATABASE plain" -c "CREATE ROLE awa_exporter LOGIN IN ROLE pg_monitor"
 q awa_mon >/dev/null <<'SQL'
 CREATE EXTENSION awa_shard;
@@ -52,7 +47,7 @@ SELECT awa.complete_jobs(array_agg(job_id), array_agg(run_lease))
 SELECT count(*) FROM generate_series(1, 3) i, LATERAL awa.insert_job_compat('build', 'reports', jsonb_build_object('i', i));
 SELECT awa.insert_job_compat('build', 'reports', p_run_at => now() + interval '1 day');
 SQL
-[ $? -eq 0 ] || { echo "set-up failed"; echo "exporter: $passed passed, $((failed+1)) failed"; exit 1; }
+[ $? -eq 0 ] || give_up "set-up failed"
 
 # What SQL says, to compare with what the exporter shows.
 sql_waiting=$(q awa_mon -c "SELECT sum(waiting) FROM awa.shard_lag WHERE queue = 'emails'")
@@ -114,5 +109,5 @@ if [ "$failed" -gt 0 ]; then
   echo "--- exporter log"; tail -n 20 "$dir/exporter.log"
   echo "--- awa series"; grep '^awa_' "$dir/metrics.txt" | head -n 40
 fi
-echo "exporter: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

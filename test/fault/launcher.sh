@@ -5,14 +5,8 @@
 # DROP EXTENSION and DROP DATABASE work at once and leave no error in the log; after a
 # crash the launcher is back and maintenance resumes. Run as the postgres user; prints
 # "launcher: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_launcher.XXXXXX); port=$((56000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "launcher: 0 passed, 1 failed"; exit 1; }
+TEST=launcher; . "$(dirname "$0")/lib.sh"
+new_server launcher 56000
 # Only the library is configured; the interval is shortened so the test runs quickly.
 cat >> "$dir/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'awa_shard'
@@ -20,10 +14,7 @@ awa_shard.maintenance_interval = 200
 lc_messages = 'C'
 fsync = off
 CONF
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir" -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
-q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
-# Wait up to $2 seconds for query $3 in database $1 to return $4.
-wait_for() { local i; for i in $(seq 1 $(( $2 * 10 ))); do [ "$(q "$1" -c "$3" 2>/dev/null)" = "$4" ] && return 0; sleep 0.1; done; return 1; }
+start_server || give_up "the server did not start"
 # A due job, and a finished job so the ring can turn: maintenance must promote and rotate.
 seed() {
   q "$1" >/dev/null <<'SQL'
@@ -77,5 +68,5 @@ q plain -c "SELECT awa.insert_job_compat('after_crash', 'lq', p_state => 'schedu
 wait_for plain 20 "SELECT state FROM awa.jobs WHERE kind = 'after_crash'" available; check "maintenance resumes after the crash" "$?" "0"
 
 [ "$failed" -gt 0 ] && grep -E 'ERROR|FATAL|awa_shard' "$dir/log" | tail -15
-echo "launcher: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

@@ -7,34 +7,19 @@
 # every committed job is completed exactly once and no rolled-back one ever runs, that the
 # queue ring keeps turning, and that the paused queue neither loses jobs nor pins storage.
 # Run as the postgres user; prints "maintenance_stress: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=maintenance_stress; . "$(dirname "$0")/lib.sh"
 LOAD_SECS=${LOAD_SECS:-40}        # producers, workers and maintenance racers under load
 DRAIN_SECS=${DRAIN_SECS:-30}      # upper bound of each drain phase
 PAUSED_JOBS=20
-dir=$(mktemp -d /tmp/awa_mstress.XXXXXX)
-port=$((57000 + RANDOM % 900))
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d stress)
+new_server mstress 57000
+q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d stress)   # for timeout and friends
 psql_q() { "${q[@]}" "$@"; }
-bg=()
-cleanup() {
-  for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"
-}
-trap cleanup EXIT
-fail_setup() { echo "$1"; [ -f "$dir/log" ] && tail -n 20 "$dir/log"; echo "maintenance_stress: $passed passed, $((failed+1)) failed"; exit 1; }
-
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || fail_setup "initdb failed"
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c lc_messages=C \
-  -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100" \
-  -l "$dir/log" -w start >/dev/null || fail_setup "server did not start"
-"$PGBIN/createdb" -h "$dir" -p "$port" stress || fail_setup "createdb failed"
+start_server -c shared_preload_libraries=awa_shard \
+  -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100 || give_up "server did not start"
+"$PGBIN/createdb" -h "$dir" -p "$port" stress || give_up "createdb failed"
 mkdir -p "$dir/logs"; : >"$dir/logs/maint.out"; : >"$dir/logs/rb_ids"
 
-psql_q >/dev/null <<'SQL' || fail_setup "setup failed"
+psql_q >/dev/null <<'SQL' || give_up "setup failed"
 CREATE EXTENSION awa_shard;
 SELECT awa.set_enqueue_shards('stress', 4);
 SELECT awa.set_enqueue_shards('stress_rr', 2);
@@ -86,7 +71,7 @@ SQL
 # The paused queue: jobs enqueued, then paused for the whole load (pausing only stops claims).
 psql_q -c "INSERT INTO public.paused_ids SELECT unnest(awa.insert_jobs('paused_q', array_fill('p'::text, ARRAY[$PAUSED_JOBS]),
              p_ordering_keys => (SELECT array_agg(CASE WHEN g % 2 = 0 THEN convert_to('pk-' || g, 'UTF8') END) FROM generate_series(1, $PAUSED_JOBS) g)))" \
-       -c "SELECT awa.pause_queue('paused_q')" >/dev/null || fail_setup "paused queue setup failed"
+       -c "SELECT awa.pause_queue('paused_q')" >/dev/null || give_up "paused queue setup failed"
 
 # --- Load -----------------------------------------------------------------------------------
 t_end=$((EPOCHSECONDS + LOAD_SECS))
@@ -321,5 +306,5 @@ check "resume and drain of paused_q raised no error" "$(cat "$dir/logs/paused.er
 
 ring=$(psql_q -F ' ' -c "SELECT current_slot, generation FROM awa.queue_ring_state")
 echo "produced $n_prod, completed $n_comp ($n_rrq by the RR worker), rolled back $n_rb; queue ring: $n_qrot rotations, $n_qprune prunes (claim ring $n_cprune prunes); ring now slot/generation $ring, $live live slots (at most $max_live under load); ready $((ready_bytes/1024)) kB (at most $((max_ready/1024)) kB under load), done $((done_bytes/1024)) kB"
-echo "maintenance_stress: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

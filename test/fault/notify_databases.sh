@@ -5,17 +5,10 @@
 # hear its own database's notification (1.0 keyed the throttle by queue name only, so b's
 # commit suppressed a's). Also: a second enqueue in a inside the interval is throttled.
 # Run as the postgres user; prints "notify_databases: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_notify.XXXXXX); port=$((55000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "notify_databases: 0 passed, 1 failed"; exit 1; }
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c awa_shard.notify_interval=5000 -c lc_messages=C" \
-  -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
-q() { local db="$1"; shift; "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d "$db" "$@"; }
+TEST=notify_databases; . "$(dirname "$0")/lib.sh"
+new_server notify 55000
+start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c awa_shard.notify_interval=5000 \
+  || give_up "the server did not start"
 for db in a b; do q postgres -c "CREATE DATABASE $db"; q "$db" -c "CREATE EXTENSION awa_shard"; done
 
 # The listener in a: psql reports notifications after each command it runs.
@@ -32,5 +25,5 @@ q a -c "SELECT awa.insert_job_compat('k', 'same_q')" >/dev/null
 wait "$listener"
 check "database a hears its own enqueue although database b's same_q just notified" \
   "$(grep -c 'Asynchronous notification "awa:same_q"' "$dir/listener.out")" "1"
-echo "notify_databases: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

@@ -2,14 +2,9 @@
 # Live test of the README's first steps: the first ```sql block under "## First steps" runs,
 # exactly as written, in psql against a fresh database, without an error, and shows what the
 # README says it shows. Run as the postgres user; prints "readme_session: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=readme_session; . "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_readme.XXXXXX); port=$((57900 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
+new_server readme 57900
 
 # The session, as printed in the README.
 awk '/^## First steps/ {s = 1} s && /^```sql$/ {b = 1; next} b && /^```$/ {exit} b {print}' "$here/README.md" > "$dir/session.sql"
@@ -19,9 +14,7 @@ for call in "awa.create_queue('emails', 4)" "awa.insert_job_compat('send', 'emai
   check "the session has SELECT $call" "$(grep -cF "SELECT $call;" "$dir/session.sql")" "1"
 done
 
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "readme_session: $passed passed, $((failed+1)) failed"; exit 1; }
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c lc_messages=C" -l "$dir/log" -w start >/dev/null \
-  || { cat "$dir/log"; echo "readme_session: $passed passed, $((failed+1)) failed"; exit 1; }
+start_server || give_up "the server did not start"
 "$PGBIN/createdb" -h "$dir" -p "$port" first_steps
 # As a user would type it: psql reading the block, stopping at the first error.
 out=$("$PGBIN/psql" -h "$dir" -p "$port" -X -v ON_ERROR_STOP=1 -d first_steps -f "$dir/session.sql" 2>&1); rc=$?
@@ -37,5 +30,5 @@ check "get_job(1) shows the job available" "$(grep -cE '^ +1 \| send +\| emails 
 check "after the worker's calls get_job(1) shows it completed" "$(grep -cE '^ completed$' "$dir/session.out")" "1"
 [ "$failed" -gt 0 ] && cat "$dir/session.out"
 
-echo "readme_session: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live test of the two reservation modes (docs/design.md §5) on servers whose settings the
+# Live test of the two reservation modes (docs/design.md §3) on servers whose settings the
 # shared test server cannot have:
 #   1. without preload (lane-lock mode): every isolation spec runs, and those whose waits
 #      differ by mode (with an expected/<spec>_1.out) must match their lane-lock output;
@@ -9,16 +9,11 @@
 #      error, the lane stays fenced), a terminated producer frees its entry, and
 #      awa_shard.reservation_slots = 0 selects lane-lock mode.
 # Run as the postgres user from the work tree; prints "reservation_modes: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=reservation_modes; . "$(dirname "$0")/lib.sh"
 PGXS_DIR=${PGXS_DIR:-/usr/lib/postgresql/15/lib/pgxs}
 here=$(pwd)
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_modes.XXXXXX)
-port=$((57000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; jobs -p | xargs -r kill 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
+cleanup() { jobs -p | xargs -r kill 2>/dev/null; drop_server; }
+new_server modes 57000
 
 # 1. Lane-lock mode: every isolation spec, against its lane-lock output where the output
 #    differs by mode (expected/<spec>_1.out, which starts with the mode) and its only output
@@ -48,30 +43,30 @@ check "lane-lock mode: the mode-dependent specs ran in lane-lock mode" \
   "$(grep -l '^lane_lock' "$dir"/iso/out/results/*.out 2>/dev/null | wc -l)" "$alternates"
 
 # 2. Registry mode with two entries.
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "reservation_modes: $passed passed, $((failed+1)) failed"; exit 1; }
 start() {
-  "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off \
-    -c awa_shard.reservation_slots=$1 -c max_prepared_transactions=2 -c lc_messages=C" -l "$dir/log" -w start >/dev/null
+  start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off \
+    -c awa_shard.reservation_slots=$1 -c max_prepared_transactions=2
 }
-start 2 || { cat "$dir/log"; echo "reservation_modes: $passed passed, $((failed+1)) failed"; exit 1; }
-q() { "$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d modes "$@"; }
+start 2 || give_up "the server did not start"
+# Every statement below runs in database modes.
+qm() { q modes "$@"; }
 "$PGBIN/createdb" -h "$dir" -p "$port" modes
-q -c "CREATE EXTENSION awa_shard" -c "INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('m', 1), ('m2', 1), ('m3', 1), ('m4', 1)"
+qm -c "CREATE EXTENSION awa_shard" -c "INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('m', 1), ('m2', 1), ('m3', 1), ('m4', 1)"
 # Every lane exists before the checks (the first use of a lane holds its lock to commit).
-for x in m m2 m3 m4; do q -c "SELECT awa._ensure_lane('$x', 2::smallint, 0::smallint)" >/dev/null; done
-check "registry mode: SHOW" "$(q -c 'SHOW awa_shard.reservation_mode')" "registry"
-check "registry mode: awa.reservation_mode()" "$(q -c 'SELECT awa.reservation_mode()')" "registry"
+for x in m m2 m3 m4; do qm -c "SELECT awa._ensure_lane('$x', 2::smallint, 0::smallint)" >/dev/null; done
+check "registry mode: SHOW" "$(qm -c 'SHOW awa_shard.reservation_mode')" "registry"
+check "registry mode: awa.reservation_mode()" "$(qm -c 'SELECT awa.reservation_mode()')" "registry"
 
 # PREPARE TRANSACTION of a producer is refused (0A000) and rolls the enqueue back.
-out=$(q -c "BEGIN" -c "SELECT awa.insert_job_compat('prepared', 'm')" -c "PREPARE TRANSACTION 'p1'" 2>&1)
+out=$(qm -c "BEGIN" -c "SELECT awa.insert_job_compat('prepared', 'm')" -c "PREPARE TRANSACTION 'p1'" 2>&1)
 check "PREPARE of a producer fails with 0A000" "$(echo "$out" | grep -c 'cannot prepare a transaction that reserved lane sequence numbers')" "1"
-check "the refused PREPARE left no job" "$(q -c "SELECT count(*) FROM awa.ready_entries WHERE kind = 'prepared'")" "0"
-check "the refused PREPARE left no prepared transaction" "$(q -c "SELECT count(*) FROM pg_prepared_xacts")" "0"
+check "the refused PREPARE left no job" "$(qm -c "SELECT count(*) FROM awa.ready_entries WHERE kind = 'prepared'")" "0"
+check "the refused PREPARE left no prepared transaction" "$(qm -c "SELECT count(*) FROM pg_prepared_xacts")" "0"
 check "a prepared transaction that did not enqueue works" \
-  "$(q -c "BEGIN" -c "SELECT 1" -c "PREPARE TRANSACTION 'p2'" -c "COMMIT PREPARED 'p2'" -c "SELECT count(*) FROM pg_prepared_xacts")" "1
+  "$(qm -c "BEGIN" -c "SELECT 1" -c "PREPARE TRANSACTION 'p2'" -c "COMMIT PREPARED 'p2'" -c "SELECT count(*) FROM pg_prepared_xacts")" "1
 0"
-q -c "SELECT awa.insert_job_compat('after_prepare', 'm')" >/dev/null
-check "the lane drains after a refused PREPARE" "$(q -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "after_prepare"
+qm -c "SELECT awa.insert_job_compat('after_prepare', 'm')" >/dev/null
+check "the lane drains after a refused PREPARE" "$(qm -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "after_prepare"
 
 # Registry full: two open producers on m2 and m3 take both entries; a third on m falls back
 # to holding m's lane lock (no error), so a fourth producer on m waits for it.
@@ -80,13 +75,13 @@ hold() { # hold NAME QUEUE SECONDS: enqueue one job and keep the transaction ope
     "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d modes >/dev/null 2>&1 &
 }
 hold h2 m2 4; hold h3 m3 4; sleep 1
-check "two entries in use" "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'")" "2"
+check "two entries in use" "$(qm -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'")" "2"
 hold fallback m 3; sleep 0.5
-out=$(q -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind_fallback', 'm')" 2>&1)
+out=$(qm -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind_fallback', 'm')" 2>&1)
 check "registry full: the fallback producer holds its lane lock to commit" "$(echo "$out" | grep -c 'canceling statement due to lock timeout')" "1"
 sleep 4
-check "registry full: every held job committed" "$(q -c "SELECT count(*) FROM awa.ready_entries WHERE kind IN ('h2', 'h3', 'fallback')")" "3"
-check "registry full: the fallback job is claimed" "$(q -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "fallback"
+check "registry full: every held job committed" "$(qm -c "SELECT count(*) FROM awa.ready_entries WHERE kind IN ('h2', 'h3', 'fallback')")" "3"
+check "registry full: the fallback job is claimed" "$(qm -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "fallback"
 check "registry full: the log has no error but the lock timeout" "$(grep 'ERROR' "$dir/log" | grep -vc 'lock timeout\|cannot prepare')" "0"
 
 # A producer terminated while its reservation is in flight frees its entry: the claim then
@@ -94,18 +89,18 @@ check "registry full: the log has no error but the lock timeout" "$(grep 'ERROR'
 printf "BEGIN;\nSELECT awa.insert_job_compat('killed', 'm4');\nSELECT pg_sleep(30);\n" |
   "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d modes >/dev/null 2>&1 &
 sleep 1
-q -c "SELECT awa.insert_job_compat('after_killed', 'm4')" >/dev/null
-check "an open reservation fences the lane" "$(q -c "SELECT count(*) FROM awa.claim_ready_runtime('m4', 10)")" "0"
-q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'" >/dev/null; sleep 1
-check "a terminated producer frees its entry" "$(q -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m4', 10)")" "after_killed"
+qm -c "SELECT awa.insert_job_compat('after_killed', 'm4')" >/dev/null
+check "an open reservation fences the lane" "$(qm -c "SELECT count(*) FROM awa.claim_ready_runtime('m4', 10)")" "0"
+qm -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%'" >/dev/null; sleep 1
+check "a terminated producer frees its entry" "$(qm -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m4', 10)")" "after_killed"
 
 # reservation_slots = 0 selects lane-lock mode on a preloaded server.
 "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null; start 0 || cat "$dir/log"
-check "reservation_slots = 0: lane-lock mode" "$(q -c 'SELECT awa.reservation_mode()')" "lane_lock"
+check "reservation_slots = 0: lane-lock mode" "$(qm -c 'SELECT awa.reservation_mode()')" "lane_lock"
 hold held m 2; sleep 0.5
-out=$(q -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind', 'm')" 2>&1)
+out=$(qm -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind', 'm')" 2>&1)
 check "lane-lock mode: a second producer waits for the first" "$(echo "$out" | grep -c 'canceling statement due to lock timeout')" "1"
 wait
 
-echo "reservation_modes: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

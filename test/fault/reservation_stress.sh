@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Live stress test of the lane reservation promise (D2/D3 lock to commit, D20 reservation
-# fence): six producers (four READ COMMITTED, two REPEATABLE READ) enqueue single jobs and
-# batches, keyed and keyless, into several lanes per transaction of a queue at S = 1 and one
-# at S = 4, sleep inside their open transactions, roll back savepoints and whole
-# transactions; three workers claim and complete, recording every claim in the claiming
+# Live stress test of the lane reservation promise (docs/design.md §3: the lane lock held
+# to commit, or the registry's reservation fence): six producers (four READ COMMITTED, two
+# REPEATABLE READ) enqueue single jobs and batches, keyed and keyless, into several lanes
+# per transaction of a queue at S = 1 and one at S = 4, sleep inside their open
+# transactions, roll back savepoints and whole transactions; three workers claim and complete, recording every claim in the claiming
 # transaction. Mid-run the postmaster is killed with SIGKILL and restarted; everybody
 # reconnects. After a drain it checks that every committed job was claimed exactly once,
 # nothing rolled back was ever claimed, and each lane handed out its lane_seq in increasing
@@ -13,28 +13,12 @@
 # written by the producing (sub)transaction itself, so the database defines what committed.
 # Run as the postgres user; about 25 s with the defaults (LOAD_SECS=20); KEEP_DIR=1 keeps the
 # server directory and logs. Prints "reservation_stress: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+TEST=reservation_stress; . "$(dirname "$0")/lib.sh"
 LOAD_SECS=${LOAD_SECS:-20}        # producers and workers under load (the crash is inside)
 DRAIN_SECS=${DRAIN_SECS:-25}      # upper bound of the drain
 MIN_CLAIMS=${MIN_CLAIMS:-200}     # the run is not vacuous
 PRODUCERS=${PRODUCERS:-6}         # the last third run at REPEATABLE READ
 started=$EPOCHSECONDS
-dir=$(mktemp -d /tmp/awa_rstress.XXXXXX)
-port=$((59000 + RANDOM % 900))
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d rstress)
-psql_q() { "${q[@]}" "$@"; }
-bg=()
-cleanup() {
-  for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1
-  if [ -n "${KEEP_DIR:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
-fail_setup() { echo "$1"; [ -f "$dir/log" ] && tail -n 20 "$dir/log"; echo "reservation_stress: $passed passed, $((failed+1)) failed"; exit 1; }
 start() {
   "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off \
     -c listen_addresses= -c lc_messages=C -c fsync=off -c full_page_writes=off -c max_connections=60" -l "$dir/log" -w -t 60 start >>"$dir/pg_ctl.out" 2>&1
@@ -42,12 +26,14 @@ start() {
 # A process counts as gone once it has exited (a zombie nobody reaps is gone too).
 alive() { local pid comm st; read -r pid comm st _ <"/proc/$1/stat" 2>/dev/null && [ "$st" != Z ]; }
 
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || fail_setup "initdb failed"
-start || fail_setup "server did not start"
-"$PGBIN/createdb" -h "$dir" -p "$port" rstress || fail_setup "createdb failed"
+new_server rstress 59000
+q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d rstress)   # for timeout and friends
+psql_q() { "${q[@]}" "$@"; }
+start || give_up "server did not start"
+"$PGBIN/createdb" -h "$dir" -p "$port" rstress || give_up "createdb failed"
 mkdir -p "$dir/logs"
 
-psql_q >/dev/null <<'SQL' || fail_setup "setup failed"
+psql_q >/dev/null <<'SQL' || give_up "setup failed"
 CREATE EXTENSION awa_shard;
 INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('rs1', 1), ('rs4', 4);
 -- A row exists iff its job's enqueue committed: written by the enqueuing statement.
@@ -103,7 +89,7 @@ SQL
 declare -a shard_keys
 while IFS='|' read -r s ks; do shard_keys[$s]="$ks"; done < <(psql_q -c "SELECT awa.shard_for_ordering_key('key-' || g, 4), string_agg('key-' || g, ' ')
   FROM generate_series(1, 60) g GROUP BY 1 ORDER BY 1")
-[ "${#shard_keys[@]}" = 4 ] || fail_setup "could not compute the keys of each shard"
+[ "${#shard_keys[@]}" = 4 ] || give_up "could not compute the keys of each shard"
 sticky_key="(CASE awa.shard_for_enqueue('rs4', 2::smallint)"
 for s in 0 1 2 3; do k=(${shard_keys[$s]}); sticky_key+=" WHEN $s THEN '${k[0]}'::bytea"; done
 sticky_key+=" END)"
@@ -258,7 +244,7 @@ echo "$(date +%T.%N) children gone" >>"$dir/logs/crash.txt"
 # kill(pid, 0) still succeeds on a zombie: the new postmaster would take the lock files for
 # a live one's. Every process of the old server is gone, so the lock files are stale.
 alive "$pm" || rm -f "$dir/data/postmaster.pid" "$dir/.s.PGSQL.$port.lock"
-start || fail_setup "restart after kill -9 failed"
+start || give_up "restart after kill -9 failed"
 echo "$(date +%T.%N) restarted" >>"$dir/logs/crash.txt"
 restart_secs=$((EPOCHSECONDS - crash_secs))
 start1=$(psql_q -c "SELECT pg_postmaster_start_time()" 2>/dev/null)
@@ -334,5 +320,5 @@ check "server log: no ERROR, WARNING or unexpected FATAL" "$n_srv" "0"
 
 [ -n "${KEEP_DIR:-}" ] && cat "$dir/logs/crash.txt"
 echo "committed $n_comm jobs, claimed $n_claims ($claims_before_crash before the crash, $gaps gap jumps); rolled back: $n_sp in savepoints, $n_rb in transactions; $n_lost not committed (crash, refused connections); down ${restart_secs}s ($forced backends ended by hand); ${LOAD_SECS}s load, $((EPOCHSECONDS - started))s in all"
-echo "reservation_stress: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

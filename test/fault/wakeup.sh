@@ -4,47 +4,37 @@
 # soon after a producer commits into its queue, must not wake up for another queue or for a
 # rolled-back enqueue, and must return false at its timeout. Run as the postgres user;
 # prints "wakeup: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dirs=()
-cleanup() { for d in "${dirs[@]}"; do "$PGBIN/pg_ctl" -D "$d/data" -m immediate stop >/dev/null 2>&1; rm -rf "$d"; done; }
-trap cleanup EXIT
-
-# Milliseconds since the epoch.
-now_ms() { date +%s%3N; }
+TEST=wakeup; . "$(dirname "$0")/lib.sh"
 
 run_case() {
   local mode="$1" preload="$2"
-  local dir port; dir=$(mktemp -d /tmp/awa_wake.XXXXXX); dirs+=("$dir"); port=$((59000 + RANDOM % 900))
-  "$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { failed=$((failed+1)); return; }
-  "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries='$preload' -c lc_messages=C" -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; failed=$((failed+1)); return; }
-  local q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1 -d postgres)
-  "${q[@]}" -c "CREATE EXTENSION awa_shard" || { failed=$((failed+1)); return; }
+  drop_server   # the previous case's
+  new_server wake 59000
+  start_server "-c shared_preload_libraries='$preload'" || { cat "$dir/log"; failed=$((failed+1)); return; }
+  q postgres -c "CREATE EXTENSION awa_shard" || { failed=$((failed+1)); return; }
 
   # 1. Nothing arrives: false at the timeout (not earlier than ~the timeout).
   local t0 t1 r
-  t0=$(now_ms); r=$("${q[@]}" -c "SELECT awa.wait_for_jobs('wq', 700)"); t1=$(now_ms)
+  t0=$(now_ms); r=$(q postgres -c "SELECT awa.wait_for_jobs('wq', 700)"); t1=$(now_ms)
   check "$mode: empty queue times out with false" "$r" "f"
   check "$mode: the timeout is honoured" "$(( t1 - t0 >= 650 ))" "1"
 
   # 2. A commit into the queue 1 s into a 8 s wait wakes the waiter with true, well before 8 s.
-  ( sleep 1; "${q[@]}" -c "SELECT awa.insert_job_compat('k', 'otherq')" >/dev/null;
-    "${q[@]}" -c "BEGIN; SELECT awa.insert_job_compat('k', 'wq'); ROLLBACK" >/dev/null;
-    sleep 0.5; "${q[@]}" -c "SELECT awa.insert_job_compat('k', 'wq')" >/dev/null ) &
-  t0=$(now_ms); r=$("${q[@]}" -c "SELECT awa.wait_for_jobs('wq', 8000)"); t1=$(now_ms)
+  ( sleep 1; q postgres -c "SELECT awa.insert_job_compat('k', 'otherq')" >/dev/null;
+    q postgres -c "BEGIN; SELECT awa.insert_job_compat('k', 'wq'); ROLLBACK" >/dev/null;
+    sleep 0.5; q postgres -c "SELECT awa.insert_job_compat('k', 'wq')" >/dev/null ) &
+  t0=$(now_ms); r=$(q postgres -c "SELECT awa.wait_for_jobs('wq', 8000)"); t1=$(now_ms)
   wait
   check "$mode: a committed enqueue wakes the waiter" "$r" "t"
   check "$mode: woken within 3 s, not at the timeout" "$(( t1 - t0 < 3000 ))" "1"
   check "$mode: not woken before the commit into this queue (other queue, rollback)" "$(( t1 - t0 >= 1400 ))" "1"
 
   # 3. Work already there: true at once.
-  t0=$(now_ms); r=$("${q[@]}" -c "SELECT awa.wait_for_jobs('wq', 5000)"); t1=$(now_ms)
+  t0=$(now_ms); r=$(q postgres -c "SELECT awa.wait_for_jobs('wq', 5000)"); t1=$(now_ms)
   check "$mode: visible work returns true at once" "$r$(( t1 - t0 < 1000 ))" "t1"
 }
 
 run_case preloaded awa_shard
 run_case not_preloaded ''
-echo "wakeup: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

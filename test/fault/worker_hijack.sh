@@ -6,30 +6,22 @@
 # superuser). The worker must keep doing its job (a due scheduled job is promoted, a
 # sealed slot is pruned) and never call a look-alike. Run as the postgres user; prints
 # "worker_hijack: N passed, M failed".
-set -uo pipefail
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-passed=0; failed=0
-check() { if [ "$2" = "$3" ]; then passed=$((passed+1)); else failed=$((failed+1)); echo "not ok - $1: expected '$3', got '$2'"; fi; }
-dir=$(mktemp -d /tmp/awa_hijack.XXXXXX); port=$((58000 + RANDOM % 900))
-cleanup() { "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; rm -rf "$dir"; }
-trap cleanup EXIT
-
-"$PGBIN/initdb" -D "$dir/data" -A trust >/dev/null || { echo "worker_hijack: 0 passed, 1 failed"; exit 1; }
+TEST=worker_hijack; . "$(dirname "$0")/lib.sh"
+new_server hijack 58000
 cat >> "$dir/data/postgresql.conf" <<EOF
 shared_preload_libraries = 'awa_shard'
 awa_shard.maintenance_database = 'owned'
 awa_shard.maintenance_interval = 200
 lc_messages = 'C'
 EOF
-"$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir" -l "$dir/log" -w start >/dev/null || { cat "$dir/log"; exit 1; }
-su_q=("$PGBIN/psql" -h "$dir" -p "$port" -X -A -t -q -v ON_ERROR_STOP=1)
+start_server || give_up "the server did not start"
 
 # The database belongs to an ordinary role; the extension is installed by a superuser.
-"${su_q[@]}" -d postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE DATABASE owned OWNER mallory" || exit 1
-"${su_q[@]}" -d owned -c "CREATE EXTENSION awa_shard" -c "GRANT CREATE ON SCHEMA public TO mallory" || exit 1
+q postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE DATABASE owned OWNER mallory" || exit 1
+q owned -c "CREATE EXTENSION awa_shard" -c "GRANT CREATE ON SCHEMA public TO mallory" || exit 1
 
 # Look-alikes in public, each recording that it ran (and who it ran as) when called.
-"${su_q[@]}" -U mallory -d owned <<'SQL' || exit 1
+q owned -U mallory <<'SQL' || exit 1
 CREATE TABLE public.hijacked (what text, as_role text, superuser boolean);
 GRANT INSERT ON public.hijacked TO PUBLIC;
 CREATE FUNCTION public.make_interval(secs integer) RETURNS interval LANGUAGE plpgsql AS $$
@@ -59,30 +51,22 @@ ALTER DATABASE owned SET search_path = public, pg_catalog;
 SQL
 
 # Work for the worker: a scheduled job already due, and a sealed ring slot with a finished job.
-"${su_q[@]}" -d owned <<'SQL' >/dev/null || exit 1
+q owned <<'SQL' >/dev/null || exit 1
 SELECT awa.insert_job_compat('due', 'hq', p_state => 'scheduled', p_run_at => pg_catalog.now() - interval '1 second');
 SELECT awa.insert_job_compat('done', 'hq_done');
 SELECT awa.complete_jobs(array_agg(job_id), array_agg(run_lease)) FROM awa.claim_ready_runtime('hq_done', 10, 0, 0);
 SQL
 
 # Let several passes run (interval 200 ms).
-for i in $(seq 1 50); do
-  state=$("${su_q[@]}" -d owned -c "SELECT state FROM awa.jobs WHERE kind = 'due'")
-  [ "$state" = available ] && break
-  sleep 0.2
-done
-check "the worker promoted the due job" "$state" "available"
+wait_for owned 10 "SELECT state FROM awa.jobs WHERE kind = 'due'" available
+check "the worker promoted the due job" "$?" "0"
 # Rings turn on every tenth pass (2 s here).
-for i in $(seq 1 50); do
-  turned=$("${su_q[@]}" -d owned -c "SELECT generation > 0 FROM awa.queue_ring_state")
-  [ "$turned" = t ] && break
-  sleep 0.2
-done
-check "the worker turned the queue ring" "$turned" "t"
+wait_for owned 10 "SELECT generation > 0 FROM awa.queue_ring_state" t
+check "the worker turned the queue ring" "$?" "0"
 check "no look-alike was called by the worker" \
-  "$("${su_q[@]}" -d owned -c "SELECT coalesce(string_agg(what || ' as ' || as_role, ', '), 'none') FROM public.hijacked")" "none"
-check "mallory is still not a superuser" "$("${su_q[@]}" -d owned -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")" "f"
+  "$(q owned -c "SELECT coalesce(string_agg(what || ' as ' || as_role, ', '), 'none') FROM public.hijacked")" "none"
+check "mallory is still not a superuser" "$(q owned -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")" "f"
 check "the worker logged no error" "$(grep -c 'ERROR' "$dir/log")" "0"
 [ "$failed" -gt 0 ] && tail -20 "$dir/log"
-echo "worker_hijack: $passed passed, $failed failed"
+summary
 [ "$failed" -eq 0 ]

@@ -1,5 +1,5 @@
 -- The SQL API as callers see it: signatures, returned columns, volatility, and the
--- security properties every function must have (D10: SECURITY DEFINER where roles without
+-- security properties every function must have (docs/design.md §12: SECURITY DEFINER where roles without
 -- table rights call in, search_path pinned to pg_catalog, pg_temp).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;

@@ -76,41 +76,28 @@ SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', '{{a,b},{c,d}}'::text[])$
                  'insert_jobs: two-dimensional p_kinds');
 SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', array_fill('a'::text, ARRAY[100001]))$$, '22023', NULL,
                  'insert_jobs: more than 100000 kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_args => ARRAY['{}'::jsonb])$$, '22023', NULL,
-                 'insert_jobs: p_args shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_priorities => '{1,2,3}')$$, '22023', NULL,
-                 'insert_jobs: p_priorities longer than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_priorities => '{1,0}')$$, '23514', NULL,
-                 'insert_jobs: priority element 0');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_priorities => '{5,1}')$$, '23514', NULL,
-                 'insert_jobs: priority element 5');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_run_ats => ARRAY[now()])$$, '22023', NULL,
-                 'insert_jobs: p_run_ats shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, '\x02', '\x03'])$$, '22023', NULL,
-                 'insert_jobs: p_ordering_keys longer than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a'], p_args => ARRAY['{}'::jsonb, '{}'], p_ordering_keys => ARRAY['\x01'::bytea])$$,
-                 '22023', 'p_ordering_keys must have as many elements as p_args',
-                 'insert_jobs with one kind: an array shorter than the first array given (p_args sets the batch size)');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, decode(repeat('ab', 1025), 'hex')])$$,
-                 '22023', NULL, 'insert_jobs: 1025-byte ordering key element');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_max_attempts => '{5}')$$, '22023', NULL,
-                 'insert_jobs: p_max_attempts shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_max_attempts => '{5,0}')$$, '23514', NULL,
-                 'insert_jobs: max_attempts element 0');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_max_attempts => '{1001,5}')$$, '23514', NULL,
-                 'insert_jobs: max_attempts element 1001');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_metadata => ARRAY['{}'::jsonb])$$, '22023', NULL,
-                 'insert_jobs: p_metadata shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_metadata => ARRAY['{}'::jsonb, '[]'])$$, '22023', NULL,
-                 'insert_jobs: metadata element that is not an object');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea])$$, '22023', NULL,
-                 'insert_jobs: p_unique_keys shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea, ''])$$, '22023', NULL,
-                 'insert_jobs: empty unique key element');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a', 'b'], p_unique_states => ARRAY[B'11111000'])$$, '22023', NULL,
-                 'insert_jobs: p_unique_states shorter than p_kinds');
-SELECT throws_ok($$SELECT awa.insert_jobs('tap_bad_q', ARRAY['a'], p_unique_states => ARRAY[B'11111000'])$$, '22023', NULL,
-                 'insert_jobs: unique state mask without a unique key');
+-- insert_jobs: arrays of the wrong length and bad elements, one row each: the arguments
+-- after the queue, the SQLSTATE, the message (NULL: any) and the description.
+SELECT throws_ok(format('SELECT awa.insert_jobs(%L, %s)', 'tap_bad_q', t.args), t.code::char(5), t.msg, t.what)
+  FROM (SELECT * FROM (VALUES
+    (1, $c$ARRAY['a', 'b'], p_args => ARRAY['{}'::jsonb]$c$, '22023', NULL, 'insert_jobs: p_args shorter than p_kinds'),
+    (2, $c$ARRAY['a', 'b'], p_priorities => '{1,2,3}'$c$, '22023', NULL, 'insert_jobs: p_priorities longer than p_kinds'),
+    (3, $c$ARRAY['a', 'b'], p_priorities => '{1,0}'$c$, '23514', NULL, 'insert_jobs: priority element 0'),
+    (4, $c$ARRAY['a', 'b'], p_priorities => '{5,1}'$c$, '23514', NULL, 'insert_jobs: priority element 5'),
+    (5, $c$ARRAY['a', 'b'], p_run_ats => ARRAY[now()]$c$, '22023', NULL, 'insert_jobs: p_run_ats shorter than p_kinds'),
+    (6, $c$ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, '\x02', '\x03']$c$, '22023', NULL, 'insert_jobs: p_ordering_keys longer than p_kinds'),
+    (7, $c$ARRAY['a'], p_args => ARRAY['{}'::jsonb, '{}'], p_ordering_keys => ARRAY['\x01'::bytea]$c$, '22023', 'p_ordering_keys must have as many elements as p_args', 'insert_jobs with one kind: an array shorter than the first array given (p_args sets the batch size)'),
+    (8, $c$ARRAY['a', 'b'], p_ordering_keys => ARRAY['\x01'::bytea, decode(repeat('ab', 1025), 'hex')]$c$, '22023', NULL, 'insert_jobs: 1025-byte ordering key element'),
+    (9, $c$ARRAY['a', 'b'], p_max_attempts => '{5}'$c$, '22023', NULL, 'insert_jobs: p_max_attempts shorter than p_kinds'),
+    (10, $c$ARRAY['a', 'b'], p_max_attempts => '{5,0}'$c$, '23514', NULL, 'insert_jobs: max_attempts element 0'),
+    (11, $c$ARRAY['a', 'b'], p_max_attempts => '{1001,5}'$c$, '23514', NULL, 'insert_jobs: max_attempts element 1001'),
+    (12, $c$ARRAY['a', 'b'], p_metadata => ARRAY['{}'::jsonb]$c$, '22023', NULL, 'insert_jobs: p_metadata shorter than p_kinds'),
+    (13, $c$ARRAY['a', 'b'], p_metadata => ARRAY['{}'::jsonb, '[]']$c$, '22023', NULL, 'insert_jobs: metadata element that is not an object'),
+    (14, $c$ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea]$c$, '22023', NULL, 'insert_jobs: p_unique_keys shorter than p_kinds'),
+    (15, $c$ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea, '']$c$, '22023', NULL, 'insert_jobs: empty unique key element'),
+    (16, $c$ARRAY['a', 'b'], p_unique_states => ARRAY[B'11111000']$c$, '22023', NULL, 'insert_jobs: p_unique_states shorter than p_kinds'),
+    (17, $c$ARRAY['a'], p_unique_states => ARRAY[B'11111000']$c$, '22023', NULL, 'insert_jobs: unique state mask without a unique key')
+  ) AS v(n, args, code, msg, what) ORDER BY n) t;
 
 -- reserve_enqueue_seq: every argument.
 SELECT throws_ok($$SELECT awa.reserve_enqueue_seq(NULL, 2::smallint, 0::smallint, 1)$$, '22004', NULL, 'reserve_enqueue_seq: NULL p_queue');

@@ -77,16 +77,16 @@ SELECT is(awa.fail_job_to_dlq(:running_id, 2), false, 'fail_job_to_dlq: the wron
 SELECT is(awa.fail_job_to_dlq(:ready_id, 0), false, 'fail_job_to_dlq: a job that is not running is a no-op');
 
 -- retry_job_after and snooze_job: every argument.
-SELECT throws_ok($$SELECT awa.retry_job_after(NULL, 1, '1 second')$$, '22004', NULL, 'retry_job_after: NULL p_job_id');
-SELECT throws_ok(format('SELECT awa.retry_job_after(%s, NULL, %L)', :running_id, '1 second'), '22004', NULL, 'retry_job_after: NULL p_run_lease');
-SELECT throws_ok(format('SELECT awa.retry_job_after(%s, 1, NULL)', :running_id), '22004', NULL, 'retry_job_after: NULL p_delay');
-SELECT throws_ok(format('SELECT awa.retry_job_after(%s, 1, %L)', :running_id, '-1 second'), '22023', NULL, 'retry_job_after: negative p_delay');
+-- Both take (job_id, run_lease, delay) and check them alike.
+SELECT throws_ok(format(c.call, c.f, :running_id), c.code, NULL, c.f || ': ' || c.what)
+  FROM (SELECT f, c.* FROM unnest(ARRAY['retry_job_after', 'snooze_job']) f,
+               (VALUES (1, 'SELECT awa.%s(NULL, 1, ''1 second'')', '22004', 'NULL p_job_id'),
+                       (2, 'SELECT awa.%s(%s, NULL, ''1 second'')', '22004', 'NULL p_run_lease'),
+                       (3, 'SELECT awa.%s(%s, 1, NULL)', '22004', 'NULL p_delay'),
+                       (4, 'SELECT awa.%s(%s, 1, ''-1 second'')', '22023', 'negative p_delay')) c(n, call, code, what)
+         ORDER BY f, c.n) c;
 SELECT is(awa.retry_job_after(:running_id, 2, '1 second'), false, 'retry_job_after: the wrong run_lease is a no-op');
 SELECT is(awa.retry_job_after(:ready_id, 0, '1 second'), false, 'retry_job_after: a job that is not running is a no-op');
-SELECT throws_ok($$SELECT awa.snooze_job(NULL, 1, '1 second')$$, '22004', NULL, 'snooze_job: NULL p_job_id');
-SELECT throws_ok(format('SELECT awa.snooze_job(%s, NULL, %L)', :running_id, '1 second'), '22004', NULL, 'snooze_job: NULL p_run_lease');
-SELECT throws_ok(format('SELECT awa.snooze_job(%s, 1, NULL)', :running_id), '22004', NULL, 'snooze_job: NULL p_delay');
-SELECT throws_ok(format('SELECT awa.snooze_job(%s, 1, %L)', :running_id, '-1 second'), '22023', NULL, 'snooze_job: negative p_delay');
 SELECT is(awa.snooze_job(:running_id, 2, '1 second'), false, 'snooze_job: the wrong run_lease is a no-op');
 SELECT is(awa.snooze_job(:ready_id, 0, '1 second'), false, 'snooze_job: a job that is not running is a no-op');
 

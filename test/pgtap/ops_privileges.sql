@@ -1,4 +1,4 @@
--- Privileges of the operations API (D10): only awa_admin may cancel, delete, move, age,
+-- Privileges of the operations API (docs/design.md §12): only awa_admin may cancel, delete, move, age,
 -- retry from the DLQ, pause/resume or change queue_meta; the views and counts are
 -- readable by awa_admin and pg_monitor; PUBLIC gets nothing.
 CREATE EXTENSION IF NOT EXISTS pgtap;

@@ -1,4 +1,4 @@
--- Privileges (D10): a login role with only awa_producer enqueues and nothing else; one with
+-- Privileges (docs/design.md §12, docs/api.md "Roles and privileges"): a login role with only awa_producer enqueues and nothing else; one with
 -- only awa_worker claims and finishes but cannot enqueue; PUBLIC can use nothing in awa.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "pure_cpp.hpp" /* last: the pure headers above brought in no PostgreSQL header */
+
 static int passed = 0;
 static int failed = 0;
 
