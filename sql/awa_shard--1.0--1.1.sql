@@ -1825,6 +1825,20 @@ BEGIN
 END
 $$;
 
+-- A worker's call naming an attempt: 22004 for a NULL p_job_id or p_run_lease, then the
+-- attempt taken with p_outcome (NULL when it is not open).
+CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+    RETURNS awa.taken_attempt
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
+    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome);
+END
+$$;
+
 -- A taken attempt to the dead-letter queue with p_reason and its errors (ordering key kept).
 CREATE FUNCTION awa._dead_letter(t awa.taken_attempt, p_errors jsonb, p_reason text) RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -1849,10 +1863,8 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
-    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'dlq');
+    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq');
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -1873,13 +1885,11 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
-    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
     PERFORM awa._require(p_delay IS NULL, 'p_delay');
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
-    t := awa._take_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
+    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -1958,7 +1968,7 @@ $$;
 
 REVOKE ALL ON FUNCTION awa._job(anyelement), awa._job_row(anyelement, awa.job_template, jsonb),
     awa._done_job(awa.done_entries, awa.ready_entries), awa._dead_letter(awa.taken_attempt, jsonb, text),
-    awa._put_back(bigint, bigint, interval, boolean),
+    awa._put_back(bigint, bigint, interval, boolean), awa._take_named_attempt(bigint, bigint, text),
     awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;
 
 COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table holding jobs names them (one definition; src/job_columns.hpp is the same list).';
@@ -1966,5 +1976,6 @@ COMMENT ON FUNCTION awa._job(anyelement) IS 'Internal: the job attributes (awa.j
 COMMENT ON FUNCTION awa._job_row(anyelement, awa.job_template, jsonb) IS 'Internal: a row of a job table''s type from a job and the columns that table adds.';
 COMMENT ON FUNCTION awa._done_job(awa.done_entries, awa.ready_entries) IS 'Internal: the job of a terminal row, its NULL body taken from its ready row.';
 COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: a taken attempt to the dead-letter queue.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job id or run lease, then awa._take_attempt.';
 COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
