@@ -182,30 +182,22 @@ BEGIN
         EXCEPTION WHEN lock_not_available THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
-        INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, priority,
-            attempt, run_lease, max_attempts, lane_seq, enqueue_shard, run_at, attempted_at, created_at,
-            unique_key, unique_states, ordering_key, metadata, tags, errors)
-        SELECT st.current_slot, st.generation, r.job_id, r.kind, r.queue, r.args, r.priority, r.attempt,
-               r.run_lease, r.max_attempts, r.lane_seq, r.enqueue_shard, r.run_at, r.attempted_at,
-               r.created_at, r.unique_key, r.unique_states, r.ordering_key, r.metadata, r.tags, r.errors
+        -- Whole rows move: only the slot changes (no column is named).
+        INSERT INTO awa.ready_entries
+        SELECT m.*
           FROM awa.ready_entries r
           LEFT JOIN awa.queue_claim_heads h
             ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+         CROSS JOIN LATERAL jsonb_populate_record(r, jsonb_build_object('ready_slot', st.current_slot,
+                                                                      'ready_generation', st.generation)) m
          WHERE r.ready_slot = v_slot AND r.lane_seq >= coalesce(h.claim_seq, 0);
-        INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
-            lane_seq, state, attempt, run_lease, attempted_at, finalized_at, kind, args, max_attempts, run_at,
-            created_at, unique_key, unique_states, ordering_key, metadata, tags, errors)
-        SELECT -1, d.ready_generation, d.job_id, d.queue, d.priority, d.enqueue_shard, d.lane_seq,
-               d.state, d.attempt, d.run_lease, d.attempted_at, d.finalized_at,
-               coalesce(d.kind, r.kind), coalesce(d.args, r.args), coalesce(d.max_attempts, r.max_attempts),
-               coalesce(d.run_at, r.run_at), coalesce(d.created_at, r.created_at),
-               coalesce(d.unique_key, r.unique_key), coalesce(d.unique_states, r.unique_states),
-               coalesce(d.ordering_key, r.ordering_key), coalesce(d.metadata, r.metadata),
-               coalesce(d.tags, r.tags), d.errors
+        INSERT INTO awa.done_entries
+        SELECT x.*
           FROM awa.done_entries d
           LEFT JOIN awa.ready_entries r
             ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
            AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
          WHERE d.ready_slot = v_slot AND d.state = 'failed'
         ON CONFLICT DO NOTHING;
         EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
@@ -507,13 +499,9 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     r := awa._take_unclaimed_ready(p_job_id);
     IF r.job_id IS NOT NULL THEN
-        INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
-            lane_seq, state, attempt, run_lease, attempted_at, kind, args, max_attempts, run_at, created_at,
-            unique_key, unique_states, ordering_key, metadata, tags, errors)
-        VALUES (r.ready_slot, r.ready_generation, r.job_id, r.queue, r.priority, r.enqueue_shard,
-            r.lane_seq, 'cancelled', r.attempt, r.run_lease, r.attempted_at, r.kind, r.args, r.max_attempts,
-            r.run_at, r.created_at, r.unique_key, r.unique_states, r.ordering_key, r.metadata, r.tags, r.errors);
-        PERFORM awa._sync_unique_claim(r.job_id, r.unique_key, r.unique_states, 'available', 'cancelled');
+        PERFORM awa._end_job(awa._job(r), jsonb_build_object('ready_slot', r.ready_slot,
+            'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
+            'available', 'cancelled');
     ELSE
         t := awa._take_open_attempt(p_job_id, 'cancelled');
         IF t.job_id IS NOT NULL THEN
@@ -523,14 +511,9 @@ BEGIN
             IF NOT FOUND THEN
                 RETURN false;
             END IF;
-            INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
-                lane_seq, state, attempt, run_lease, attempted_at, kind, args, max_attempts, run_at, created_at,
-                unique_key, unique_states, ordering_key, metadata, tags, errors)
-            SELECT s.slot, s.generation, d.job_id, d.queue, d.priority, 0, -d.job_id, 'cancelled',
-                d.attempt, d.run_lease, d.attempted_at, d.kind, d.args, d.max_attempts, d.run_at, d.created_at,
-                d.unique_key, d.unique_states, d.ordering_key, d.metadata, d.tags, d.errors
+            PERFORM awa._end_job(awa._job(d), jsonb_build_object('ready_slot', s.slot,
+                'ready_generation', s.generation, 'enqueue_shard', 0, 'lane_seq', -d.job_id), d.state, 'cancelled')
               FROM awa._ring_write_slot('queue') s;
-            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'cancelled');
         END IF;
     END IF;
     PERFORM pg_notify('awa:cancel', p_job_id::text);
@@ -760,7 +743,7 @@ REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
 SELECT awa._maintenance_wake();
 
 -- =========================================================================================
--- The first hour of a user (issue 15): plain integer literals, queues as objects, job
+-- The first hour of a user: plain integer literals, queues as objects, job
 -- look-ups, dead-lettering of exhausted jobs, a cheap depth, keyless batches spread over
 -- the shards, and a comment on every object of the schema (docs/api.md).
 -- =========================================================================================
@@ -920,29 +903,18 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    d.job_id := x.job_id;
-    d.kind := x.kind;
-    d.queue := coalesce(p_queue, x.queue);
-    d.args := x.args;
-    d.priority := coalesce(p_priority, x.priority);
-    d.attempt := 0;
-    d.run_lease := x.run_lease;
-    d.max_attempts := x.max_attempts;
-    d.created_at := x.created_at;
-    d.unique_key := x.unique_key;
-    d.unique_states := x.unique_states;
-    d.ordering_key := x.ordering_key;
-    d.metadata := awa._stamp_metadata(x.metadata,
-        CASE WHEN d.queue <> x.queue THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END);
-    d.tags := x.tags;
-    d.errors := x.errors;
+    -- The dead letter's job, with attempts restarting and no attempt or end time yet.
+    d := awa._job_row(NULL::awa.deferred_jobs, awa._job(x), jsonb_build_object(
+        'queue', coalesce(p_queue, x.queue), 'priority', coalesce(p_priority, x.priority), 'attempt', 0,
+        'attempted_at', NULL, 'state', 'scheduled',
+        'run_at', CASE WHEN p_run_at > clock_timestamp() THEN p_run_at ELSE clock_timestamp() END,
+        'metadata', awa._stamp_metadata(x.metadata,
+            CASE WHEN coalesce(p_queue, x.queue) <> x.queue
+                 THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
     IF p_run_at > clock_timestamp() THEN
-        d.state := 'scheduled';
-        d.run_at := p_run_at;
         INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
     ELSE
-        d.run_at := clock_timestamp();
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
         PERFORM awa._enqueue_ready(ARRAY[d]);
     END IF;
@@ -993,14 +965,7 @@ CREATE FUNCTION awa._fail_exhausted(t awa.taken_attempt, p_error text) RETURNS v
 AS $$
 BEGIN
     IF awa._dlq_enabled(t.queue) THEN
-        INSERT INTO awa.dlq_entries (job_id, kind, queue, args, state, priority, attempt, run_lease,
-            max_attempts, run_at, attempted_at, created_at, unique_key, unique_states, ordering_key,
-            metadata, tags, errors, dlq_reason, original_run_lease)
-        VALUES (t.job_id, t.kind, t.queue, t.args, 'failed', t.priority, t.attempt, t.run_lease,
-            t.max_attempts, t.run_at, t.attempted_at, t.created_at, t.unique_key, t.unique_states,
-            t.ordering_key, t.metadata, t.tags, awa._append_error(t.errors, p_error, t.attempt, true),
-            'max_attempts_exhausted', t.run_lease);
-        PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+        PERFORM awa._dead_letter(t, awa._append_error(t.errors, p_error, t.attempt, true), 'max_attempts_exhausted');
     ELSE
         PERFORM awa._finish_attempt(t, 'failed', awa._append_error(t.errors, p_error, t.attempt, true));
     END IF;
@@ -1723,13 +1688,14 @@ END
 $$;
 
 -- =========================================================================================
--- Argument checks and limits, once (issue 12). The limits are named in src/limits.hpp and
+-- Argument checks and limits, once. The limits are named in src/limits.hpp and
 -- reach SQL through awa._limit(name); the regression test `limits` proves that the CHECKs
 -- and defaults of the released scripts agree with them. Every plpgsql argument check goes
 -- through the helpers: awa._require (22004), awa._check_queue, awa._check_priority,
 -- awa._check_between (a range) and awa._check_arg (any other rule, 22023). (The 1.0 exits
 -- fail_job_to_dlq, retry_job_after and snooze_job are replaced, through the same helpers,
 -- where the lifecycle exits share their code.)
+-- ==================================================================================
 -- =========================================================================================
 
 -- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
@@ -1770,3 +1736,261 @@ REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigi
 COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
 COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
+=======
+-- One definition of a job: awa.job_template names the attributes every job
+-- carries, under the same names and types in every table that holds jobs (ready_entries,
+-- done_entries, deferred_jobs, dlq_entries) and in awa.taken_attempt and awa.job_row. The
+-- C++ list AWA_JOB_COLUMNS (src/job_columns.hpp) is the same list in the same order; the
+-- regression test job_definition checks both. Code that moves a job from one table to
+-- another goes through the template (awa._job, awa._job_row) and names only the columns
+-- the destination adds or changes, so a new attribute travels with no other edit
+-- (docs/design.md, "Adding a job attribute").
+-- =========================================================================================
+
+CREATE TYPE awa.job_template AS (
+    job_id bigint, kind text, queue text, args jsonb, priority smallint, attempt smallint,
+    run_lease bigint, max_attempts smallint, run_at timestamptz, attempted_at timestamptz,
+    created_at timestamptz, unique_key bytea, unique_states bit(8), ordering_key bytea,
+    metadata jsonb, tags text[], errors jsonb);
+
+-- The job attributes of any row that has them (a job table's row, awa.taken_attempt), by
+-- name; a NULL row gives a job with every attribute NULL.
+CREATE FUNCTION awa._job(p_row anyelement) RETURNS awa.job_template
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$ SELECT jsonb_populate_record(NULL::awa.job_template, coalesce(to_jsonb(p_row), '{}')) $$;
+
+-- A row of p_into's type (a job table's row type or awa.taken_attempt): p_into's own
+-- values, overwritten by the job's attributes, then by p_own (the columns the destination
+-- adds or changes, by name).
+CREATE FUNCTION awa._job_row(p_into anyelement, p_job awa.job_template, p_own jsonb) RETURNS anyelement
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$ SELECT jsonb_populate_record(p_into, coalesce(to_jsonb(p_job), '{}') || coalesce(p_own, '{}')) $$;
+
+-- The job of a terminal row: its own attributes; the body it leaves NULL (because the
+-- ready row of the same lane identity holds it) from that ready row. attempted_at is the
+-- terminal attempt's own.
+CREATE FUNCTION awa._done_job(d awa.done_entries, r awa.ready_entries) RETURNS awa.job_template
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN jsonb_populate_record(awa._job(r),
+                                 jsonb_strip_nulls(to_jsonb(awa._job(d))) || jsonb_build_object('attempted_at', d.attempted_at));
+
+-- Take the open attempt (job_id, run_lease): close its receipt with p_outcome (exactly
+-- one closer wins) or delete its lease. NULL when the attempt is not open (stale writer).
+-- The ready row is joined on the full lane identity, shard included; the attempt row's
+-- columns override the ready row's where they share a name (lane priority, attempt,
+-- run_lease, lane identity), and its claim time is the attempt's attempted_at.
+CREATE OR REPLACE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+    RETURNS awa.taken_attempt
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    WITH c AS (
+        SELECT * FROM awa.lease_claims
+         WHERE job_id = p_job_id AND run_lease = p_run_lease AND materialized_at IS NULL),
+    closed AS (
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
+        SELECT claim_slot, job_id, run_lease, p_outcome FROM c
+        ON CONFLICT DO NOTHING RETURNING claim_slot)
+    SELECT x.* INTO t
+      FROM c JOIN closed USING (claim_slot)
+      JOIN awa.ready_entries r
+        ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = c.priority
+       AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r),
+         to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x;
+    IF t.job_id IS NULL THEN
+        WITH l AS (
+            DELETE FROM awa.leases
+             WHERE job_id = p_job_id AND run_lease = p_run_lease
+               AND state IN ('running', 'waiting_external')
+            RETURNING *)
+        SELECT x.* INTO t
+          FROM l JOIN awa.ready_entries r
+            ON r.ready_slot = l.ready_slot AND r.queue = l.queue AND r.priority = l.priority
+           AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+         CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r),
+             to_jsonb(l)) x;
+    END IF;
+    IF t.job_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    DELETE FROM awa.attempt_state WHERE job_id = p_job_id AND run_lease = p_run_lease;
+    RETURN t;
+END
+$$;
+
+-- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
+CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
+                                              p_attempt smallint, p_errors jsonb) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO awa.deferred_jobs
+    SELECT x.* FROM awa._job_row(NULL::awa.deferred_jobs, awa._job(t), jsonb_build_object(
+        'state', p_state, 'attempt', p_attempt, 'run_at', p_run_at, 'errors', p_errors,
+        'finalized_at', CASE WHEN p_state = 'retryable' THEN clock_timestamp() END)) x;
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+END
+$$;
+
+-- A worker's call naming an attempt: 22004 for a NULL p_job_id or p_run_lease, then the
+-- attempt taken with p_outcome (NULL when it is not open).
+CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+    RETURNS awa.taken_attempt
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
+    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome);
+END
+$$;
+
+-- A taken attempt to the dead-letter queue with p_reason and its errors (ordering key kept).
+CREATE FUNCTION awa._dead_letter(t awa.taken_attempt, p_errors jsonb, p_reason text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO awa.dlq_entries
+    SELECT x.* FROM awa._job_row(NULL::awa.dlq_entries, awa._job(t), jsonb_build_object(
+        'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
+        'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+END
+$$;
+
+-- Fail an attempt straight into the dead-letter queue (ordering key kept).
+CREATE OR REPLACE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                               p_reason text DEFAULT 'failed')
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_reason IS NULL, 'p_reason');
+    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq');
+    IF t.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM awa._dead_letter(t, awa._append_error(t.errors, coalesce(p_error, p_reason), t.attempt, true), p_reason);
+    PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+    RETURN true;
+END
+$$;
+
+-- End an attempt without an error and put the job back after p_delay: retryable (the
+-- attempt is consumed) or, snoozed, scheduled with the attempt given back. False when the
+-- attempt was not open (stale writer).
+CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t awa.taken_attempt;
+BEGIN
+    PERFORM awa._require(p_delay IS NULL, 'p_delay');
+    IF p_delay < interval '0' THEN
+        RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
+    END IF;
+    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
+    IF t.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM awa._defer_attempt(t, CASE WHEN p_snooze THEN 'scheduled' ELSE 'retryable' END::awa.job_state,
+                               clock_timestamp() + p_delay,
+                               CASE WHEN p_snooze THEN greatest(t.attempt - 1, 0) ELSE t.attempt END::smallint,
+                               t.errors);
+    RETURN true;
+END
+$$;
+
+-- Retry an attempt after p_delay without recording an error (attempt is consumed).
+CREATE OR REPLACE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
+    RETURNS boolean
+    LANGUAGE sql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false);
+
+-- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
+CREATE OR REPLACE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
+    RETURNS boolean
+    LANGUAGE sql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true);
+
+-- A removed ready row as the input of awa._enqueue_ready, bound for p_queue/p_priority.
+CREATE OR REPLACE FUNCTION awa._ready_as_deferred(r awa.ready_entries, p_queue text, p_priority smallint,
+                                                  p_stamp jsonb) RETURNS awa.deferred_jobs
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN awa._job_row(NULL::awa.deferred_jobs, awa._job(r), jsonb_build_object(
+        'queue', p_queue, 'priority', p_priority, 'metadata', awa._stamp_metadata(r.metadata, p_stamp)));
+
+-- Move a failed terminal job into the dead-letter queue with a reason. The body comes
+-- from the done row or, where that is narrow, from the ready row of the same lane
+-- identity (shard included). Returns false when the job has no failed terminal row.
+CREATE OR REPLACE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_reason IS NULL, 'p_reason');
+    WITH gone AS (
+        DELETE FROM awa.done_entries d WHERE d.job_id = p_job_id AND d.state = 'failed' RETURNING d.*)
+    INSERT INTO awa.dlq_entries
+    SELECT x.*
+      FROM gone g
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = g.ready_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
+       AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard AND r.lane_seq = g.lane_seq
+     CROSS JOIN LATERAL awa._done_job(g, r) j
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
+         'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
+         'finalized_at', g.finalized_at, 'created_at', coalesce(j.created_at, g.finalized_at),
+         'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', g.run_lease)) x;
+    RETURN FOUND;
+END
+$$;
+
+-- A job ended where it was live (cancelled, ...): its terminal row with the job's attributes
+-- on the lane identity p_lane (ready_slot, ready_generation, enqueue_shard, lane_seq), and
+-- its unique claim moved from p_from to p_state.
+CREATE FUNCTION awa._end_job(p_job awa.job_template, p_lane jsonb, p_from awa.job_state, p_state awa.job_state)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO awa.done_entries
+    SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
+        p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
+    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+END
+$$;
+
+REVOKE ALL ON FUNCTION awa._job(anyelement), awa._job_row(anyelement, awa.job_template, jsonb),
+    awa._done_job(awa.done_entries, awa.ready_entries), awa._dead_letter(awa.taken_attempt, jsonb, text),
+    awa._put_back(bigint, bigint, interval, boolean), awa._take_named_attempt(bigint, bigint, text),
+    awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;
+
+COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table holding jobs names them (one definition; src/job_columns.hpp is the same list).';
+COMMENT ON FUNCTION awa._job(anyelement) IS 'Internal: the job attributes (awa.job_template) of any row that has them, by name.';
+COMMENT ON FUNCTION awa._job_row(anyelement, awa.job_template, jsonb) IS 'Internal: a row of a job table''s type from a job and the columns that table adds.';
+COMMENT ON FUNCTION awa._done_job(awa.done_entries, awa.ready_entries) IS 'Internal: the job of a terminal row, its NULL body taken from its ready row.';
+COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: a taken attempt to the dead-letter queue.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job id or run lease, then awa._take_attempt.';
+COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
+COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';

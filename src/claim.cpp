@@ -126,6 +126,7 @@ const char *const kLockHeadSql =
 const char *const kClearHintSql =
 	"UPDATE awa.queue_claim_heads SET head_run_at = NULL "
 	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL";
+const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
 /* Shared head of the drain statements: the picked rows with their attempt values. */
 #define AWA_DRAIN_PICK                                                                                   \
@@ -619,7 +620,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		if (SPI_processed > 0 || attempt >= 3)
 			break;
 		forget_probe(cand.seq_oid);
-		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, drain_types);
+		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, kClearHintTypes);
 		awa::exec_plan(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
 	}
 

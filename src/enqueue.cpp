@@ -17,6 +17,7 @@ extern "C"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
@@ -65,7 +66,7 @@ on_relcache_inval(Datum arg, Oid relid)
 		job_seq_oid = InvalidOid;
 }
 
-/* Element accessors for building parameter arrays. */
+/* One parameter column of a batch insert: n values and their null flags. */
 struct Column
 {
 	Datum *values;
@@ -97,6 +98,20 @@ column_array(const Column &c, int n, Oid elemtype)
 	return PointerGetDatum(construct_md_array(c.values, c.nulls, 1, dims, lbs, elemtype, typlen, typbyval, typalign));
 }
 
+/* Whether two rows are in the same queue. */
+bool
+same_queue(const EnqueueRow &a, const EnqueueRow &b)
+{
+	return a.queue_len == b.queue_len && memcmp(a.queue, b.queue, a.queue_len) == 0;
+}
+
+/* Whether two routed rows are in the same lane (queue, priority, shard). */
+bool
+same_lane(const EnqueueRow &a, const EnqueueRow &b)
+{
+	return a.priority() == b.priority() && a.shard == b.shard && same_queue(a, b);
+}
+
 /* Comparison of two ready rows by lane, then input position (FIFO inside a lane). */
 int
 compare_row_lanes(const void *a, const void *b, void *arg)
@@ -104,8 +119,8 @@ compare_row_lanes(const void *a, const void *b, void *arg)
 	const EnqueueRow *rows = static_cast<const EnqueueRow *>(arg);
 	int ia = *static_cast<const int *>(a);
 	int ib = *static_cast<const int *>(b);
-	LaneRef la{rows[ia].queue, static_cast<std::size_t>(rows[ia].queue_len), rows[ia].priority, rows[ia].shard};
-	LaneRef lb{rows[ib].queue, static_cast<std::size_t>(rows[ib].queue_len), rows[ib].priority, rows[ib].shard};
+	LaneRef la{rows[ia].queue, static_cast<std::size_t>(rows[ia].queue_len), rows[ia].priority(), rows[ia].shard};
+	LaneRef lb{rows[ib].queue, static_cast<std::size_t>(rows[ib].queue_len), rows[ib].priority(), rows[ib].shard};
 	int c = compare_lanes(la, lb);
 
 	if (c != 0)
@@ -119,219 +134,351 @@ route_row(const EnqueueRow &row)
 {
 	int shards = queue_width(row.queue, row.queue_len);
 
-	if (!row.ordering_key_null)
+	if (!row.null[JOB_ORDERING_KEY])
 	{
-		bytea *key = DatumGetByteaPP(row.ordering_key);
+		bytea *key = DatumGetByteaPP(row.value[JOB_ORDERING_KEY]);
 
 		return shard_for_hash(
 			ordering_key_hash(reinterpret_cast<const unsigned char *>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key)),
 			shards);
 	}
-	return sticky_rotor_shard(row.queue, row.queue_len, row.priority, shards);
+	return sticky_rotor_shard(row.queue, row.queue_len, row.priority(), shards);
 }
+
+/* Parameters of the unique-claim insert. */
+enum UniqueParam
+{
+	UQ_KEY,
+	UQ_JOB_ID,
+	UQ_NPARAMS
+};
 
 /* Insert the unique claims of rows whose mask holds their initial state (conflict -> 23505). */
 void
 claim_unique_keys(EnqueueRow *rows, int n)
 {
-	static const Oid argtypes[2] = {BYTEAARRAYOID, INT8ARRAYOID};
+	static const Oid argtypes[UQ_NPARAMS] = {BYTEAARRAYOID, INT8ARRAYOID};
 	Column keys = new_column(n), ids = new_column(n);
 	int m = 0;
-	Datum values[2];
+	Datum values[UQ_NPARAMS];
 
 	for (int i = 0; i < n; i++)
 	{
 		const char *state = rows[i].deferred_state ? rows[i].deferred_state : "available";
 
-		if (rows[i].unique_key_null || rows[i].unique_states_null || !mask_has_state(rows[i].unique_states, state))
+		if (rows[i].null[JOB_UNIQUE_KEY] || rows[i].null[JOB_UNIQUE_STATES] ||
+			!mask_has_state(rows[i].value[JOB_UNIQUE_STATES], state))
 			continue;
-		keys.values[m] = rows[i].unique_key;
-		ids.values[m] = Int64GetDatum(rows[i].job_id);
+		keys.values[m] = rows[i].value[JOB_UNIQUE_KEY];
+		ids.values[m] = rows[i].value[JOB_ID];
 		m++;
 	}
 	if (m == 0)
 		return;
 	keep_plan(&unique_plan,
 			  "INSERT INTO awa.job_unique_claims (unique_key, job_id) SELECT * FROM unnest($1::bytea[], $2::bigint[])",
-			  2, argtypes);
-	values[0] = column_array(keys, m, BYTEAOID);
-	values[1] = column_array(ids, m, INT8OID);
+			  UQ_NPARAMS, argtypes);
+	values[UQ_KEY] = column_array(keys, m, BYTEAOID);
+	values[UQ_JOB_ID] = column_array(ids, m, INT8OID);
 	exec_plan(unique_plan, values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
 }
 
-/* Parameter columns shared by the ready and deferred inserts. */
-enum BodyColumn
+/*
+ * The shape of an insert of job rows: the table, the columns a row adds after the job's
+ * attributes, and the parameters the whole statement shares (the ring write slot). The
+ * statement text and its parameter types are generated from the job column table: the job
+ * attributes are parameters $1..$JOB_NCOLUMNS, the row's own columns follow, then the
+ * shared ones.
+ */
+constexpr int kMaxRowColumns = JOB_NCOLUMNS + 2;
+constexpr int kMaxParams = kMaxRowColumns + 2;
+
+struct InsertShape
 {
-	C_JOB_ID,
-	C_KIND,
-	C_QUEUE,
-	C_ARGS,
-	C_PRIORITY,
-	C_ATTEMPT,
-	C_RUN_LEASE,
-	C_MAX_ATTEMPTS,
-	C_RUN_AT,
-	C_CREATED_AT,
-	C_ATTEMPTED_AT,
-	C_UNIQUE_KEY,
-	C_UNIQUE_STATES,
-	C_ORDERING_KEY,
-	C_METADATA,
-	C_TAGS,
-	C_ERRORS,
-	C_EXTRA1, /* ready: lane_seq; deferred: state */
-	C_EXTRA2, /* ready: enqueue_shard */
-	C_COUNT
+	const char *table;
+	int nown;
+	JobColumnDef own[2];
+	int nshared;
+	JobColumnDef shared[2];
 };
 
-const Oid kBodyTypes[C_COUNT] = {INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT2ARRAYOID,
-								 INT2ARRAYOID, INT8ARRAYOID, INT2ARRAYOID, TIMESTAMPTZARRAYOID,
-								 TIMESTAMPTZARRAYOID, TIMESTAMPTZARRAYOID, BYTEAARRAYOID, VARBITARRAYOID,
-								 BYTEAARRAYOID, JSONBARRAYOID, TEXTARRAYOID, JSONBARRAYOID, INT8ARRAYOID,
-								 INT2ARRAYOID};
-const Oid kBodyElems[C_COUNT] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, INT2OID, INT2OID, INT8OID, INT2OID,
-								 TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BYTEAOID, VARBITOID,
-								 BYTEAOID, JSONBOID, TEXTOID, JSONBOID, INT8OID, INT2OID};
+/* Ready rows: lane position and shard, in the queue ring's write slot fenced against prune. */
+const InsertShape kReadyShape = {"awa.ready_entries",
+								 2,
+								 {{"lane_seq", "bigint", INT8OID, "bigint", INT8OID},
+								  {"enqueue_shard", "smallint", INT2OID, "smallint", INT2OID}},
+								 2,
+								 {{"ready_slot", "integer", INT4OID, "integer", INT4OID},
+								  {"ready_generation", "bigint", INT8OID, "bigint", INT8OID}}};
 
-/* Fill the body columns of row i at position m (tags travel as text[] literals). */
-void
-fill_body(Column *cols, int m, const EnqueueRow &r)
+/* Deferred rows: their state (scheduled or retryable). */
+const InsertShape kDeferredShape = {
+	"awa.deferred_jobs", 1, {{"state", "awa.job_state", TEXTOID, "text", TEXTOID}}, 0, {}};
+
+/* Parameters of a row column of a ready insert, after the job's attributes. */
+enum ReadyOwnParam
 {
-	cols[C_JOB_ID].values[m] = Int64GetDatum(r.job_id);
-	cols[C_KIND].values[m] = r.kind;
-	cols[C_QUEUE].values[m] = PointerGetDatum(cstring_to_text_with_len(r.queue, r.queue_len));
-	cols[C_ARGS].values[m] = r.args;
-	cols[C_PRIORITY].values[m] = Int16GetDatum(r.priority);
-	cols[C_ATTEMPT].values[m] = Int16GetDatum(r.attempt);
-	cols[C_RUN_LEASE].values[m] = Int64GetDatum(r.run_lease);
-	cols[C_MAX_ATTEMPTS].values[m] = Int16GetDatum(r.max_attempts);
-	cols[C_RUN_AT].values[m] = TimestampTzGetDatum(r.run_at);
-	cols[C_CREATED_AT].values[m] = TimestampTzGetDatum(r.created_at);
-	cols[C_ATTEMPTED_AT].values[m] = r.attempted_at;
-	cols[C_ATTEMPTED_AT].nulls[m] = r.attempted_at_null;
-	cols[C_UNIQUE_KEY].values[m] = r.unique_key;
-	cols[C_UNIQUE_KEY].nulls[m] = r.unique_key_null;
-	cols[C_UNIQUE_STATES].values[m] = r.unique_states;
-	cols[C_UNIQUE_STATES].nulls[m] = r.unique_states_null;
-	cols[C_ORDERING_KEY].values[m] = r.ordering_key;
-	cols[C_ORDERING_KEY].nulls[m] = r.ordering_key_null;
-	cols[C_METADATA].values[m] = r.metadata;
-	cols[C_METADATA].nulls[m] = r.metadata_null;
-	if (!r.tags_null)
-		cols[C_TAGS].values[m] = DirectFunctionCall1(textin, OidFunctionCall1(F_ARRAY_OUT, r.tags)); /* array_out needs flinfo */
-	cols[C_TAGS].nulls[m] = r.tags_null;
-	cols[C_ERRORS].values[m] = r.errors;
-	cols[C_ERRORS].nulls[m] = r.errors_null;
+	READY_LANE_SEQ = JOB_NCOLUMNS,
+	READY_ENQUEUE_SHARD,
+	READY_RING_SLOT,
+	READY_RING_GENERATION
+};
+
+/* Parameter of the deferred insert's state column. */
+constexpr int kDeferredState = JOB_NCOLUMNS;
+
+/* Column k of a row of the shape: a job attribute, then the row's own columns. */
+const JobColumnDef &
+row_column(const InsertShape &shape, int k)
+{
+	return k < JOB_NCOLUMNS ? kJobColumns[k] : shape.own[k - JOB_NCOLUMNS];
 }
 
-/* Execute an insert whose parameters are the body columns, then the ring slot when `ring` is set. */
-void
-insert_body(SPIPlanPtr *slot, const char *sql, Column *cols, int m, const RingSlot *ring, const char *what)
+/*
+ * Prepare (once per backend) the insert of one row with scalar parameters, or of a batch:
+ * one array parameter per row column, unnested. Returns the number of parameters.
+ */
+int
+prepare_insert(SPIPlanPtr *slot, const InsertShape &shape, bool batch)
 {
-	Oid types[C_COUNT + 2];
-	Datum values[C_COUNT + 2];
-	char nulls[C_COUNT + 2];
-	int nargs = C_COUNT;
+	int nrow = JOB_NCOLUMNS + shape.nown;
+	int nparams = nrow + shape.nshared;
+	StringInfoData sql;
+	StringInfoData unnest;
+	Oid types[kMaxParams];
 
-	memcpy(types, kBodyTypes, sizeof(kBodyTypes));
-	for (int c = 0; c < C_COUNT; c++)
+	if (*slot != nullptr)
+		return nparams;
+	initStringInfo(&sql);
+	initStringInfo(&unnest);
+	appendStringInfo(&sql, "INSERT INTO %s (", shape.table);
+	for (int k = 0; k < nparams; k++)
+		appendStringInfo(&sql, "%s%s", k > 0 ? ", " : "",
+						 k < nrow ? row_column(shape, k).name : shape.shared[k - nrow].name);
+	appendStringInfoString(&sql, batch ? ") SELECT " : ") VALUES (");
+	for (int k = 0; k < nrow; k++)
 	{
-		values[c] = column_array(cols[c], m, kBodyElems[c]);
-		nulls[c] = ' ';
+		const JobColumnDef &c = row_column(shape, k);
+
+		if (batch)
+		{
+			appendStringInfo(&sql, "%su.%s::%s", k > 0 ? ", " : "", c.name, c.sql_type);
+			appendStringInfo(&unnest, "%s$%d::%s[]", k > 0 ? ", " : "", k + 1, c.elem_sql);
+			types[k] = get_array_type(c.elem_type);
+		}
+		else
+		{
+			appendStringInfo(&sql, "%s$%d::%s", k > 0 ? ", " : "", k + 1, c.sql_type);
+			types[k] = c.type;
+		}
 	}
-	if (ring != nullptr)
+	for (int k = nrow; k < nparams; k++)
 	{
-		types[C_COUNT] = INT4OID;
-		types[C_COUNT + 1] = INT8OID;
-		values[C_COUNT] = Int32GetDatum(ring->slot);
-		values[C_COUNT + 1] = Int64GetDatum(ring->generation);
-		nulls[C_COUNT] = nulls[C_COUNT + 1] = ' ';
-		nargs += 2;
+		appendStringInfo(&sql, ", $%d::%s", k + 1, shape.shared[k - nrow].sql_type);
+		types[k] = shape.shared[k - nrow].type;
 	}
-	keep_plan(slot, sql, nargs, types);
-	exec_plan(*slot, values, nulls, false, 0, SPI_OK_INSERT, what);
+	if (batch)
+	{
+		appendStringInfo(&sql, " FROM unnest(%s) AS u(", unnest.data);
+		for (int k = 0; k < nrow; k++)
+			appendStringInfo(&sql, "%s%s", k > 0 ? ", " : "", row_column(shape, k).name);
+	}
+	appendStringInfoChar(&sql, ')');
+	keep_plan(slot, sql.data, nparams, types);
+	pfree(sql.data);
+	pfree(unnest.data);
+	return nparams;
 }
 
-#define AWA_UNNEST_BODY                                                                                  \
-	"unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::int2[], $6::int2[], $7::int8[], "    \
-	"$8::int2[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::bytea[], $13::varbit[], " \
-	"$14::bytea[], $15::jsonb[], $16::text[], $17::jsonb[], $18::int8[], $19::int2[]) "                   \
-	"AS u(job_id, kind, queue, args, priority, attempt, run_lease, max_attempts, run_at, created_at, "   \
-	"attempted_at, unique_key, unique_states, ordering_key, metadata, tags, errors, extra1, extra2)"
+/* An array attribute travels in a batch as its text literal (no arrays of arrays). */
+Datum
+batch_element(const JobColumnDef &c, Datum value)
+{
+	Oid output;
+	bool isvarlena;
 
-/* Ready rows land in the queue ring's write slot ($20, generation $21), fenced against prune. */
-const char *const kReadyInsertSql =
-	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
-	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
-	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
-	"SELECT $20, $21, u.job_id, u.kind, u.queue, u.args, u.priority, "
-	"u.attempt, u.run_lease, u.max_attempts, u.run_at, u.created_at, u.attempted_at, "
-	"u.unique_key, u.unique_states::bit(8), u.ordering_key, u.metadata, u.tags::text[], "
-	"u.errors, u.extra1, u.extra2 FROM " AWA_UNNEST_BODY;
+	if (c.type == c.elem_type)
+		return value;
+	getTypeOutputInfo(c.type, &output, &isvarlena);
+	return CStringGetTextDatum(OidOutputFunctionCall(output, value));
+}
 
-/* One ready row (the common single-job path): plain VALUES, no arrays to build and unnest. */
-const char *const kReadyInsertOneSql =
-	"INSERT INTO awa.ready_entries (ready_slot, ready_generation, job_id, kind, queue, args, "
-	"priority, attempt, run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, "
-	"unique_states, ordering_key, metadata, tags, errors, lane_seq, enqueue_shard) "
-	"VALUES ($20, $21, "
-	"$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::bit(8), $14, $15, $16, $17, $18, $19)";
+/* Batch columns of the job attributes of the rows picked by `pick` (m of them). */
+void
+fill_job_columns(Column *cols, const EnqueueRow *rows, const int *pick, int m)
+{
+	for (int c = 0; c < JOB_NCOLUMNS; c++)
+	{
+		cols[c] = new_column(m);
+		for (int k = 0; k < m; k++)
+		{
+			const EnqueueRow &r = rows[pick[k]];
 
-const Oid kOneTypes[C_COUNT + 2] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, INT2OID, INT2OID, INT8OID,
-									INT2OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, BYTEAOID,
-									VARBITOID, BYTEAOID, JSONBOID, TEXTARRAYOID, JSONBOID, INT8OID,
-									INT2OID, INT4OID, INT8OID};
+			cols[c].nulls[k] = r.null[c];
+			if (!r.null[c])
+				cols[c].values[k] = batch_element(kJobColumns[c], r.value[c]);
+		}
+	}
+}
 
-/* Insert a single ready row with scalar parameters. */
+/* Run a prepared batch insert: row columns become arrays, shared parameters follow. */
+void
+exec_batch(SPIPlanPtr plan, const InsertShape &shape, Column *cols, int m, const Datum *shared, const char *what)
+{
+	int nrow = JOB_NCOLUMNS + shape.nown;
+	Datum values[kMaxParams];
+
+	for (int k = 0; k < nrow; k++)
+		values[k] = column_array(cols[k], m, row_column(shape, k).elem_type);
+	for (int k = 0; k < shape.nshared; k++)
+		values[nrow + k] = shared[k];
+	exec_plan(plan, values, nullptr, false, 0, SPI_OK_INSERT, what);
+}
+
+/* Insert a single ready row with scalar parameters (the common single-job path). */
 void
 insert_one_ready(const EnqueueRow &r, const RingSlot &ring)
 {
-	Datum values[C_COUNT + 2];
-	char nulls[C_COUNT + 2];
+	Datum values[kMaxParams];
+	char nulls[kMaxParams];
 
-	keep_plan(&ready_one_plan, kReadyInsertOneSql, C_COUNT + 2, kOneTypes);
-	memset(nulls, ' ', sizeof(nulls));
-	values[C_JOB_ID] = Int64GetDatum(r.job_id);
-	values[C_KIND] = r.kind;
-	values[C_QUEUE] = PointerGetDatum(cstring_to_text_with_len(r.queue, r.queue_len));
-	values[C_ARGS] = r.args;
-	values[C_PRIORITY] = Int16GetDatum(r.priority);
-	values[C_ATTEMPT] = Int16GetDatum(r.attempt);
-	values[C_RUN_LEASE] = Int64GetDatum(r.run_lease);
-	values[C_MAX_ATTEMPTS] = Int16GetDatum(r.max_attempts);
-	values[C_RUN_AT] = TimestampTzGetDatum(r.run_at);
-	values[C_CREATED_AT] = TimestampTzGetDatum(r.created_at);
-	values[C_ATTEMPTED_AT] = r.attempted_at;
-	nulls[C_ATTEMPTED_AT] = r.attempted_at_null ? 'n' : ' ';
-	values[C_UNIQUE_KEY] = r.unique_key;
-	nulls[C_UNIQUE_KEY] = r.unique_key_null ? 'n' : ' ';
-	values[C_UNIQUE_STATES] = r.unique_states;
-	nulls[C_UNIQUE_STATES] = r.unique_states_null ? 'n' : ' ';
-	values[C_ORDERING_KEY] = r.ordering_key;
-	nulls[C_ORDERING_KEY] = r.ordering_key_null ? 'n' : ' ';
-	values[C_METADATA] = r.metadata;
-	nulls[C_METADATA] = r.metadata_null ? 'n' : ' ';
-	values[C_TAGS] = r.tags;
-	nulls[C_TAGS] = r.tags_null ? 'n' : ' ';
-	values[C_ERRORS] = r.errors;
-	nulls[C_ERRORS] = r.errors_null ? 'n' : ' ';
-	values[C_EXTRA1] = Int64GetDatum(r.lane_seq);
-	values[C_EXTRA2] = Int16GetDatum(r.shard);
-	values[C_COUNT] = Int32GetDatum(ring.slot);
-	values[C_COUNT + 1] = Int64GetDatum(ring.generation);
+	prepare_insert(&ready_one_plan, kReadyShape, false);
+	for (int c = 0; c < JOB_NCOLUMNS; c++)
+	{
+		values[c] = r.value[c];
+		nulls[c] = r.null[c] ? 'n' : ' ';
+	}
+	values[READY_LANE_SEQ] = Int64GetDatum(r.lane_seq);
+	values[READY_ENQUEUE_SHARD] = Int16GetDatum(r.shard);
+	values[READY_RING_SLOT] = Int32GetDatum(ring.slot);
+	values[READY_RING_GENERATION] = Int64GetDatum(ring.generation);
+	for (int k = JOB_NCOLUMNS; k <= READY_RING_GENERATION; k++)
+		nulls[k] = ' ';
 	exec_plan(ready_one_plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
 }
 
-/* Deferred rows: extra2 = 1 marks retryable, 0 scheduled. */
-const char *const kDeferredInsertSql =
-	"INSERT INTO awa.deferred_jobs (job_id, kind, queue, args, state, priority, attempt, "
-	"run_lease, max_attempts, run_at, created_at, attempted_at, unique_key, unique_states, "
-	"ordering_key, metadata, tags, errors) "
-	"SELECT u.job_id, u.kind, u.queue, u.args, "
-	"CASE WHEN u.extra2 = 1 THEN 'retryable' ELSE 'scheduled' END::awa.job_state, "
-	"u.priority, u.attempt, u.run_lease, u.max_attempts, u.run_at, u.created_at, "
-	"u.attempted_at, u.unique_key, u.unique_states::bit(8), u.ordering_key, u.metadata, "
-	"u.tags::text[], u.errors FROM " AWA_UNNEST_BODY;
+/* Job ids first: they are the unique-claim owners and the returned values. */
+void
+assign_job_ids(EnqueueRow *rows, int n)
+{
+	Oid idseq = InvalidOid;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].job_id() != 0)
+			continue;
+		if (!OidIsValid(idseq))
+			idseq = job_id_sequence();
+		rows[i].set(JOB_ID, Int64GetDatum(nextval_internal(idseq, false)));
+	}
+}
+
+/*
+ * Route the ready rows and reserve one block per lane, lanes in (queue, priority, shard)
+ * order. Returns the ready rows' indexes in lane order (FIFO inside a lane).
+ */
+int *
+reserve_lanes(EnqueueRow *rows, int n, int *nready)
+{
+	int *order = static_cast<int *>(palloc(sizeof(int) * n));
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (rows[i].deferred_state != nullptr)
+			continue;
+		if (!rows[i].shard_fixed)
+			rows[i].shard = route_row(rows[i]);
+		order[m++] = i;
+	}
+	qsort_arg(order, m, sizeof(int), compare_row_lanes, rows);
+	for (int k = 0; k < m;)
+	{
+		const EnqueueRow &first = rows[order[k]];
+		int end = k + 1;
+		int64 start;
+
+		while (end < m && same_lane(rows[order[end]], first))
+			end++;
+		start = reserve_lane_block(first.queue, first.queue_len, first.priority(), first.shard, end - k);
+		for (int j = k; j < end; j++)
+			rows[order[j]].lane_seq = start + (j - k);
+		k = end;
+	}
+	*nready = m;
+	return order;
+}
+
+/* Insert the ready rows (in lane order) into the queue ring's write slot. */
+void
+insert_ready(const EnqueueRow *rows, const int *order, int nready)
+{
+	RingSlot ring;
+	Column cols[kMaxRowColumns];
+	Datum shared[2];
+
+	if (nready == 0)
+		return;
+	ring = ring_write_slot(Ring::Queue);
+	if (nready == 1)
+	{
+		insert_one_ready(rows[order[0]], ring);
+		return;
+	}
+	prepare_insert(&ready_plan, kReadyShape, true);
+	fill_job_columns(cols, rows, order, nready);
+	cols[READY_LANE_SEQ] = new_column(nready);
+	cols[READY_ENQUEUE_SHARD] = new_column(nready);
+	for (int k = 0; k < nready; k++)
+	{
+		cols[READY_LANE_SEQ].values[k] = Int64GetDatum(rows[order[k]].lane_seq);
+		cols[READY_ENQUEUE_SHARD].values[k] = Int16GetDatum(rows[order[k]].shard);
+	}
+	shared[0] = Int32GetDatum(ring.slot);
+	shared[1] = Int64GetDatum(ring.generation);
+	exec_batch(ready_plan, kReadyShape, cols, nready, shared, "ready insert");
+}
+
+/* Wake-ups once per queue, counters once per lane (rows are in lane order). */
+void
+announce(const EnqueueRow *rows, const int *order, int nready)
+{
+	int lane_start = 0;
+
+	for (int k = 0; k < nready; k++)
+	{
+		const EnqueueRow &r = rows[order[k]];
+
+		if (k == 0 || !same_queue(r, rows[order[k - 1]]))
+			note_enqueued(r.queue, r.queue_len);
+		if (k + 1 == nready || !same_lane(rows[order[k + 1]], r))
+		{
+			stats_add(r.queue, r.queue_len, r.shard, StatKind::Enqueued, k + 1 - lane_start);
+			lane_start = k + 1;
+		}
+	}
+}
+
+/* Insert the scheduled and retryable rows into deferred_jobs. */
+void
+insert_deferred(const EnqueueRow *rows, int n)
+{
+	int *pick = static_cast<int *>(palloc(sizeof(int) * n));
+	Column cols[kMaxRowColumns];
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (rows[i].deferred_state != nullptr)
+			pick[m++] = i;
+	if (m == 0)
+		return;
+	prepare_insert(&deferred_plan, kDeferredShape, true);
+	fill_job_columns(cols, rows, pick, m);
+	cols[kDeferredState] = new_column(m);
+	for (int k = 0; k < m; k++)
+		cols[kDeferredState].values[k] = CStringGetTextDatum(rows[pick[k]].deferred_state);
+	exec_batch(deferred_plan, kDeferredShape, cols, m, nullptr, "deferred insert");
+}
 
 } // namespace
 
@@ -366,128 +513,24 @@ default_unique_mask()
 	return DirectFunctionCall3(bit_in, CStringGetDatum("11111000"), ObjectIdGetDatum(InvalidOid), Int32GetDatum(8));
 }
 
+/* Route, reserve (lanes locked in sorted order) and insert rows; claim unique keys when asked. */
 void
 enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 {
+	int nready;
 	int *order;
-	int nready = 0;
-	int ndeferred = 0;
-	Oid idseq = InvalidOid;
-	RingSlot ring = {0, 0};
 
 	if (n == 0)
 		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-
-	/* Ids first: they are the unique-claim owners and the returned values. */
-	for (int i = 0; i < n; i++)
-	{
-		if (rows[i].job_id == 0)
-		{
-			if (!OidIsValid(idseq))
-				idseq = job_id_sequence();
-			rows[i].job_id = nextval_internal(idseq, false);
-		}
-	}
+	assign_job_ids(rows, n);
 	if (claim_unique_keys_flag)
 		claim_unique_keys(rows, n);
-
-	/* Route ready rows, then reserve one block per lane in (queue, priority, shard) order. */
-	order = static_cast<int *>(palloc(sizeof(int) * n));
-	for (int i = 0; i < n; i++)
-	{
-		if (rows[i].deferred_state != nullptr)
-			continue;
-		if (!rows[i].shard_fixed)
-			rows[i].shard = route_row(rows[i]);
-		order[nready++] = i;
-	}
-	qsort_arg(order, nready, sizeof(int), compare_row_lanes, rows);
-	for (int k = 0; k < nready;)
-	{
-		int first = order[k];
-		int end = k + 1;
-		int64 start;
-
-		while (end < nready && rows[order[end]].priority == rows[first].priority &&
-			   rows[order[end]].shard == rows[first].shard && rows[order[end]].queue_len == rows[first].queue_len &&
-			   memcmp(rows[order[end]].queue, rows[first].queue, rows[first].queue_len) == 0)
-			end++;
-		start = reserve_lane_block(rows[first].queue, rows[first].queue_len, rows[first].priority,
-								   rows[first].shard, end - k);
-		for (int j = k; j < end; j++)
-			rows[order[j]].lane_seq = start + (j - k);
-		k = end;
-	}
-
-	if (nready > 0)
-		ring = ring_write_slot(Ring::Queue);
-	if (nready == 1)
-		insert_one_ready(rows[order[0]], ring);
-	else if (nready > 1)
-	{
-		Column cols[C_COUNT];
-
-		for (int c = 0; c < C_COUNT; c++)
-			cols[c] = new_column(nready);
-		for (int k = 0; k < nready; k++)
-		{
-			const EnqueueRow &r = rows[order[k]];
-
-			fill_body(cols, k, r);
-			cols[C_EXTRA1].values[k] = Int64GetDatum(r.lane_seq);
-			cols[C_EXTRA2].values[k] = Int16GetDatum(r.shard);
-		}
-		insert_body(&ready_plan, kReadyInsertSql, cols, nready, &ring, "ready insert");
-	}
-	/* Wake-ups once per queue, counters once per lane (rows are in lane order). */
-	for (int k = 0, lane_start = 0; k < nready; k++)
-	{
-		const EnqueueRow &r = rows[order[k]];
-		bool last_of_lane = (k + 1 == nready) || rows[order[k + 1]].shard != r.shard ||
-							rows[order[k + 1]].priority != r.priority || rows[order[k + 1]].queue_len != r.queue_len ||
-							memcmp(rows[order[k + 1]].queue, r.queue, r.queue_len) != 0;
-
-		if (k == 0 || r.queue_len != rows[order[k - 1]].queue_len ||
-			memcmp(r.queue, rows[order[k - 1]].queue, r.queue_len) != 0)
-			note_enqueued(r.queue, r.queue_len);
-		if (last_of_lane)
-		{
-			stats_add(r.queue, r.queue_len, r.shard, StatKind::Enqueued, k + 1 - lane_start);
-			lane_start = k + 1;
-		}
-	}
-
-	for (int i = 0; i < n; i++)
-		if (rows[i].deferred_state != nullptr)
-			ndeferred++;
-	if (ndeferred > 0)
-	{
-		Column cols[C_COUNT];
-		int m = 0;
-
-		for (int c = 0; c < C_COUNT; c++)
-			cols[c] = new_column(ndeferred);
-		for (int i = 0; i < n; i++)
-		{
-			if (rows[i].deferred_state == nullptr)
-				continue;
-			fill_body(cols, m, rows[i]);
-			cols[C_EXTRA1].nulls[m] = true;
-			m++;
-		}
-		m = 0;
-		for (int i = 0; i < n; i++)
-		{
-			if (rows[i].deferred_state == nullptr)
-				continue;
-			cols[C_EXTRA2].values[m] = Int16GetDatum(strcmp(rows[i].deferred_state, "retryable") == 0 ? 1 : 0);
-			cols[C_EXTRA2].nulls[m] = false;
-			m++;
-		}
-		insert_body(&deferred_plan, kDeferredInsertSql, cols, ndeferred, nullptr, "deferred insert");
-	}
+	order = reserve_lanes(rows, n, &nready);
+	insert_ready(rows, order, nready);
+	announce(rows, order, nready);
+	insert_deferred(rows, n);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 }

@@ -63,16 +63,13 @@ set_metadata(EnqueueRow *row, Datum metadata, bool isnull, const char *argname)
 {
 	Jsonb *jb;
 
-	row->metadata_null = true;
+	row->set_null(awa::JOB_METADATA);
 	if (isnull)
 		return;
 	jb = DatumGetJsonbP(metadata);
 	awa::check_json_object(jb, argname);
 	if (JB_ROOT_COUNT(jb) > 0)
-	{
-		row->metadata = PointerGetDatum(jb);
-		row->metadata_null = false;
-	}
+		row->set(awa::JOB_METADATA, PointerGetDatum(jb));
 }
 
 /* Tags (checked by check_tags); an empty array is stored as NULL. */
@@ -82,28 +79,25 @@ set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
 	ArrayType *arr;
 	int n;
 
-	row->tags_null = true;
+	row->set_null(awa::JOB_TAGS);
 	if (isnull)
 		return;
 	arr = DatumGetArrayTypeP(tags);
 	awa::check_tags(arr, argname);
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	if (n > 0)
-	{
-		row->tags = PointerGetDatum(arr);
-		row->tags_null = false;
-	}
+		row->set(awa::JOB_TAGS, PointerGetDatum(arr));
 }
 
 /* Ordering key (checked by check_ordering_key); empty is a key, NULL is none. */
 void
 set_ordering_key(EnqueueRow *row, Datum key, bool isnull, const char *argname)
 {
-	row->ordering_key_null = isnull;
+	row->set_null(awa::JOB_ORDERING_KEY);
 	if (isnull)
 		return;
 	awa::check_ordering_key(key, argname);
-	row->ordering_key = key;
+	row->set(awa::JOB_ORDERING_KEY, key);
 }
 
 /* Unique key (non-empty bytea) with its state mask; a key without a mask gets 11111000. */
@@ -112,37 +106,39 @@ set_unique(EnqueueRow *row, Datum key, bool key_null, Datum mask, bool mask_null
 		   const char *mask_arg)
 {
 	awa::check_unique(key, key_null, mask, mask_null, key_arg, mask_arg);
-	row->unique_key_null = key_null;
-	row->unique_states_null = true;
+	row->set_null(awa::JOB_UNIQUE_KEY);
+	row->set_null(awa::JOB_UNIQUE_STATES);
 	if (key_null)
 		return;
-	row->unique_key = key;
-	row->unique_states = mask_null ? awa::default_unique_mask() : mask;
-	row->unique_states_null = false;
+	row->set(awa::JOB_UNIQUE_KEY, key);
+	row->set(awa::JOB_UNIQUE_STATES, mask_null ? awa::default_unique_mask() : mask);
 }
 
-/* Defaults of a freshly enqueued job. */
+/* Defaults of a freshly enqueued job: every attribute NULL but those set here. */
 void
 init_row(EnqueueRow *row, const char *queue, int queue_len, TimestampTz now)
 {
 	std::memset(row, 0, sizeof(*row));
+	for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
+		row->set_null(static_cast<awa::JobColumn>(c));
 	row->queue = queue;
 	row->queue_len = queue_len;
-	row->args = empty_object();
-	row->priority = awa::kDefaultPriority;
-	row->max_attempts = awa::kDefaultMaxAttempts;
-	row->run_at = now;
-	row->created_at = now;
-	row->attempted_at_null = true;
-	row->unique_key_null = row->unique_states_null = row->ordering_key_null = true;
-	row->metadata_null = row->tags_null = row->errors_null = true;
+	row->set(awa::JOB_ID, Int64GetDatum(0));
+	row->set(awa::JOB_QUEUE, PointerGetDatum(cstring_to_text_with_len(queue, queue_len)));
+	row->set(awa::JOB_ARGS, empty_object());
+	row->set(awa::JOB_PRIORITY, Int16GetDatum(awa::kDefaultPriority));
+	row->set(awa::JOB_ATTEMPT, Int16GetDatum(0));
+	row->set(awa::JOB_RUN_LEASE, Int64GetDatum(0));
+	row->set(awa::JOB_MAX_ATTEMPTS, Int16GetDatum(awa::kDefaultMaxAttempts));
+	row->set(awa::JOB_RUN_AT, TimestampTzGetDatum(now));
+	row->set(awa::JOB_CREATED_AT, TimestampTzGetDatum(now));
 }
 
 /* A future run_at turns an available job into a scheduled one (never claimable early). */
 void
 settle_run_at(EnqueueRow *row, TimestampTz now)
 {
-	if (row->deferred_state == nullptr && row->run_at > now)
+	if (row->deferred_state == nullptr && DatumGetTimestampTz(row->value[awa::JOB_RUN_AT]) > now)
 		row->deferred_state = "scheduled";
 }
 
@@ -211,7 +207,7 @@ spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
 		int k = 0;
 
 		for (int i = 0; i < n; i++)
-			if (rows[i].priority == priority && rows[i].deferred_state == nullptr && rows[i].ordering_key_null)
+			if (rows[i].priority() == priority && rows[i].deferred_state == nullptr && rows[i].null[awa::JOB_ORDERING_KEY])
 				m++;
 		if (m == 0)
 			continue;
@@ -219,13 +215,123 @@ spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
 		start = awa::sticky_rotor_shard(queue, queue_len, priority, shards);
 		for (int i = 0; i < n; i++)
 		{
-			if (rows[i].priority != priority || rows[i].deferred_state != nullptr || !rows[i].ordering_key_null)
+			if (rows[i].priority() != priority || rows[i].deferred_state != nullptr || !rows[i].null[awa::JOB_ORDERING_KEY])
 				continue;
 			rows[i].shard = (start + k / run) % shards;
 			rows[i].shard_fixed = true;
 			k++;
 		}
 	}
+}
+
+/* Arguments of awa.insert_job_compat, by position in its signature. */
+enum CompatArg
+{
+	ARG_KIND,
+	ARG_QUEUE,
+	ARG_ARGS,
+	ARG_STATE,
+	ARG_PRIORITY,
+	ARG_MAX_ATTEMPTS,
+	ARG_RUN_AT,
+	ARG_METADATA,
+	ARG_TAGS,
+	ARG_UNIQUE_KEY,
+	ARG_UNIQUE_STATES,
+	ARG_ORDERING_KEY
+};
+
+/* The job insert_job_compat's arguments describe, every argument checked. */
+EnqueueRow *
+compat_row(FunctionCallInfo fcinfo, TimestampTz now)
+{
+	EnqueueRow *row = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow)));
+	const char *queue = "default";
+	int queue_len = 7;
+
+	awa::require_not_null(PG_ARGISNULL(ARG_KIND), "p_kind");
+	if (!PG_ARGISNULL(ARG_QUEUE))
+	{
+		text *q = awa::checked_queue_arg(fcinfo, ARG_QUEUE, "p_queue");
+
+		queue = VARDATA_ANY(q);
+		queue_len = VARSIZE_ANY_EXHDR(q);
+	}
+	init_row(row, queue, queue_len, now);
+	row->set(awa::JOB_KIND, awa::checked_kind(PG_GETARG_DATUM(ARG_KIND), "p_kind"));
+	if (!PG_ARGISNULL(ARG_ARGS))
+		row->set(awa::JOB_ARGS, PG_GETARG_DATUM(ARG_ARGS));
+	if (!PG_ARGISNULL(ARG_STATE))
+		row->deferred_state = awa::checked_enqueue_state(PG_GETARG_DATUM(ARG_STATE), "p_state");
+	if (!PG_ARGISNULL(ARG_PRIORITY))
+		row->set(awa::JOB_PRIORITY, Int16GetDatum(awa::priority_arg(fcinfo, ARG_PRIORITY, "p_priority")));
+	if (!PG_ARGISNULL(ARG_MAX_ATTEMPTS))
+		row->set(awa::JOB_MAX_ATTEMPTS,
+				 Int16GetDatum(awa::max_attempts_arg(fcinfo, ARG_MAX_ATTEMPTS, "p_max_attempts")));
+	if (!PG_ARGISNULL(ARG_RUN_AT))
+		row->set(awa::JOB_RUN_AT,
+				 TimestampTzGetDatum(awa::checked_run_at(PG_GETARG_TIMESTAMPTZ(ARG_RUN_AT), "p_run_at")));
+	set_metadata(row, PG_GETARG_DATUM(ARG_METADATA), PG_ARGISNULL(ARG_METADATA), "p_metadata");
+	set_tags(row, PG_GETARG_DATUM(ARG_TAGS), PG_ARGISNULL(ARG_TAGS), "p_tags");
+	set_unique(row, PG_GETARG_DATUM(ARG_UNIQUE_KEY), PG_ARGISNULL(ARG_UNIQUE_KEY), PG_GETARG_DATUM(ARG_UNIQUE_STATES),
+			   PG_ARGISNULL(ARG_UNIQUE_STATES), "p_unique_key", "p_unique_states");
+	set_ordering_key(row, PG_GETARG_DATUM(ARG_ORDERING_KEY), PG_ARGISNULL(ARG_ORDERING_KEY), "p_ordering_key");
+	settle_run_at(row, now);
+	return row;
+}
+
+/* The job attribute an awa.job_row attribute shows (its id is the job_id), or -1. */
+int
+job_column_of(const char *attname)
+{
+	if (strcmp(attname, "id") == 0)
+		return awa::JOB_ID;
+	for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
+		if (strcmp(awa::kJobColumns[c].name, attname) == 0)
+			return c;
+	return -1;
+}
+
+/*
+ * An enqueued job as awa.job_row, filled by attribute name: the job's attributes, its state
+ * and lane (NULL while deferred), and metadata, tags and errors empty rather than NULL, as
+ * awa.jobs shows them.
+ */
+Datum
+job_row_datum(const EnqueueRow *row, TupleDesc tupdesc)
+{
+	Datum *values = static_cast<Datum *>(palloc0(sizeof(Datum) * tupdesc->natts));
+	bool *nulls = static_cast<bool *>(palloc0(sizeof(bool) * tupdesc->natts));
+
+	for (int a = 0; a < tupdesc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, a);
+		const char *name = NameStr(att->attname);
+		int c = job_column_of(name);
+
+		if (att->attisdropped)
+			nulls[a] = true;
+		else if (c == awa::JOB_METADATA && row->null[c])
+			values[a] = empty_object();
+		else if (c == awa::JOB_TAGS && row->null[c])
+			values[a] = PointerGetDatum(construct_empty_array(TEXTOID));
+		else if (c == awa::JOB_ERRORS && row->null[c])
+			values[a] = empty_array();
+		else if (c >= 0)
+		{
+			values[a] = row->value[c];
+			nulls[a] = row->null[c];
+		}
+		else if (strcmp(name, "state") == 0)
+			values[a] = job_state_datum(att->atttypid, row->deferred_state ? row->deferred_state : "available");
+		else if (strcmp(name, "enqueue_shard") == 0 && row->deferred_state == nullptr)
+			values[a] = Int16GetDatum(row->shard);
+		else if (strcmp(name, "lane_seq") == 0 && row->deferred_state == nullptr)
+			values[a] = Int64GetDatum(row->lane_seq);
+		else
+			nulls[a] = true; /* finalized_at; the lane of a deferred job */
+	}
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
 
 } // namespace
@@ -236,76 +342,13 @@ spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
  */
 AWA_SQL_FUNCTION(awa_insert_job_compat)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	EnqueueRow *row = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow)));
-	const char *queue = "default";
-	int queue_len = 7;
 	TupleDesc tupdesc;
-	Datum values[21];
-	bool nulls[21];
+	EnqueueRow *row = compat_row(fcinfo, GetCurrentTimestamp());
 
-	awa::require_not_null(PG_ARGISNULL(0), "p_kind");
-	if (!PG_ARGISNULL(1))
-	{
-		text *q = awa::checked_queue_arg(fcinfo, 1, "p_queue");
-
-		queue = VARDATA_ANY(q);
-		queue_len = VARSIZE_ANY_EXHDR(q);
-	}
-	init_row(row, queue, queue_len, now);
-	row->kind = awa::checked_kind(PG_GETARG_DATUM(0), "p_kind");
-	if (!PG_ARGISNULL(2))
-		row->args = PG_GETARG_DATUM(2);
-	if (!PG_ARGISNULL(3))
-	{
-		row->deferred_state = awa::checked_enqueue_state(PG_GETARG_DATUM(3), "p_state");
-	}
-	if (!PG_ARGISNULL(4))
-		row->priority = awa::priority_arg(fcinfo, 4, "p_priority");
-	if (!PG_ARGISNULL(5))
-		row->max_attempts = awa::max_attempts_arg(fcinfo, 5, "p_max_attempts");
-	if (!PG_ARGISNULL(6))
-		row->run_at = awa::checked_run_at(PG_GETARG_TIMESTAMPTZ(6), "p_run_at");
-	set_metadata(row, PG_GETARG_DATUM(7), PG_ARGISNULL(7), "p_metadata");
-	set_tags(row, PG_GETARG_DATUM(8), PG_ARGISNULL(8), "p_tags");
-	set_unique(row, PG_GETARG_DATUM(9), PG_ARGISNULL(9), PG_GETARG_DATUM(10), PG_ARGISNULL(10), "p_unique_key",
-			   "p_unique_states");
-	set_ordering_key(row, PG_GETARG_DATUM(11), PG_ARGISNULL(11), "p_ordering_key");
-	settle_run_at(row, now);
-
-	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE || tupdesc->natts != 21)
+	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
 	awa::enqueue_rows(row, 1, true);
-
-	std::memset(nulls, 0, sizeof(nulls));
-	values[0] = Int64GetDatum(row->job_id);
-	values[1] = row->kind;
-	values[2] = PointerGetDatum(cstring_to_text_with_len(row->queue, row->queue_len));
-	values[3] = row->args;
-	values[4] = job_state_datum(TupleDescAttr(tupdesc, 4)->atttypid,
-								row->deferred_state ? row->deferred_state : "available");
-	values[5] = Int16GetDatum(row->priority);
-	values[6] = Int16GetDatum(0);
-	values[7] = Int64GetDatum(0);
-	values[8] = Int16GetDatum(row->max_attempts);
-	values[9] = TimestampTzGetDatum(row->run_at);
-	nulls[10] = nulls[11] = true;
-	values[12] = TimestampTzGetDatum(row->created_at);
-	values[13] = row->metadata_null ? empty_object() : row->metadata;
-	values[14] = row->tags_null ? PointerGetDatum(construct_empty_array(TEXTOID)) : row->tags;
-	values[15] = empty_array();
-	values[16] = row->unique_key;
-	nulls[16] = row->unique_key_null;
-	values[17] = row->unique_states;
-	nulls[17] = row->unique_states_null;
-	values[18] = row->ordering_key;
-	nulls[18] = row->ordering_key_null;
-	values[19] = Int16GetDatum(row->shard);
-	nulls[19] = row->deferred_state != nullptr;
-	values[20] = Int64GetDatum(row->lane_seq);
-	nulls[20] = row->deferred_state != nullptr;
-	tupdesc = BlessTupleDesc(tupdesc);
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return job_row_datum(row, tupdesc);
 }
 
 /*
@@ -371,19 +414,22 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
 		awa::require_not_null(kinds_n[k], "p_kinds element");
-		row->kind = awa::checked_kind(kinds[k], "p_kinds element");
+		row->set(awa::JOB_KIND, awa::checked_kind(kinds[k], "p_kinds element"));
 		if (args.values && !args.nulls[i])
-			row->args = args.values[i];
+			row->set(awa::JOB_ARGS, args.values[i]);
 		if (prios.values && !prios.nulls[i])
-			row->priority = awa::checked_priority(awa::int_array_element(prios.values[i], prios.elemtype),
-												  "p_priorities element");
+			row->set(awa::JOB_PRIORITY,
+					 Int16GetDatum(awa::checked_priority(awa::int_array_element(prios.values[i], prios.elemtype),
+														 "p_priorities element")));
 		if (run_ats.values && !run_ats.nulls[i])
-			row->run_at = awa::checked_run_at(DatumGetTimestampTz(run_ats.values[i]), "p_run_ats element");
+			row->set(awa::JOB_RUN_AT, TimestampTzGetDatum(awa::checked_run_at(DatumGetTimestampTz(run_ats.values[i]),
+																			   "p_run_ats element")));
 		if (keys.values)
 			set_ordering_key(row, keys.values[i], keys.nulls[i], "p_ordering_keys element");
 		if (maxes.values && !maxes.nulls[i])
-			row->max_attempts = awa::checked_max_attempts(awa::int_array_element(maxes.values[i], maxes.elemtype),
-														  "p_max_attempts element");
+			row->set(awa::JOB_MAX_ATTEMPTS,
+					 Int16GetDatum(awa::checked_max_attempts(awa::int_array_element(maxes.values[i], maxes.elemtype),
+															 "p_max_attempts element")));
 		if (metas.values)
 			set_metadata(row, metas.values[i], metas.nulls[i], "p_metadata element");
 		set_unique(row, ukeys.values ? ukeys.values[i] : 0, ukeys.values ? ukeys.nulls[i] : true,
@@ -397,7 +443,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 
 	ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
 	for (int i = 0; i < n; i++)
-		ids[i] = Int64GetDatum(rows[i].job_id);
+		ids[i] = rows[i].value[awa::JOB_ID];
 	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
@@ -405,6 +451,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
  * awa._enqueue_ready(rows awa.deferred_jobs[]) -> integer: put existing jobs (ids, attempts,
  * keys and bodies kept) back on the ready plane with the destination queue's current width.
  * Keyed rows go to their key's shard; keyless rows through the rotor. run_at restarts now.
+ * Every job attribute is read by name (job_columns.hpp).
  */
 AWA_SQL_FUNCTION(awa_enqueue_ready)
 {
@@ -431,23 +478,12 @@ AWA_SQL_FUNCTION(awa_enqueue_ready)
 		tup = DatumGetHeapTupleHeader(elems[i]);
 		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
-		row->job_id = DatumGetInt64(GetAttributeByName(tup, "job_id", &isnull));
-		row->kind = GetAttributeByName(tup, "kind", &isnull);
-		row->args = GetAttributeByName(tup, "args", &isnull);
-		row->priority = awa::checked_priority(DatumGetInt16(GetAttributeByName(tup, "priority", &isnull)), "priority");
-		row->attempt = DatumGetInt16(GetAttributeByName(tup, "attempt", &isnull));
-		row->run_lease = DatumGetInt64(GetAttributeByName(tup, "run_lease", &isnull));
-		row->max_attempts = DatumGetInt16(GetAttributeByName(tup, "max_attempts", &isnull));
-		row->created_at = DatumGetTimestampTz(GetAttributeByName(tup, "created_at", &isnull));
-		row->attempted_at = GetAttributeByName(tup, "attempted_at", &row->attempted_at_null);
-		row->unique_key = GetAttributeByName(tup, "unique_key", &row->unique_key_null);
-		row->unique_states = GetAttributeByName(tup, "unique_states", &row->unique_states_null);
-		row->ordering_key = GetAttributeByName(tup, "ordering_key", &row->ordering_key_null);
-		row->metadata = GetAttributeByName(tup, "metadata", &row->metadata_null);
-		row->tags = GetAttributeByName(tup, "tags", &row->tags_null);
-		row->errors = GetAttributeByName(tup, "errors", &row->errors_null);
-		if (row->job_id <= 0 || row->kind == 0)
+		for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
+			if (c != awa::JOB_QUEUE && c != awa::JOB_RUN_AT)
+				row->value[c] = GetAttributeByName(tup, awa::kJobColumns[c].name, &row->null[c]);
+		if (row->null[awa::JOB_ID] || row->job_id() <= 0 || row->null[awa::JOB_KIND])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
+		awa::checked_priority(row->priority(), "priority");
 	}
 	awa::enqueue_rows(rows, n, false);
 	PG_RETURN_INT32(n);

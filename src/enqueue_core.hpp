@@ -5,6 +5,7 @@
 #pragma once
 
 #include "awa_shard.hpp"
+#include "job_columns.hpp"
 
 extern "C"
 {
@@ -14,34 +15,16 @@ extern "C"
 namespace awa
 {
 
-/* One job to write. Plain data (palloc'd pointers, Datums): safe across PostgreSQL errors. */
+/*
+ * One job to write: its attributes by JobColumn (job_columns.hpp), plus where it goes. Plain
+ * data (palloc'd pointers, Datums): safe across PostgreSQL errors.
+ */
 struct EnqueueRow
 {
-	int64 job_id;			/* 0: allocate from awa.job_id_seq */
-	const char *queue;		/* not NUL-terminated */
+	Datum value[JOB_NCOLUMNS]; /* JOB_ID 0: allocate from awa.job_id_seq */
+	bool null[JOB_NCOLUMNS];
+	const char *queue;			/* the bytes of value[JOB_QUEUE], not NUL-terminated (routing) */
 	int queue_len;
-	Datum kind;				/* text */
-	Datum args;				/* jsonb */
-	int priority;			/* lane priority, 1..4 */
-	int attempt;
-	int64 run_lease;
-	int max_attempts;
-	TimestampTz run_at;
-	TimestampTz created_at;
-	Datum attempted_at;		/* timestamptz or null */
-	bool attempted_at_null;
-	Datum unique_key;		/* bytea or null */
-	bool unique_key_null;
-	Datum unique_states;	/* bit(8) or null */
-	bool unique_states_null;
-	Datum ordering_key;		/* bytea or null */
-	bool ordering_key_null;
-	Datum metadata;			/* jsonb or null (empty) */
-	bool metadata_null;
-	Datum tags;				/* text[] or null (empty) */
-	bool tags_null;
-	Datum errors;			/* jsonb or null */
-	bool errors_null;
 	const char *deferred_state; /* nullptr: ready; "scheduled" or "retryable": deferred_jobs */
 
 	bool shard_fixed;			/* shard already chosen (insert_jobs spreading keyless rows) */
@@ -49,6 +32,26 @@ struct EnqueueRow
 	/* Outputs for ready rows (shard is an input when shard_fixed). */
 	int shard;
 	int64 lane_seq;
+
+	/* Set an attribute to a value, or to NULL. */
+	void set(JobColumn c, Datum v)
+	{
+		value[c] = v;
+		null[c] = false;
+	}
+	void set_null(JobColumn c)
+	{
+		value[c] = (Datum) 0;
+		null[c] = true;
+	}
+	int64 job_id() const
+	{
+		return DatumGetInt64(value[JOB_ID]);
+	}
+	int priority() const
+	{
+		return DatumGetInt16(value[JOB_PRIORITY]);
+	}
 };
 
 /* Route, reserve (lanes locked in sorted order) and insert rows; claim unique keys when asked. */

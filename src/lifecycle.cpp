@@ -49,19 +49,57 @@ const char *const kCompleteSql =
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id";
 
+/* Parameters of kCompleteSql. */
+enum CompleteParam
+{
+	CP_JOB_IDS,
+	CP_RUN_LEASES,
+	CP_NPARAMS
+};
+
+/* Result columns of kCompleteSql (SPI attribute numbers): the completed pairs, then their lane. */
+enum CompleteColumn
+{
+	CC_JOB_ID = 1,
+	CC_RUN_LEASE,
+	CC_QUEUE,
+	CC_ENQUEUE_SHARD
+};
+
+/* A result column of row i of the last SPI statement. */
+Datum
+result_column(uint64 i, int column)
+{
+	bool isnull;
+
+	return SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, column, &isnull);
+}
+
+/* Whether rows i and j of the completion result are of the same (queue, shard). */
+bool
+same_shard(uint64 i, uint64 j)
+{
+	text *qa = DatumGetTextPP(result_column(i, CC_QUEUE));
+	text *qb = DatumGetTextPP(result_column(j, CC_QUEUE));
+
+	return DatumGetInt16(result_column(i, CC_ENQUEUE_SHARD)) == DatumGetInt16(result_column(j, CC_ENQUEUE_SHARD)) &&
+		   VARSIZE_ANY_EXHDR(qa) == VARSIZE_ANY_EXHDR(qb) &&
+		   memcmp(VARDATA_ANY(qa), VARDATA_ANY(qb), VARSIZE_ANY_EXHDR(qa)) == 0;
+}
+
 } // namespace
 
 /* awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this call. */
 AWA_SQL_FUNCTION(awa_complete_jobs)
 {
-	static const Oid types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID};
 	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
 	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-	Datum values[2];
+	Datum values[CP_NPARAMS];
 	int n_ids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
 	int n_leases = ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
-	int run_start = 0;
+	uint64 run_start = 0;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
@@ -69,49 +107,28 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 		return (Datum) 0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::keep_plan(&complete_plan, kCompleteSql, 2, types);
-	values[0] = PointerGetDatum(ids);
-	values[1] = PointerGetDatum(leases);
+	awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+	values[CP_JOB_IDS] = PointerGetDatum(ids);
+	values[CP_RUN_LEASES] = PointerGetDatum(leases);
 	awa::exec_plan(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple tup = SPI_tuptable->vals[i];
-		TupleDesc desc = SPI_tuptable->tupdesc;
-		Datum out[2];
+		Datum out[2] = {result_column(i, CC_JOB_ID), result_column(i, CC_RUN_LEASE)};
 		bool nulls[2] = {false, false};
-		bool isnull;
 
-		out[0] = SPI_getbinval(tup, desc, 1, &isnull);
-		out[1] = SPI_getbinval(tup, desc, 2, &isnull);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
 	/* Per-shard counters: rows arrive grouped by (queue, enqueue_shard). */
-	for (uint64 i = 0; i <= SPI_processed && SPI_processed > 0; i++)
+	for (uint64 i = 1; i <= SPI_processed; i++)
 	{
-		bool boundary = (i == SPI_processed);
+		if (i < SPI_processed && same_shard(i, run_start))
+			continue;
+		text *q = DatumGetTextPP(result_column(run_start, CC_QUEUE));
 
-		if (!boundary && i > 0)
-		{
-			bool isnull;
-			text *qa = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull));
-			text *qb = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[i - 1], SPI_tuptable->tupdesc, 3, &isnull));
-			int16 sa = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
-			int16 sb = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[i - 1], SPI_tuptable->tupdesc, 4, &isnull));
-
-			boundary = sa != sb || VARSIZE_ANY_EXHDR(qa) != VARSIZE_ANY_EXHDR(qb) ||
-					   memcmp(VARDATA_ANY(qa), VARDATA_ANY(qb), VARSIZE_ANY_EXHDR(qa)) != 0;
-		}
-		if (boundary && i > 0)
-		{
-			bool isnull;
-			text *q = DatumGetTextPP(SPI_getbinval(SPI_tuptable->vals[run_start], SPI_tuptable->tupdesc, 3, &isnull));
-			int16 s = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[run_start], SPI_tuptable->tupdesc, 4, &isnull));
-
-			awa::stats_add(VARDATA_ANY(q), VARSIZE_ANY_EXHDR(q), s, awa::StatKind::Completed,
-						   static_cast<int64>(i - run_start));
-			run_start = static_cast<int>(i);
-		}
+		awa::stats_add(VARDATA_ANY(q), VARSIZE_ANY_EXHDR(q), DatumGetInt16(result_column(run_start, CC_ENQUEUE_SHARD)),
+					   awa::StatKind::Completed, static_cast<int64>(i - run_start));
+		run_start = i;
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
