@@ -48,6 +48,7 @@ namespace
 
 SPIPlanPtr heads_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
+SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
 SPIPlanPtr drain_receipts_plan = nullptr;
 SPIPlanPtr drain_leases_plan = nullptr;
@@ -110,12 +111,17 @@ const char *const kHeadsSql =
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
 	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
 
-/* The run_at of a lane's first visible row in [from, fence) of the live ready slots. */
+/* The first visible row of a lane in [from, fence) of the live ready slots: run_at and key. */
 const char *const kProbeSql =
-	"SELECT r.run_at FROM awa.ready_entries r "
+	"SELECT r.run_at, r.ready_slot, r.lane_seq FROM awa.ready_entries r "
 	"WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
 	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) "
 	"ORDER BY r.lane_seq LIMIT 1";
+
+/* Whether a remembered row is still there (one primary-key probe of one partition). */
+const char *const kRowExistsSql =
+	"SELECT 1 FROM awa.ready_entries r "
+	"WHERE r.ready_slot = $1 AND r.queue = $2 AND r.priority = $3 AND r.enqueue_shard = $4 AND r.lane_seq = $5";
 
 /* Lock one lane head unless another claim holds it; returns its cursor as of the lock. */
 const char *const kLockHeadSql =
@@ -281,7 +287,9 @@ struct Candidate
  * moved since its last probe costs no index probe; the shared hint on the head row is only
  * written by claims of that lane. Only rows found are remembered: "nothing visible" can
  * change without the sequence moving (a reservation committing), so such a lane is probed
- * again. A remembered run_at that no longer matches a row only costs a retried walk.
+ * again. A cancel, delete or move removes rows without moving the cursor or the sequence, so
+ * a remembered row is used only after a primary-key probe shows it is still there (cheaper
+ * than the ordered probe over the live slots, and never an empty or misordered claim).
  */
 struct ProbeEntry
 {
@@ -290,6 +298,8 @@ struct ProbeEntry
 	int64 high_water;
 	int64 fence;
 	TimestampTz run_at;
+	int32 ready_slot; /* the remembered row */
+	int64 lane_seq;
 };
 
 HTAB *probe_cache = nullptr;
@@ -350,14 +360,23 @@ probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, T
 	if (head.claim_seq >= high_water)
 		return false; /* nothing was ever reserved at or after the cursor */
 	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_FIND, nullptr));
+	values[0] = PointerGetDatum(queue);
 	if (entry != nullptr && entry->claim_seq == head.claim_seq && entry->high_water == high_water &&
 		entry->fence == fence)
 	{
-		*run_at = entry->run_at;
-		return true;
+		static const Oid exists_types[5] = {INT4OID, TEXTOID, INT2OID, INT2OID, INT8OID};
+		Datum key[5] = {Int32GetDatum(entry->ready_slot), values[0], Int16GetDatum(head.priority),
+						Int16GetDatum(head.shard), Int64GetDatum(entry->lane_seq)};
+
+		awa::keep_plan(&row_exists_plan, kRowExistsSql, 5, exists_types);
+		awa::exec_plan_latest(row_exists_plan, key, nullptr, true, 1, SPI_OK_SELECT, "claim remembered row");
+		if (SPI_processed == 1)
+		{
+			*run_at = entry->run_at;
+			return true;
+		}
 	}
 	awa::keep_plan(&probe_plan, kProbeSql, 9, types);
-	values[0] = PointerGetDatum(queue);
 	values[1] = Int16GetDatum(head.priority);
 	values[2] = Int16GetDatum(head.shard);
 	values[3] = Int64GetDatum(head.claim_seq);
@@ -373,6 +392,8 @@ probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, T
 	entry->high_water = high_water;
 	entry->fence = fence;
 	entry->run_at = *run_at;
+	entry->ready_slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	entry->lane_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
 	return true;
 }
 
@@ -621,7 +642,8 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 			break;
 		forget_probe(cand.seq_oid);
 		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, kClearHintTypes);
-		awa::exec_plan(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
+		/* On the latest committed state like the walk and the drain, whatever the isolation level. */
+		awa::exec_plan_latest(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
 	}
 
 	for (uint64 i = 0; i < SPI_processed; i++)
