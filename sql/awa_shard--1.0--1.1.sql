@@ -1695,7 +1695,6 @@ $$;
 -- awa._check_between (a range) and awa._check_arg (any other rule, 22023). (The 1.0 exits
 -- fail_job_to_dlq, retry_job_after and snooze_job are replaced, through the same helpers,
 -- where the lifecycle exits share their code.)
--- ==================================================================================
 -- =========================================================================================
 
 -- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
@@ -1736,7 +1735,8 @@ REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigi
 COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
 COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
-=======
+
+-- =========================================================================================
 -- One definition of a job: awa.job_template names the attributes every job
 -- carries, under the same names and types in every table that holds jobs (ready_entries,
 -- done_entries, deferred_jobs, dlq_entries) and in awa.taken_attempt and awa.job_row. The
