@@ -1755,6 +1755,15 @@ CREATE TYPE awa.job_template AS (
 
 -- The job attributes of any row that has them (a job table's row, awa.taken_attempt), by
 -- name; a NULL row gives a job with every attribute NULL.
+-- The C++ side of the same definition (AWA_JOB_COLUMNS), for the test that they agree.
+CREATE FUNCTION awa._job_columns(OUT attnum integer, OUT name text, OUT type text) RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'awa_job_columns'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._job_columns() FROM PUBLIC;
+COMMENT ON FUNCTION awa._job_columns() IS
+    'Internal: the job attributes of the C++ definition (src/job_columns.hpp), in order, to check them against awa.job_template.';
+
 CREATE FUNCTION awa._job(p_row anyelement) RETURNS awa.job_template
     LANGUAGE sql STABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp

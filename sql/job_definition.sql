@@ -7,6 +7,17 @@ SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS type
  WHERE a.attrelid = 'awa.job_template'::regclass AND a.attnum > 0 AND NOT a.attisdropped
  ORDER BY a.attnum;
 
+-- The C++ definition (src/job_columns.hpp) and the template agree, name by name, type by
+-- type, in order: any difference is listed (no row: they agree).
+SELECT coalesce(c.attnum, t.attnum) AS attnum, c.name AS cpp_name, c.type AS cpp_type,
+       t.attname AS sql_name, format_type(t.atttypid, t.atttypmod) AS sql_type
+  FROM awa._job_columns() c
+  FULL JOIN (SELECT * FROM pg_attribute WHERE attrelid = 'awa.job_template'::regclass AND attnum > 0
+               AND NOT attisdropped) t ON t.attnum = c.attnum
+ WHERE c.name IS DISTINCT FROM t.attname::text
+    OR to_regtype(c.type) IS DISTINCT FROM t.atttypid
+ ORDER BY 1;
+
 -- Missing or differently typed attributes (awa.job_row and awa.jobs name job_id "id").
 SELECT rel::regclass AS relation, t.attname AS attribute, format_type(t.atttypid, t.atttypmod) AS template_type,
        format_type(c.atttypid, c.atttypmod) AS relation_type

@@ -18,6 +18,7 @@ extern "C"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/varbit.h"
 }
 
@@ -487,4 +488,24 @@ AWA_SQL_FUNCTION(awa_enqueue_ready)
 	}
 	awa::enqueue_rows(rows, n, false);
 	PG_RETURN_INT32(n);
+}
+
+/*
+ * awa._job_columns() -> (attnum, name, type): the C++ job definition (AWA_JOB_COLUMNS), so
+ * that the regression test job_definition can compare it with awa.job_template.
+ */
+AWA_SQL_FUNCTION(awa_job_columns)
+{
+	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
+	{
+		Datum values[3] = {Int32GetDatum(c + 1), CStringGetTextDatum(awa::kJobColumns[c].name),
+						   CStringGetTextDatum(awa::kJobColumns[c].sql_type)};
+		bool nulls[3] = {false, false, false};
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
