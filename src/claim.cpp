@@ -42,6 +42,7 @@ extern "C"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace
 {
@@ -288,8 +289,11 @@ struct Candidate
  * written by claims of that lane. Only rows found are remembered: "nothing visible" can
  * change without the sequence moving (a reservation committing), so such a lane is probed
  * again. A cancel, delete or move removes rows without moving the cursor or the sequence, so
- * a remembered row is used only after a primary-key probe shows it is still there (cheaper
- * than the ordered probe over the live slots, and never an empty or misordered claim).
+ * a remembered row may be gone: the walk checks it with one primary-key probe when its lane
+ * is about to win, so a claim is never empty and a lane never jumps the queue because of a
+ * removed row; the lanes behind the winner cost nothing. (Like the hint on the head row, a
+ * remembered run_at can also be later than the lane's true first row, e.g. after a promoted
+ * job with an earlier run_at landed behind it: that lane is then served a little later.)
  */
 struct ProbeEntry
 {
@@ -328,6 +332,8 @@ struct Head
 	TimestampTz run_at;
 	Oid seq_oid;
 	int effective_priority;
+	int64 fence;
+	bool remembered; /* run_at came from the probe cache, not checked yet */
 };
 
 /* The lowest in-flight reservation of another transaction on a lane (no bound: INT64_MAX). */
@@ -344,11 +350,13 @@ lane_fence(Oid seq_oid, const awa::InflightLow *inflight, int n_inflight)
 
 /*
  * The run_at of a hint-less lane's first visible row at or after its cursor and below its
- * fence: from the probe cache when the lane has not moved since it was probed, else by one
- * index probe (remembered when it finds a row). False when the lane shows no row.
+ * fence: from the probe cache when the lane has not moved since it was probed (*remembered
+ * set; with `verify`, only after one primary-key probe shows the row is still there), else
+ * by one ordered index probe, remembered when it finds a row. False when the lane shows no row.
  */
 bool
-probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, TimestampTz *run_at)
+probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, TimestampTz *run_at,
+		   bool *remembered)
 {
 	static const Oid types[9] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	int64 high_water = awa::lane_high_water(head.seq_oid);
@@ -357,17 +365,24 @@ probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, T
 	bool isnull;
 	ProbeEntry *entry;
 
+	*remembered = false;
 	if (head.claim_seq >= high_water)
 		return false; /* nothing was ever reserved at or after the cursor */
 	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_FIND, nullptr));
 	values[0] = PointerGetDatum(queue);
 	if (entry != nullptr && entry->claim_seq == head.claim_seq && entry->high_water == high_water &&
-		entry->fence == fence)
+		entry->fence == head.fence)
 	{
 		static const Oid exists_types[5] = {INT4OID, TEXTOID, INT2OID, INT2OID, INT8OID};
 		Datum key[5] = {Int32GetDatum(entry->ready_slot), values[0], Int16GetDatum(head.priority),
 						Int16GetDatum(head.shard), Int64GetDatum(entry->lane_seq)};
 
+		if (!verify)
+		{
+			*run_at = entry->run_at;
+			*remembered = true;
+			return true;
+		}
 		awa::keep_plan(&row_exists_plan, kRowExistsSql, 5, exists_types);
 		awa::exec_plan_latest(row_exists_plan, key, nullptr, true, 1, SPI_OK_SELECT, "claim remembered row");
 		if (SPI_processed == 1)
@@ -380,17 +395,21 @@ probe_lane(text *queue, const Head &head, int64 fence, const int *slot_ranges, T
 	values[1] = Int16GetDatum(head.priority);
 	values[2] = Int16GetDatum(head.shard);
 	values[3] = Int64GetDatum(head.claim_seq);
-	values[4] = Int64GetDatum(fence);
+	values[4] = Int64GetDatum(head.fence);
 	for (int k = 0; k < 4; k++)
 		values[5 + k] = Int32GetDatum(slot_ranges[k]);
 	awa::exec_plan_latest(probe_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane probe");
 	if (SPI_processed == 0)
+	{
+		if (entry != nullptr)
+			(void) hash_search(probes(), &head.seq_oid, HASH_REMOVE, nullptr);
 		return false;
+	}
 	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_ENTER, &found));
 	entry->claim_seq = head.claim_seq;
 	entry->high_water = high_water;
-	entry->fence = fence;
+	entry->fence = head.fence;
 	entry->run_at = *run_at;
 	entry->ready_slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	entry->lane_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
@@ -419,6 +438,17 @@ effective_priority(int priority, TimestampTz run_at, TimestampTz now, double agi
 	if (steps <= 0)
 		return priority;
 	return steps >= priority - 1 ? 1 : static_cast<int>(priority - steps);
+}
+
+/* The walk's order: effective priority, run_at of the lane's first row, lane priority. */
+bool
+walk_order(const Head &a, const Head &b)
+{
+	if (a.effective_priority != b.effective_priority)
+		return a.effective_priority < b.effective_priority;
+	if (a.run_at != b.run_at)
+		return a.run_at < b.run_at;
+	return a.priority < b.priority;
 }
 
 /*
@@ -460,7 +490,6 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		bool hint_null;
 		bool isnull;
 		Datum hint;
-		int64 fence;
 
 		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, 1, &isnull));
 		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull));
@@ -470,28 +499,44 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		receipts = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
-		fence = lane_fence(h.seq_oid, inflight, n_inflight);
-		if (h.claim_seq >= fence)
+		h.fence = lane_fence(h.seq_oid, inflight, n_inflight);
+		if (h.claim_seq >= h.fence)
 			continue; /* the cursor reached a reservation still in flight */
+		h.remembered = false;
 		if (!hint_null)
 			h.run_at = DatumGetTimestampTz(hint);
-		else if (!probe_lane(queue, h, fence, slot_ranges, &h.run_at))
+		else if (!probe_lane(queue, h, slot_ranges, false, &h.run_at, &h.remembered))
 			continue;
 		h.effective_priority = effective_priority(h.priority, h.run_at, now, aging_secs);
 		heads[n_heads++] = h;
 	}
-	std::stable_sort(heads, heads + n_heads, [](const Head &a, const Head &b) {
-		if (a.effective_priority != b.effective_priority)
-			return a.effective_priority < b.effective_priority;
-		if (a.run_at != b.run_at)
-			return a.run_at < b.run_at;
-		return a.priority < b.priority;
-	});
+	std::stable_sort(heads, heads + n_heads, walk_order);
 	awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
 	for (int i = 0; i < n_heads; i++)
 	{
 		bool isnull;
 
+		/*
+		 * A remembered row is checked only when its lane is about to win: a removed row can
+		 * only make a lane look older than it is, so the lanes behind the winner need no check.
+		 */
+		if (heads[i].remembered)
+		{
+			bool again;
+
+			if (!probe_lane(queue, heads[i], slot_ranges, true, &heads[i].run_at, &again))
+			{
+				std::memmove(&heads[i], &heads[i + 1], sizeof(Head) * (n_heads - i - 1));
+				n_heads--;
+				i--;
+				continue;
+			}
+			heads[i].remembered = false;
+			heads[i].effective_priority = effective_priority(heads[i].priority, heads[i].run_at, now, aging_secs);
+			std::stable_sort(heads + i, heads + n_heads, walk_order);
+			i--;
+			continue;
+		}
 		values[1] = Int16GetDatum(heads[i].priority);
 		values[2] = Int16GetDatum(heads[i].shard);
 		awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
@@ -500,8 +545,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		/* A claim that committed since the heads were read may have emptied the lane. */
 		if (out->claim_seq != heads[i].claim_seq &&
-			out->claim_seq >= std::min(lane_fence(heads[i].seq_oid, inflight, n_inflight),
-									   awa::lane_high_water(heads[i].seq_oid)))
+			out->claim_seq >= std::min(heads[i].fence, awa::lane_high_water(heads[i].seq_oid)))
 			continue;
 		out->priority = heads[i].priority;
 		out->shard = heads[i].shard;
