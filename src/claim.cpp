@@ -468,7 +468,8 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	int n_inflight;
 	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
 	TimestampTz now = GetCurrentTimestamp();
-	bool receipts = true;
+	bool receipts;
+	bool isnull_mode;
 	Head *heads;
 	int n_heads = 0;
 	uint64 n_rows;
@@ -481,6 +482,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	rows = SPI_tuptable;
 	if (n_rows == 0)
 		return false;
+	receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, 6, &isnull_mode));
 	heads = static_cast<Head *>(palloc(sizeof(Head) * n_rows));
 	for (uint64 i = 0; i < n_rows; i++)
 	{
@@ -495,8 +497,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull));
 		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
 		hint = SPI_getbinval(tup, desc, 4, &hint_null);
-		h.seq_oid = get_relname_relid(SPI_getvalue(tup, desc, 5), awa_nsp);
-		receipts = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull)), awa_nsp);
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
 		h.fence = lane_fence(h.seq_oid, inflight, n_inflight);
