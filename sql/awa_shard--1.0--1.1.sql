@@ -111,15 +111,20 @@ $$;
 --   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
 --   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
 --      lease) still reads a ready row of the slot -- these checks hold no lock;
---   3. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
+--   3. copy failed terminal rows, with their body, to the retained partition once. Still
+--      without a lock: no attempt of the slot is open, so no failed row can be added to it
+--      (a claim since step 2 makes step 4 refuse, which undoes the copies);
+--   4. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
---      slot (their attempts may be open);
---   4. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
+--      slot (their attempts may be open); drop the copies of failed rows that were dead-
+--      lettered or deleted between step 3 and the lock;
+--   5. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
 --      and copy those rows (and any row whose lane has no claim head, which nothing proves
 --      finished) into the current slot with their lane identity and lane_seq:
 --      claims drain them in the same order, and a claim holding one of those heads makes
---      this prune step back instead;
---   5. copy failed terminal rows, with their body, to the retained partition once;
+--      this prune step back instead. The lanes of the slot are found by skipping along the
+--      lane index, and each lane is read from its cursor on, so the work done under the
+--      lock grows with the lanes and the pending rows, not with the rows of the slot;
 --   6. truncate the slot's partitions and mark it free.
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
 -- Returns pruned / skipped_none_sealed / skipped_running / skipped_locked / skipped_concurrent.
@@ -131,6 +136,7 @@ DECLARE
     st awa.queue_ring_state;
     v_slot integer;
     v_cursors awa.queue_claim_heads[];
+    v_failed awa.done_entries[];
     v_reason text;
 BEGIN
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
@@ -157,6 +163,18 @@ BEGIN
         RETURN 'skipped_running';
     END IF;
     BEGIN
+        WITH copied AS (
+            INSERT INTO awa.done_entries
+            SELECT x.*
+              FROM awa.done_entries d
+              LEFT JOIN awa.ready_entries r
+                ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+               AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+             CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
+             WHERE d.ready_slot = v_slot AND d.state = 'failed'
+            ON CONFLICT DO NOTHING
+            RETURNING *)
+        SELECT array_agg(c) INTO v_failed FROM copied c;
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot],
                                          p_lock_timeout_ms) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
@@ -172,6 +190,17 @@ BEGIN
                                      AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
         END IF;
+        -- Failed rows dead-lettered or deleted since they were copied: drop their copies.
+        IF v_failed IS NOT NULL THEN
+            DELETE FROM awa.done_entries k
+             USING unnest(v_failed) f
+             WHERE k.ready_slot = -1 AND k.queue = f.queue AND k.priority = f.priority
+               AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
+               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+                                  AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
+                                  AND d.state = 'failed');
+        END IF;
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
              WHERE EXISTS (SELECT 1 FROM awa.ready_entries r
@@ -183,23 +212,30 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
         -- Whole rows move: only the slot changes (no column is named).
+        WITH RECURSIVE lanes AS (
+            (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+              WHERE r.ready_slot = v_slot
+              ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1)
+            UNION ALL
+            SELECT n.queue, n.priority, n.enqueue_shard
+              FROM lanes l
+             CROSS JOIN LATERAL (
+                 SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+                  WHERE r.ready_slot = v_slot
+                    AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
+                  ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n)
         INSERT INTO awa.ready_entries
         SELECT m.*
-          FROM awa.ready_entries r
+          FROM lanes l
           LEFT JOIN awa.queue_claim_heads h
-            ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
-         CROSS JOIN LATERAL jsonb_populate_record(r, jsonb_build_object('ready_slot', st.current_slot,
-                                                                      'ready_generation', st.generation)) m
-         WHERE r.ready_slot = v_slot AND r.lane_seq >= coalesce(h.claim_seq, 0);
-        INSERT INTO awa.done_entries
-        SELECT x.*
-          FROM awa.done_entries d
-          LEFT JOIN awa.ready_entries r
-            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
-           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
-         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
-         WHERE d.ready_slot = v_slot AND d.state = 'failed'
-        ON CONFLICT DO NOTHING;
+            ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+         CROSS JOIN LATERAL (
+             SELECT r AS pending FROM awa.ready_entries r
+              WHERE r.ready_slot = v_slot AND r.queue = l.queue AND r.priority = l.priority
+                AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq >= coalesce(h.claim_seq, 0)
+             OFFSET 0) p
+         CROSS JOIN LATERAL jsonb_populate_record(p.pending, jsonb_build_object('ready_slot', st.current_slot,
+                                                                              'ready_generation', st.generation)) m;
         EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
         UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
