@@ -30,19 +30,19 @@ SELECT count(DISTINCT (queue, priority, enqueue_shard)) AS lanes FROM awa.ready_
 -- A claim drains one lane: lanes end up partly claimed, wholly claimed or untouched. Fail a
 -- quarter of the claimed jobs terminally (max_attempts 1) and complete the rest (an open
 -- attempt would make prune refuse the slot).
-CREATE TEMP TABLE claimed (job_id bigint, run_lease bigint);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 5, 0, 0);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 5, 0, 0);
-INSERT INTO claimed SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_narrow', 4, 0, 0);
+CREATE TEMP TABLE claimed (n serial, job_id bigint, run_lease bigint);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 3, 0, 0);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 5, 0, 0);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_wide', 5, 0, 0);
+INSERT INTO claimed (job_id, run_lease) SELECT job_id, run_lease FROM awa.claim_ready_runtime('pl_narrow', 4, 0, 0);
 SELECT count(*) AS claimed FROM claimed;
 SELECT count(*) AS failed FROM claimed c, LATERAL awa.fail_job(c.job_id, c.run_lease, 'boom') f
- WHERE c.job_id % 4 = 0;
+ WHERE c.n % 4 = 0;
 SELECT count(*) AS completed FROM awa.complete_jobs(
-    (SELECT array_agg(job_id) FROM claimed WHERE job_id % 4 <> 0),
-    (SELECT array_agg(run_lease) FROM claimed WHERE job_id % 4 <> 0));
+    (SELECT array_agg(job_id) FROM claimed WHERE n % 4 <> 0),
+    (SELECT array_agg(run_lease) FROM claimed WHERE n % 4 <> 0));
 -- A lane with rows but no claim head: nothing proves any of its rows finished, so all move.
 CREATE TEMP TABLE headless_head AS SELECT * FROM awa.queue_claim_heads WHERE queue = 'pl_headless';
 DELETE FROM awa.queue_claim_heads WHERE queue = 'pl_headless';
