@@ -107,13 +107,41 @@ BEGIN
 END
 $$;
 
+-- Copy the failed terminal rows of a queue slot, with their body, to the retained partition
+-- (ready_slot -1), once; returns the rows copied by this call.
+CREATE FUNCTION awa._retain_failed(p_slot integer) RETURNS awa.done_entries[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_copied awa.done_entries[];
+BEGIN
+    WITH copied AS (
+        INSERT INTO awa.done_entries
+        SELECT x.*
+          FROM awa.done_entries d
+          LEFT JOIN awa.ready_entries r
+            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
+         WHERE d.ready_slot = p_slot AND d.state = 'failed'
+        ON CONFLICT DO NOTHING
+        RETURNING *)
+    SELECT array_agg(c) INTO v_copied FROM copied c;
+    RETURN v_copied;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
+
 -- Prune the oldest sealed queue slot (docs/maintenance.md §2):
 --   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
 --   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
 --      lease) still reads a ready row of the slot -- these checks hold no lock;
 --   3. copy failed terminal rows, with their body, to the retained partition once. Still
 --      without a lock: no attempt of the slot is open, so no failed row can be added to it
---      (a claim since step 2 makes step 4 refuse, which undoes the copies);
+--      (a claim since step 2 makes step 4 refuse, which undoes the copies). Only when no
+--      other session holds the slot's partitions at that moment; otherwise the copy waits
+--      for step 4's lock, so a prune that steps back has copied nothing;
 --   4. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
 --      slot (their attempts may be open); drop the copies of failed rows that were dead-
@@ -137,6 +165,7 @@ DECLARE
     v_slot integer;
     v_cursors awa.queue_claim_heads[];
     v_failed awa.done_entries[];
+    v_copy_early boolean;
     v_reason text;
 BEGIN
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
@@ -163,21 +192,24 @@ BEGIN
         RETURN 'skipped_running';
     END IF;
     BEGIN
-        WITH copied AS (
-            INSERT INTO awa.done_entries
-            SELECT x.*
-              FROM awa.done_entries d
-              LEFT JOIN awa.ready_entries r
-                ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
-               AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
-             CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
-             WHERE d.ready_slot = v_slot AND d.state = 'failed'
-            ON CONFLICT DO NOTHING
-            RETURNING *)
-        SELECT array_agg(c) INTO v_failed FROM copied c;
+        -- Copy early only when nobody holds the slot's partitions now: a prune that then
+        -- steps back (skipped_locked) would have copied and rolled back for nothing.
+        v_copy_early := NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_locks k
+             WHERE k.locktype = 'relation' AND k.database = (SELECT oid FROM pg_catalog.pg_database
+                                                            WHERE datname = pg_catalog.current_database())
+               AND k.relation IN (format('awa.%I', 'ready_entries_' || v_slot)::regclass,
+                                  format('awa.%I', 'done_entries_' || v_slot)::regclass)
+               AND k.pid <> pg_catalog.pg_backend_pid());
+        IF v_copy_early THEN
+            v_failed := awa._retain_failed(v_slot);
+        END IF;
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot],
                                          p_lock_timeout_ms) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        IF NOT v_copy_early THEN
+            PERFORM awa._retain_failed(v_slot);
         END IF;
         -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
         IF EXISTS (SELECT 1 FROM awa.queue_claim_heads h
@@ -1632,6 +1664,7 @@ COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lan
 COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
+COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds a receipt without a closure.';
 COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
 COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
