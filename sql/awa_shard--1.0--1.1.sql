@@ -139,9 +139,9 @@ REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
 --      lease) still reads a ready row of the slot -- these checks hold no lock;
 --   3. copy failed terminal rows, with their body, to the retained partition once. Still
 --      without a lock: no attempt of the slot is open, so no failed row can be added to it
---      (a claim since step 2 makes step 4 refuse, which undoes the copies). Only when no
---      other session holds the slot's partitions at that moment; otherwise the copy waits
---      for step 4's lock, so a prune that steps back has copied nothing;
+--      (a claim since step 2 makes step 4 refuse, which undoes the copies). Not when a
+--      transaction older than the lock budget holds the slot's partitions: then the copy
+--      waits for step 4's lock, so a prune that steps back has copied nothing;
 --   4. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
 --      slot (their attempts may be open); drop the copies of failed rows that were dead-
@@ -192,15 +192,22 @@ BEGIN
         RETURN 'skipped_running';
     END IF;
     BEGIN
-        -- Copy early only when nobody holds the slot's partitions now: a prune that then
-        -- steps back (skipped_locked) would have copied and rolled back for nothing.
+        -- Copy early unless a transaction that has already run longer than the lock budget
+        -- holds the slot's partitions (or one whose start is not visible, or a prepared
+        -- one): the lock would likely not come in time, and a prune that steps back
+        -- (skipped_locked) would have copied and rolled back for nothing. Short holders,
+        -- such as claims, end long before the budget does.
         v_copy_early := NOT EXISTS (
             SELECT 1 FROM pg_catalog.pg_locks k
+              LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = k.pid
              WHERE k.locktype = 'relation' AND k.database = (SELECT oid FROM pg_catalog.pg_database
                                                             WHERE datname = pg_catalog.current_database())
                AND k.relation IN (format('awa.%I', 'ready_entries_' || v_slot)::regclass,
                                   format('awa.%I', 'done_entries_' || v_slot)::regclass)
-               AND k.pid <> pg_catalog.pg_backend_pid());
+               AND k.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
+               AND (a.xact_start IS NULL
+                    OR a.xact_start < pg_catalog.clock_timestamp()
+                                      - pg_catalog.make_interval(secs => p_lock_timeout_ms / 1000.0)));
         IF v_copy_early THEN
             v_failed := awa._retain_failed(v_slot);
         END IF;
