@@ -198,6 +198,9 @@ struct RingSlot
 /* The slot this transaction appends to, its partitions locked against prune (SPI connected). */
 RingSlot ring_write_slot(Ring ring);
 
+/* The live slots of a ring as two inclusive ranges (the second empty unless the arc wraps). */
+void live_slot_ranges(Ring ring, int ranges[4]);
+
 /* ---- enqueue.cpp ---- */
 
 /* Register the invalidation hook of the cached job id sequence. */

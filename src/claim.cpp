@@ -54,51 +54,6 @@ SPIPlanPtr lock_head_plan = nullptr;
 SPIPlanPtr drain_receipts_plan = nullptr;
 SPIPlanPtr drain_leases_plan = nullptr;
 SPIPlanPtr clear_hint_plan = nullptr;
-SPIPlanPtr ring_plan = nullptr;
-
-/*
- * The ready slots that can hold rows, as two inclusive ranges [r0, r1] and [r2, r3] (the
- * second empty unless the arc wraps). Rotation makes the next slot live and prune frees
- * the oldest, so the live slots are the arc from the oldest live generation to the current
- * one; passing it as parameters lets the executor prune every other ready partition at
- * start-up, so a lane probe touches one or two partitions instead of sixteen. The drain
- * reads the arc again after its lane head is locked (prune moves a lane's pending rows
- * forward only while holding that head).
- */
-void
-live_slot_ranges(int *ranges)
-{
-	bool isnull;
-	int oldest;
-	int current;
-
-	awa::keep_plan(&ring_plan,
-				   "SELECT (SELECT s.slot FROM awa.queue_ring_slots s WHERE s.generation >= 0 "
-				   "        ORDER BY s.generation LIMIT 1), r.current_slot, r.slot_count "
-				   "FROM awa.queue_ring_state r",
-				   0, nullptr);
-	awa::exec_plan_latest(ring_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring read");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: queue ring state is missing");
-	current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		oldest = current;
-	if (oldest <= current)
-	{
-		ranges[0] = oldest;
-		ranges[1] = current;
-		ranges[2] = 1;
-		ranges[3] = 0;
-	}
-	else
-	{
-		ranges[0] = oldest;
-		ranges[1] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) - 1;
-		ranges[2] = 0;
-		ranges[3] = current;
-	}
-}
 
 /*
  * The candidate walk's first read: every lane head of the queue (none when it is paused),
@@ -647,7 +602,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	{
 		Candidate cand;
 
-		live_slot_ranges(slot_ranges);
+		awa::live_slot_ranges(awa::Ring::Queue, slot_ranges);
 		if (!lock_candidate(queue, aging_secs, slot_ranges, &cand))
 		{
 			awa::pop_hot_path_planner(planner_level);
@@ -663,7 +618,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		 * Re-read the live arc now that the head is locked: prune moves a lane's pending rows
 		 * only while holding that lane's head, so everything it moved is in this arc.
 		 */
-		live_slot_ranges(slot_ranges);
+		awa::live_slot_ranges(awa::Ring::Queue, slot_ranges);
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease);
 		if (receipts)
 			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 14, drain_types);

@@ -1,9 +1,10 @@
 /*
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
  * Receipts are closed by appending a closure (ON CONFLICT DO NOTHING: exactly one
- * closer wins), leases are deleted; the winners get one done_entries row keyed by
- * the ready row's lane identity (ready_slot, queue, lane priority, enqueue_shard,
- * lane_seq). A stale or repeated completion finds nothing to close and writes nothing.
+ * closer wins), leases are deleted, both looked up only in the live slots of their ring;
+ * the winners get one done_entries row keyed by the ready row's lane identity
+ * (ready_slot, queue, lane priority, enqueue_shard, lane_seq). A stale or repeated
+ * completion finds nothing to close and writes nothing.
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
 #include "awa_shard.hpp"
@@ -25,12 +26,14 @@ SPIPlanPtr complete_plan = nullptr;
 const char *const kCompleteSql =
 	"WITH input AS (SELECT DISTINCT t.job_id, t.run_lease FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease)), "
 	"receipts AS (SELECT c.* FROM awa.lease_claims c JOIN input i ON c.job_id = i.job_id AND c.run_lease = i.run_lease "
-	"  WHERE c.materialized_at IS NULL), "
+	"  WHERE c.job_id = ANY ($1) AND c.materialized_at IS NULL "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6)), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ON CONFLICT DO NOTHING "
 	"  RETURNING claim_slot, job_id, run_lease), "
 	"leased AS (DELETE FROM awa.leases l USING input i WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease "
-	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
+	"  AND l.job_id = ANY ($1) AND l.state IN ('running', 'waiting_external') "
+	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) RETURNING l.*), "
 	"finished AS ("
 	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
@@ -49,12 +52,18 @@ const char *const kCompleteSql =
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id";
 
-/* Parameters of kCompleteSql. */
+/*
+ * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring and of the
+ * lease ring (two inclusive ranges each), so that only the partitions that can hold an
+ * open attempt are read.
+ */
 enum CompleteParam
 {
 	CP_JOB_IDS,
 	CP_RUN_LEASES,
-	CP_NPARAMS
+	CP_CLAIM_ARC,
+	CP_LEASE_ARC = CP_CLAIM_ARC + 4,
+	CP_NPARAMS = CP_LEASE_ARC + 4
 };
 
 /* Result columns of kCompleteSql (SPI attribute numbers): the completed pairs, then their lane. */
@@ -92,7 +101,8 @@ same_shard(uint64 i, uint64 j)
 /* awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this call. */
 AWA_SQL_FUNCTION(awa_complete_jobs)
 {
-	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID};
+	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID};
 	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
 	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
@@ -100,6 +110,9 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	int n_ids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
 	int n_leases = ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
 	uint64 run_start = 0;
+	int claim_arc[4];
+	int lease_arc[4];
+	int planner_level;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
@@ -110,7 +123,21 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
+	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
+	awa::live_slot_ranges(awa::Ring::Lease, lease_arc);
+	for (int k = 0; k < 4; k++)
+	{
+		values[CP_CLAIM_ARC + k] = Int32GetDatum(claim_arc[k]);
+		values[CP_LEASE_ARC + k] = Int32GetDatum(lease_arc[k]);
+	}
+	/*
+	 * A plan made while the attempt tables looked empty must still probe them by index
+	 * once they hold millions of rows: the statement names the ids as an index condition
+	 * (`job_id = ANY ($1)`), and the pinned settings keep the planner on index scans.
+	 */
+	planner_level = awa::push_hot_path_planner();
 	awa::exec_plan(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -40,6 +40,7 @@ struct RingSpec
 	const char *name;
 	const char *read_sql;  /* current slot, its generation */
 	const char *check_sql; /* generation of slot $1 */
+	const char *live_sql;  /* oldest live slot (NULL: none), current slot, slot count */
 	const char *partitions[2];
 };
 
@@ -48,16 +49,22 @@ const RingSpec kRings[3] = {
 	 "SELECT r.current_slot, s.generation FROM awa.queue_ring_state r "
 	 "JOIN awa.queue_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $1",
+	 "SELECT (SELECT s.slot FROM awa.queue_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	 "r.current_slot, r.slot_count FROM awa.queue_ring_state r",
 	 {"ready_entries_", "done_entries_"}},
 	{"claim",
 	 "SELECT r.current_slot, s.generation FROM awa.claim_ring_state r "
 	 "JOIN awa.claim_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.claim_ring_slots WHERE slot = $1",
+	 "SELECT (SELECT s.slot FROM awa.claim_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	 "r.current_slot, r.slot_count FROM awa.claim_ring_state r",
 	 {"lease_claims_", "lease_claim_closures_"}},
 	{"lease",
 	 "SELECT r.current_slot, s.generation FROM awa.lease_ring_state r "
 	 "JOIN awa.lease_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.lease_ring_slots WHERE slot = $1",
+	 "SELECT (SELECT s.slot FROM awa.lease_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	 "r.current_slot, r.slot_count FROM awa.lease_ring_state r",
 	 {"leases_", nullptr}},
 };
 
@@ -72,6 +79,7 @@ struct HeldSlot
 HeldSlot held[3];
 SPIPlanPtr read_plans[3];
 SPIPlanPtr check_plans[3];
+SPIPlanPtr live_plans[3];
 
 /* OID of partition awa.<prefix><slot>; a missing partition is a broken install. */
 Oid
@@ -141,6 +149,47 @@ lock_slot_partitions(int ring, int slot)
 }
 
 } // namespace
+
+/*
+ * The slots of `ring` that can hold rows, as two inclusive ranges [r0, r1] and [r2, r3]
+ * (the second empty unless the arc wraps), as of the latest committed state. Rotation
+ * makes the next slot live and prune frees the oldest only once nothing in it is needed,
+ * so the live slots are the arc from the oldest live generation to the current one;
+ * passing it as parameters lets the executor prune every other partition of the ring at
+ * start-up, so a statement touches one to three partitions instead of all of them.
+ * SPI must be connected.
+ */
+void
+live_slot_ranges(Ring ring, int ranges[4])
+{
+	int r = static_cast<int>(ring);
+	bool isnull;
+	int oldest;
+	int current;
+
+	keep_plan(&live_plans[r], kRings[r].live_sql, 0, nullptr);
+	exec_plan_latest(live_plans[r], nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring arc read");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: %s ring state is missing", kRings[r].name);
+	current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		oldest = current;
+	if (oldest <= current)
+	{
+		ranges[0] = oldest;
+		ranges[1] = current;
+		ranges[2] = 1;
+		ranges[3] = 0;
+	}
+	else
+	{
+		ranges[0] = oldest;
+		ranges[1] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) - 1;
+		ranges[2] = 0;
+		ranges[3] = current;
+	}
+}
 
 /*
  * The slot writers of `ring` append to in this transaction, with its partitions locked
