@@ -687,6 +687,7 @@ BEGIN
         SELECT i.job_id, i.run_lease FROM input i
          WHERE EXISTS (SELECT 1 FROM awa.lease_claims c
                         WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL
+                          AND c.job_id = ANY (p_job_ids)
                           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
                                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
                                              AND x.run_lease = c.run_lease))),
@@ -699,7 +700,8 @@ BEGIN
     SELECT count(*) INTO v_alive FROM up;
     UPDATE awa.leases l SET heartbeat_at = clock_timestamp()
       FROM unnest(p_job_ids, p_run_leases) AS i(job_id, run_lease)
-     WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external');
+     WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external')
+       AND l.job_id = ANY (p_job_ids);
     GET DIAGNOSTICS v_leased = ROW_COUNT;
     RETURN v_alive + v_leased;
 END

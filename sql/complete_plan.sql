@@ -1,4 +1,4 @@
--- complete_plan: a completion reads O(batch) receipts, however many attempts the claim ring
+-- complete_plan: a completion (and a heartbeat) reads O(batch) receipts, however many attempts the claim ring
 -- holds and whatever the planner would otherwise choose. A plan made while the attempt
 -- tables looked empty joins the ids with a hash join; if the receipts side of that join has
 -- no index condition, every call reads every receipt of the live claim slots (a drain of a
@@ -42,6 +42,16 @@ SELECT count(*) AS completed, count(DISTINCT job_id) AS distinct_jobs FROM compl
 SELECT pg_stat_force_next_flush();
 -- 8 completions of 10 among 20 000 receipts: a few index and heap pages per job, never the slot.
 SELECT pg_temp.receipt_buffers() - :before_ < 1000 AS reads_bounded_by_batch;
+
+-- Heartbeats of open attempts look receipts up the same way.
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.receipt_buffers() AS before_ \gset
+SELECT sum(awa.heartbeat_jobs(
+           ARRAY(SELECT job_id FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10),
+           ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10))) AS alive
+  FROM generate_series(0, 7) g;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.receipt_buffers() - :before_ < 1000 AS heartbeat_reads_bounded_by_batch;
 RESET ALL;
 
 -- The other attempts are still open and complete normally.
