@@ -6,7 +6,8 @@
  * write slot here instead of reading the ring cursor in its own statement:
  *   1. read the current slot and its generation with the latest committed state (never
  *      through an old transaction snapshot: a REPEATABLE READ producer is normal);
- *   2. take RowExclusiveLock on that slot's partitions (held to the end of the transaction);
+ *   2. take RowExclusiveLock on that slot's partitions (held to the end of the transaction,
+ *      unless the subtransaction that took it rolls back: then the slot is read again);
  *   3. re-read the slot's generation; if prune freed or reused the slot in between, start again.
  * Prune takes ACCESS EXCLUSIVE on a slot's partitions before it decides anything, so once
  * step 3 passed, the slot cannot be pruned until this transaction ends; a slot sealed by a
@@ -17,6 +18,7 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
@@ -68,10 +70,14 @@ const RingSpec kRings[3] = {
 	 {"leases_", nullptr}},
 };
 
-/* The slot this transaction holds for a ring (valid while its first partition stays locked). */
+/*
+ * The slot this transaction holds for a ring: valid while the partition locks taken by
+ * subtransaction `fenced_in` (or by the parent it committed into) are held.
+ */
 struct HeldSlot
 {
 	std::uint64_t epoch;
+	SubTransactionId fenced_in;
 	RingSlot slot;
 	Oid first_partition;
 };
@@ -80,6 +86,28 @@ HeldSlot held[3];
 SPIPlanPtr read_plans[3];
 SPIPlanPtr check_plans[3];
 SPIPlanPtr live_plans[3];
+bool subxact_callback_registered = false;
+
+/*
+ * A subtransaction that took a slot's partition locks ended. Rolled back: its locks are
+ * gone, so the slot is no longer fenced, even if a later statement of the transaction locks
+ * the same partitions again (a cancel, purge or completion locks every partition of its
+ * table); forget it, so the next write reads and fences the live slot again. Committed: the
+ * locks now belong to the parent.
+ */
+void
+on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	for (HeldSlot &h : held)
+	{
+		if (h.epoch == 0 || h.fenced_in != my_subid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			h.epoch = 0;
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			h.fenced_in = parent_subid;
+	}
+}
 
 /* OID of partition awa.<prefix><slot>; a missing partition is a broken install. */
 Oid
@@ -204,6 +232,11 @@ ring_write_slot(Ring ring)
 	HeldSlot *h = &held[r];
 	bool guessed = false;
 
+	if (!subxact_callback_registered)
+	{
+		RegisterSubXactCallback(on_subxact, nullptr);
+		subxact_callback_registered = true;
+	}
 	if (h->epoch == current_xact_epoch() && holds_row_exclusive(h->first_partition))
 		return h->slot;
 	if (h->epoch != 0)
@@ -220,6 +253,7 @@ ring_write_slot(Ring ring)
 		if (guessed && s.slot == h->slot.slot && s.generation == h->slot.generation)
 		{
 			h->epoch = current_xact_epoch();
+			h->fenced_in = GetCurrentSubTransactionId();
 			h->first_partition = partition_oid(kRings[r].partitions[0], s.slot);
 			return s;
 		}
@@ -228,6 +262,7 @@ ring_write_slot(Ring ring)
 		if (read_slot_generation(r, s.slot) == s.generation)
 		{
 			h->epoch = current_xact_epoch();
+			h->fenced_in = GetCurrentSubTransactionId();
 			h->slot = s;
 			h->first_partition = first;
 			return s;
