@@ -133,6 +133,22 @@ holds_row_exclusive(Oid relid)
 	return LockHeldByMe(&tag, RowExclusiveLock);
 }
 
+/*
+ * Run a read of `ring` that yields exactly one row (its state or one of its slots), with the
+ * latest committed snapshot, and return attribute `column` of that row; the row stays in
+ * SPI_tuptable for the caller's other columns.
+ */
+Datum
+ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types, Datum *values,
+		  const char *what, int column, bool *isnull)
+{
+	keep_plan(plan, sql, nargs, types);
+	exec_plan_latest(*plan, values, nullptr, true, 1, SPI_OK_SELECT, what);
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: %s ring state is missing (%s)", kRings[ring].name, what);
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, column, isnull);
+}
+
 /* Current slot and generation of a ring as of the latest committed state. */
 RingSlot
 read_current(int ring)
@@ -140,11 +156,8 @@ read_current(int ring)
 	RingSlot s;
 	bool isnull;
 
-	keep_plan(&read_plans[ring], kRings[ring].read_sql, 0, nullptr);
-	exec_plan_latest(read_plans[ring], nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring cursor read");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: %s ring state is missing", kRings[ring].name);
-	s.slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
+									 "ring cursor read", 1, &isnull));
 	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	return s;
 }
@@ -157,11 +170,8 @@ read_slot_generation(int ring, int slot)
 	Datum values[1] = {Int32GetDatum(slot)};
 	bool isnull;
 
-	keep_plan(&check_plans[ring], kRings[ring].check_sql, 1, argtypes);
-	exec_plan_latest(check_plans[ring], values, nullptr, true, 1, SPI_OK_SELECT, "ring slot check");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: %s ring slot %d is missing", kRings[ring].name, slot);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return DatumGetInt64(ring_read(ring, &check_plans[ring], kRings[ring].check_sql, 1, argtypes, values,
+								   "ring slot check", 1, &isnull));
 }
 
 /* Lock the partitions of one slot of a ring for writing, to the end of the transaction. */
@@ -195,11 +205,8 @@ live_slot_ranges(Ring ring, int ranges[4])
 	int oldest;
 	int current;
 
-	keep_plan(&live_plans[r], kRings[r].live_sql, 0, nullptr);
-	exec_plan_latest(live_plans[r], nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring arc read");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: %s ring state is missing", kRings[r].name);
-	current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	current = DatumGetInt32(ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2,
+									  &isnull));
 	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (isnull)
 		oldest = current;
