@@ -10,13 +10,9 @@ SELECT awa.create_queue('plan_q');
 SELECT cardinality(awa.insert_jobs('plan_q', array_fill('k'::text, ARRAY[20000]))) AS enqueued;
 ANALYZE awa.ready_entries;
 
--- Buffers of the ready plane read so far (heap and index, hit or read), as the
--- cumulative statistics see them once this backend has flushed its counters.
-CREATE FUNCTION pg_temp.ready_buffers() RETURNS bigint LANGUAGE sql AS $$
-    SELECT sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
-             + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::bigint
-    FROM pg_statio_user_tables WHERE schemaname = 'awa' AND relname LIKE 'ready\_entries\_%'
-$$;
+\set ECHO none
+\i sql/buffers_of.psql
+\set ECHO all
 
 -- The plan a whole-lane read would take: no ordered index scan allowed.
 SET enable_indexscan = off;
@@ -26,13 +22,13 @@ SET enable_seqscan = on;
 SET enable_sort = on;
 
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.ready_buffers() AS before_ \gset
+SELECT pg_temp.buffers_of('ready\_entries\_%') AS before_ \gset
 -- Several calls, so that custom and generic plans both run.
 SELECT count(*) AS claimed, count(DISTINCT c.job_id) AS distinct_jobs
   FROM generate_series(1, 8) g, LATERAL awa.claim_ready_runtime('plan_q', 10 + 0 * g) c;
 SELECT pg_stat_force_next_flush();
 -- 8 claims of 10 over a 20 000-row lane: a few index and heap pages each, never the lane.
-SELECT pg_temp.ready_buffers() - :before_ < 200 AS reads_bounded_by_batch;
+SELECT pg_temp.buffers_of('ready\_entries\_%') - :before_ < 200 AS reads_bounded_by_batch;
 
 -- The session's settings are the session's again after the claim.
 SELECT current_setting('enable_indexscan') AS indexscan, current_setting('enable_bitmapscan') AS bitmapscan,

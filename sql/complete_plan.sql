@@ -16,13 +16,9 @@ CREATE TEMP TABLE open_attempts AS
 SELECT count(*) AS claimed, count(DISTINCT job_id) AS distinct_jobs FROM open_attempts;
 ANALYZE awa.lease_claims;
 
--- Buffers of the receipts read so far (heap and index, hit or read), as the cumulative
--- statistics see them once this backend has flushed its counters.
-CREATE FUNCTION pg_temp.receipt_buffers() RETURNS bigint LANGUAGE sql AS $$
-    SELECT sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
-             + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0))::bigint
-    FROM pg_statio_user_tables WHERE schemaname = 'awa' AND relname LIKE 'lease\_claims\_%'
-$$;
+\set ECHO none
+\i sql/buffers_of.psql
+\set ECHO all
 
 -- The plan that reads every receipt: ids and receipts hashed, no parameterised probe.
 SET enable_nestloop = off;
@@ -30,7 +26,7 @@ SET enable_mergejoin = off;
 SET enable_hashjoin = on;
 
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.receipt_buffers() AS before_ \gset
+SELECT pg_temp.buffers_of('lease\_claims\_%') AS before_ \gset
 -- Eight completions of 10 (custom and generic plans both run).
 CREATE TEMP TABLE completed AS
     SELECT d.job_id
@@ -41,17 +37,17 @@ CREATE TEMP TABLE completed AS
 SELECT count(*) AS completed, count(DISTINCT job_id) AS distinct_jobs FROM completed;
 SELECT pg_stat_force_next_flush();
 -- 8 completions of 10 among 20 000 receipts: a few index and heap pages per job, never the slot.
-SELECT pg_temp.receipt_buffers() - :before_ < 1000 AS reads_bounded_by_batch;
+SELECT pg_temp.buffers_of('lease\_claims\_%') - :before_ < 1000 AS reads_bounded_by_batch;
 
 -- Heartbeats of open attempts look receipts up the same way.
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.receipt_buffers() AS before_ \gset
+SELECT pg_temp.buffers_of('lease\_claims\_%') AS before_ \gset
 SELECT sum(awa.heartbeat_jobs(
            ARRAY(SELECT job_id FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10),
            ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10))) AS alive
   FROM generate_series(0, 7) g;
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.receipt_buffers() - :before_ < 1000 AS heartbeat_reads_bounded_by_batch;
+SELECT pg_temp.buffers_of('lease\_claims\_%') - :before_ < 1000 AS heartbeat_reads_bounded_by_batch;
 RESET ALL;
 
 -- The other attempts are still open and complete normally.
