@@ -12,13 +12,36 @@
 --     their lane identity and lane_seq, under their lanes' claim-head locks, so one paused
 --     queue no longer pins the ring; retained failed rows move once to the retained slot;
 --   * rescue honours max_attempts; aging moves lane prefixes in lane order; non-finite
---     run_at values are refused and cannot break the aging arithmetic.
+--     run_at values are refused and cannot break the aging arithmetic;
+--   * the ring tables' keys lead with the lane (or, for receipts, the attempt), which makes
+--     their duplicate lane and job indexes redundant: one index entry fewer per row written.
 \echo Use "ALTER EXTENSION awa_shard UPDATE TO '1.1'" to load this file. \quit
 
 -- Retained failed terminal rows live in their own partition (ready_slot -1, not a ring
 -- slot): prune copies a failed row here once, with its body, and never again.
 CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES IN (-1);
 GRANT SELECT ON awa.done_entries_retained TO awa_admin;
+
+-- Lane-first keys. Inside a ring partition the slot column is one constant, so the 1.0 key
+-- (slot, queue, priority, enqueue_shard, lane_seq) and the lane index (queue, priority,
+-- enqueue_shard, lane_seq) were the same order twice, and every row paid two index entries
+-- for one. The key now leads with the lane and ends with the slot (a key of a partitioned
+-- table must contain its partition column): it serves the identity look-ups and the ordered
+-- lane scans, and the lane indexes go. A receipt's key likewise leads with (job_id,
+-- run_lease), the way receipts are looked up, and its job index goes. The column sets, and
+-- so what each key makes unique, do not change.
+ALTER TABLE awa.ready_entries DROP CONSTRAINT ready_entries_pkey,
+    ADD CONSTRAINT ready_entries_pkey PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot);
+DROP INDEX awa.ready_entries_lane_shard_idx;
+ALTER TABLE awa.done_entries DROP CONSTRAINT done_entries_pkey,
+    ADD CONSTRAINT done_entries_pkey PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot);
+DROP INDEX awa.done_entries_lane_shard_idx;
+ALTER TABLE awa.leases DROP CONSTRAINT leases_pkey,
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, lease_slot);
+DROP INDEX awa.leases_lane_shard_idx;
+ALTER TABLE awa.lease_claims DROP CONSTRAINT lease_claims_pkey,
+    ADD CONSTRAINT lease_claims_pkey PRIMARY KEY (job_id, run_lease, claim_slot);
+DROP INDEX awa.lease_claims_job_idx;
 
 -- The write slot of a ring ('queue', 'claim' or 'lease') for this transaction: its
 -- partitions are locked so prune cannot free the slot before this transaction ends.
@@ -27,6 +50,14 @@ CREATE FUNCTION awa._ring_write_slot(p_ring text, OUT slot integer, OUT generati
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_write_slot(text) FROM PUBLIC;
+
+-- The live arc of a ring: the slots that can hold rows, as two inclusive ranges (an empty
+-- range has lo > hi). Readers that name it let the executor skip the freed partitions.
+CREATE FUNCTION awa._ring_live_arc(p_ring text, OUT lo1 integer, OUT hi1 integer, OUT lo2 integer, OUT hi2 integer)
+    AS 'MODULE_PATHNAME', 'awa_ring_live_arc'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._ring_live_arc(text) FROM PUBLIC;
 
 -- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
 -- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
@@ -676,18 +707,25 @@ AS $$
 DECLARE
     v_alive integer := 0;
     v_leased integer := 0;
+    c_arc record;
+    l_arc record;
 BEGIN
     PERFORM awa._require(p_job_ids IS NULL OR p_run_leases IS NULL, 'p_job_ids and p_run_leases');
     PERFORM awa._check_arg(coalesce(array_ndims(p_job_ids), 1) <= 1 AND coalesce(array_ndims(p_run_leases), 1) <= 1,
                            'p_job_ids and p_run_leases must be one-dimensional arrays');
     PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
                            'p_job_ids and p_run_leases must have the same number of elements');
+    -- Only the live slots of the claim and lease rings can hold an open attempt.
+    c_arc := awa._ring_live_arc('claim');
+    l_arc := awa._ring_live_arc('lease');
     WITH input AS (SELECT DISTINCT * FROM unnest(p_job_ids, p_run_leases) AS t(job_id, run_lease)),
     open_receipts AS (
         SELECT i.job_id, i.run_lease FROM input i
          WHERE EXISTS (SELECT 1 FROM awa.lease_claims c
                         WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL
                           AND c.job_id = ANY (p_job_ids)
+                          AND (c.claim_slot BETWEEN c_arc.lo1 AND c_arc.hi1
+                               OR c.claim_slot BETWEEN c_arc.lo2 AND c_arc.hi2)
                           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
                                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
                                              AND x.run_lease = c.run_lease))),
@@ -701,7 +739,8 @@ BEGIN
     UPDATE awa.leases l SET heartbeat_at = clock_timestamp()
       FROM unnest(p_job_ids, p_run_leases) AS i(job_id, run_lease)
      WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external')
-       AND l.job_id = ANY (p_job_ids);
+       AND l.job_id = ANY (p_job_ids)
+       AND (l.lease_slot BETWEEN l_arc.lo1 AND l_arc.hi1 OR l.lease_slot BETWEEN l_arc.lo2 AND l_arc.hi2);
     GET DIAGNOSTICS v_leased = ROW_COUNT;
     RETURN v_alive + v_leased;
 END
@@ -1692,6 +1731,7 @@ COMMENT ON FUNCTION awa._require_read_committed(text) IS 'Internal: raise 0A000 
 COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a rescued attempt: retryable with backoff, or ended at its last attempt.';
 COMMENT ON FUNCTION awa._restore_upsert() IS 'Internal: trigger that lets a restored singleton or slot row replace the default one.';
 COMMENT ON FUNCTION awa._ring_write_slot(text) IS 'Internal: the write slot of a ring for this transaction, fenced against prune.';
+COMMENT ON FUNCTION awa._ring_live_arc(text) IS 'Internal: the live slots of a ring, as two inclusive ranges.';
 COMMENT ON FUNCTION awa._shard_lag() IS 'Internal: the rows of the awa.shard_lag view (security definer).';
 COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard counters; empty when not preloaded.';
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';

@@ -42,18 +42,33 @@ SELECT c.relname,
                  'awa.ready_entries'::regclass)
  ORDER BY c.relname;
 
--- 2. Every ready/done/lease partition has an index leading with (queue, priority, enqueue_shard, lane_seq).
+-- 2. Every ready/done/lease partition has exactly one index leading with (queue, priority,
+-- enqueue_shard, lane_seq): its primary key (a second one would cost every row an entry).
+CREATE FUNCTION pg_temp.lane_indexes(p_rel oid, OUT lane_indexes bigint, OUT lane_keys bigint) AS $$
+    SELECT count(*), count(*) FILTER (WHERE x.indisprimary)
+      FROM pg_index x
+     WHERE x.indrelid = p_rel
+       AND (SELECT array_agg(a.attname ORDER BY k.ord)
+              FROM unnest((x.indkey::int2[])[0:3]) WITH ORDINALITY AS k(attnum, ord)
+              JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
+           = ARRAY['queue', 'priority', 'enqueue_shard', 'lane_seq']::name[]
+$$ LANGUAGE sql;
 SELECT p.relname AS parent, count(*) AS partitions,
-       count(*) FILTER (WHERE EXISTS (
-           SELECT 1 FROM pg_index x
-            WHERE x.indrelid = i.inhrelid
-              AND (SELECT array_agg(a.attname ORDER BY k.ord)
-                     FROM unnest((x.indkey::int2[])[0:3]) WITH ORDINALITY AS k(attnum, ord)
-                     JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
-                  = ARRAY['queue', 'priority', 'enqueue_shard', 'lane_seq']::name[])) AS with_lane_index
+       count(*) FILTER (WHERE l.lane_indexes = 1 AND l.lane_keys = 1) AS with_lane_key_only
   FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+ CROSS JOIN LATERAL pg_temp.lane_indexes(i.inhrelid) l
  WHERE p.oid IN ('awa.ready_entries'::regclass, 'awa.done_entries'::regclass, 'awa.leases'::regclass)
  GROUP BY p.relname ORDER BY p.relname;
+-- Receipts are looked up by attempt: one index leads with (job_id, run_lease), their key.
+SELECT count(*) AS receipt_partitions,
+       count(*) FILTER (WHERE (SELECT count(*) FILTER (WHERE x.indisprimary) = 1 AND count(*) = 1
+                                 FROM pg_index x
+                                WHERE x.indrelid = i.inhrelid
+                                  AND (SELECT array_agg(a.attname ORDER BY k.ord)
+                                         FROM unnest((x.indkey::int2[])[0:1]) WITH ORDINALITY AS k(attnum, ord)
+                                         JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
+                                      = ARRAY['job_id', 'run_lease']::name[])) AS with_attempt_key_only
+  FROM pg_inherits i WHERE i.inhparent = 'awa.lease_claims'::regclass;
 
 -- 3. queue_meta.enqueue_shards is 1..64 (23514 outside), checked by the named constraint.
 SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint

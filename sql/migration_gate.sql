@@ -57,7 +57,7 @@ SELECT (SELECT count(*) FROM public.rows_10) > 50 AS rows_compared;
 
 -- The same on a fresh 1.0 install.
 \c migration_gate_fresh
-CREATE EXTENSION awa_shard;
+CREATE EXTENSION awa_shard VERSION '1.0';
 \set ECHO none
 \i sql/migration_describe.psql
 \set ECHO all

@@ -304,3 +304,28 @@ AWA_SQL_FUNCTION(awa_ring_write_slot)
 	values[1] = Int64GetDatum(s.generation);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
 }
+
+/*
+ * awa._ring_live_arc(ring): the slots of a ring that can hold rows, as two inclusive
+ * ranges (lo1..hi1, lo2..hi2; an empty range has lo > hi), for SQL readers that must
+ * not visit the freed slots' partitions.
+ */
+AWA_SQL_FUNCTION(awa_ring_live_arc)
+{
+	TupleDesc tupdesc;
+	Datum values[4];
+	bool nulls[4] = {false, false, false, false};
+	awa::Ring ring = awa::ring_arg(fcinfo, 0, "p_ring");
+	int ranges[4];
+
+	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "awa_shard: _ring_live_arc must return a record");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	awa::live_slot_ranges(ring, ranges);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	for (int k = 0; k < 4; k++)
+		values[k] = Int32GetDatum(ranges[k]);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
