@@ -42,6 +42,12 @@ DROP INDEX awa.leases_lane_shard_idx;
 ALTER TABLE awa.lease_claims DROP CONSTRAINT lease_claims_pkey,
     ADD CONSTRAINT lease_claims_pkey PRIMARY KEY (job_id, run_lease, claim_slot);
 DROP INDEX awa.lease_claims_job_idx;
+-- A completion's terminal row has no body (its ready row, same identity and partition, holds
+-- it), so a look-up by job id finds it through the ready row's job index and the key. Only
+-- the other terminal rows, and rows that carry their own body, need an index of their own:
+-- the most frequent write of the plane, a completion, adds one index entry instead of two.
+DROP INDEX awa.done_entries_job_idx;
+CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id) WHERE state <> 'completed' OR kind IS NOT NULL;
 
 -- The write slot of a ring ('queue', 'claim' or 'lease') for this transaction: its
 -- partitions are locked so prune cannot free the slot before this transaction ends.
@@ -624,6 +630,50 @@ BEGIN
     END IF;
     PERFORM pg_notify('awa:cancel', p_job_id::text);
     RETURN true;
+END
+$$;
+
+-- Delete a job in any state (1.1: a completion's terminal row is found through its ready
+-- row, which the partial index done_entries_job_idx leaves out).
+CREATE OR REPLACE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    t awa.taken_attempt;
+    v_found boolean := false;
+    v_rows bigint;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    r := awa._take_unclaimed_ready(p_job_id);
+    v_found := r.job_id IS NOT NULL;
+    IF NOT v_found THEN
+        DELETE FROM awa.deferred_jobs WHERE job_id = p_job_id;
+        v_found := FOUND;
+    END IF;
+    IF NOT v_found THEN
+        t := awa._take_open_attempt(p_job_id, 'terminal_removed');
+        v_found := t.job_id IS NOT NULL;
+    END IF;
+    -- Terminal rows: those the job index holds, then a completion's, through its ready row.
+    DELETE FROM awa.done_entries d
+     WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found OR v_rows > 0;
+    DELETE FROM awa.done_entries d USING awa.ready_entries x
+     WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
+       AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found OR v_rows > 0;
+    DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found OR v_rows > 0;
+    IF v_found THEN
+        DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+    END IF;
+    RETURN v_found;
 END
 $$;
 
@@ -1520,6 +1570,20 @@ CREATE OR REPLACE VIEW awa.jobs AS
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
        AND r.priority = d.priority AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+     WHERE d.state <> 'completed' OR d.kind IS NOT NULL
+    UNION ALL
+    -- Completions without a body of their own: found by id through their ready row.
+    SELECT r.job_id, r.kind, d.queue, r.args, d.state, d.priority, d.attempt, d.run_lease, r.max_attempts,
+           r.run_at, d.attempted_at, d.finalized_at, r.created_at,
+           coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
+           coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
+           coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+      FROM awa.ready_entries r
+      JOIN awa.done_entries d
+        ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
+       AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
+     WHERE d.state = 'completed' AND d.kind IS NULL
     UNION ALL
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),

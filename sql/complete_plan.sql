@@ -55,3 +55,36 @@ SELECT count(*) AS completed_rest FROM awa.complete_jobs(
     ARRAY(SELECT job_id FROM open_attempts WHERE job_id NOT IN (SELECT job_id FROM completed)),
     ARRAY(SELECT run_lease FROM open_attempts WHERE job_id NOT IN (SELECT job_id FROM completed)));
 SELECT state, count(*) FROM awa.jobs WHERE queue = 'cplan_q' GROUP BY 1;
+
+-- A completion writes no entry in the job index of the terminal rows (a partial index: the
+-- completion's row has no body, its ready row holds it); look-ups by id find it through the
+-- ready row's job index and the key, never by scanning the terminal rows.
+ANALYZE awa.ready_entries;
+ANALYZE awa.done_entries;
+SELECT count(*) AS completions_in_job_index
+  FROM awa.done_entries d WHERE d.queue = 'cplan_q' AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('done\_entries\_%') AS before_ \gset
+SELECT count(*) FILTER (WHERE g.state = 'completed') AS found_completed
+  FROM (SELECT job_id FROM completed ORDER BY job_id LIMIT 8) c, LATERAL awa.get_job(c.job_id) g;
+SELECT pg_stat_force_next_flush();
+-- 8 look-ups probe each terminal partition's index once or twice (~70 buffers each); a
+-- scan of the 20 000 terminal rows would read some 250 pages per look-up.
+SELECT pg_temp.buffers_of('done\_entries\_%') - :before_ < 1000 AS terminal_reads_bounded;
+-- The plan of a look-up by id (get_job's settings) scans no terminal or ready partition.
+SET enable_seqscan = off;
+CREATE FUNCTION pg_temp.plan_of(p_sql text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || p_sql; END $$;
+SELECT count(*) FILTER (WHERE p ~ 'Seq Scan on (done|ready)_entries') AS scans_of_ring_tables,
+       count(*) FILTER (WHERE p ~ 'Index Scan using done_entries_\d+_job_id_idx') > 0 AS uses_partial_job_index
+  FROM pg_temp.plan_of(format('SELECT * FROM awa.jobs WHERE id = %s', (SELECT min(job_id) FROM completed))) p;
+RESET enable_seqscan;
+-- delete_job removes a completed job (found through its ready row) and a cancelled one.
+SELECT awa.delete_job((SELECT min(job_id) FROM completed)) AS deleted_completed;
+SELECT count(*) AS still_visible FROM awa.jobs WHERE id = (SELECT min(job_id) FROM completed);
+SELECT count(*) AS done_rows_left FROM awa.done_entries WHERE job_id = (SELECT min(job_id) FROM completed);
+SELECT cardinality(awa.insert_jobs('cplan_q', ARRAY['c'])) AS enqueued_to_cancel;
+SELECT awa.cancel_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c')) AS cancelled;
+SELECT state FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
+SELECT awa.delete_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c')) AS deleted_cancelled;
+SELECT count(*) AS cancelled_left FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
