@@ -65,6 +65,15 @@ CREATE FUNCTION awa._ring_live_arc(p_ring text, OUT lo1 integer, OUT hi1 integer
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_live_arc(text) FROM PUBLIC;
 
+-- A prune freed a slot of a ring in this transaction: a write slot this transaction fenced
+-- there is forgotten (its own locks never kept its own prune out), so its next write fences
+-- the live slot instead of writing into the freed one.
+CREATE FUNCTION awa._ring_slot_freed(p_ring text, p_slot integer) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_ring_slot_freed'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
+
 -- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
 -- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
 -- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
@@ -314,6 +323,7 @@ BEGIN
                                                                               'ready_generation', st.generation)) m;
         EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
         UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
+        PERFORM awa._ring_slot_freed('queue', v_slot);
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
         RETURN v_reason;
@@ -424,6 +434,7 @@ BEGIN
             END IF;
             EXECUTE format('TRUNCATE awa.%I, awa.%I', 'lease_claims_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
+            PERFORM awa._ring_slot_freed('claim', v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -441,6 +452,7 @@ BEGIN
             END IF;
             EXECUTE format('TRUNCATE awa.%I', 'leases_' || v_slot);
             UPDATE awa.lease_ring_slots SET generation = -1 WHERE slot = v_slot;
+            PERFORM awa._ring_slot_freed('lease', v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -1796,6 +1808,7 @@ COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a r
 COMMENT ON FUNCTION awa._restore_upsert() IS 'Internal: trigger that lets a restored singleton or slot row replace the default one.';
 COMMENT ON FUNCTION awa._ring_write_slot(text) IS 'Internal: the write slot of a ring for this transaction, fenced against prune.';
 COMMENT ON FUNCTION awa._ring_live_arc(text) IS 'Internal: the live slots of a ring, as two inclusive ranges.';
+COMMENT ON FUNCTION awa._ring_slot_freed(text, integer) IS 'Internal: forget a write slot this transaction fenced in a slot it has just freed.';
 COMMENT ON FUNCTION awa._shard_lag() IS 'Internal: the rows of the awa.shard_lag view (security definer).';
 COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard counters; empty when not preloaded.';
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';

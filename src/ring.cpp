@@ -282,7 +282,32 @@ ring_write_slot(Ring ring)
 	}
 }
 
+/*
+ * This transaction freed `slot` of `ring` (a prune). A write slot it fenced there is no
+ * longer protected: its own partition locks never conflicted with its own prune. Forget
+ * it, so the next write reads and fences the live slot.
+ */
+void
+forget_freed_slot(Ring ring, int slot)
+{
+	HeldSlot *h = &held[static_cast<int>(ring)];
+
+	if (h->slot.slot == slot)
+		h->epoch = 0;
+}
+
 } // namespace awa
+
+/* awa._ring_slot_freed(ring, slot): called by the prunes after they free a slot. */
+AWA_SQL_FUNCTION(awa_ring_slot_freed)
+{
+	awa::Ring ring = awa::ring_arg(fcinfo, 0, "p_ring");
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_VOID();
+	awa::forget_freed_slot(ring, PG_GETARG_INT32(1));
+	PG_RETURN_VOID();
+}
 
 /* awa._ring_write_slot(ring): the fenced write slot of a ring, for SQL writers. */
 AWA_SQL_FUNCTION(awa_ring_write_slot)
