@@ -97,12 +97,31 @@ startup_shmem()
 	LWLockRelease(AddinShmemInitLock);
 }
 
-/* Transaction end: move the cache epoch and deliver wake-ups (must not raise at commit). */
+/*
+ * Transaction end: move the cache epoch and deliver wake-ups (must not raise at commit).
+ * PREPARE ends the session's transaction too: its write slots, held while their locks
+ * were this session's, now belong to the prepared transaction, which another session may
+ * commit before the ring is pruned; the next transaction must read and fence afresh. A
+ * change of queue_meta cannot be prepared: the prepared transaction commits elsewhere,
+ * where nothing would tell the other backends to re-read their cached widths.
+ */
 void
 on_xact_event(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (queue_meta_changed_in_xact && shared != nullptr)
+				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								errmsg("cannot prepare a transaction that changed awa.queue_meta"),
+								errdetail("Backends cache queue widths until a commit that changes queue_meta "
+										  "tells them to re-read; a prepared transaction commits without it."),
+								errhint("Create, pause, resume or resize queues outside the prepared transaction.")));
+			break;
+		case XACT_EVENT_PREPARE:
+			xact_epoch++;
+			queue_meta_changed_in_xact = false;
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			xact_epoch++;
