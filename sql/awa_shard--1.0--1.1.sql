@@ -543,6 +543,8 @@ BEGIN
         UNION ALL
         SELECT l.job_id, l.run_lease FROM awa.leases l
          WHERE l.state = 'running' AND l.heartbeat_at < v_cutoff
+        -- In (job_id, run_lease) order, like a completion's: the two never deadlock.
+        ORDER BY 1, 2
         LIMIT p_limit
     LOOP
         t := awa._take_attempt(r.job_id, r.run_lease, 'rescued');
@@ -576,6 +578,8 @@ BEGIN
         UNION ALL
         SELECT l.job_id, l.run_lease FROM awa.leases l
          WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
+        -- In (job_id, run_lease) order, like a completion's: the two never deadlock.
+        ORDER BY 1, 2
         LIMIT p_limit
     LOOP
         t := awa._take_attempt(r.job_id, r.run_lease, 'deadline_expired');

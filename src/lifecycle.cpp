@@ -1,7 +1,9 @@
 /*
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
  * Receipts are closed by appending a closure (ON CONFLICT DO NOTHING: exactly one
- * closer wins), leases are deleted, both looked up only in the live slots of their ring;
+ * closer wins), leases are deleted, both looked up only in the live slots of their ring
+ * and taken in (job_id, run_lease) order, the order of every exit that closes several
+ * attempts in one statement, so two of them never deadlock;
  * the winners get one done_entries row keyed by the ready row's lane identity
  * (ready_slot, queue, lane priority, enqueue_shard, lane_seq). A stale or repeated
  * completion finds nothing to close and writes nothing.
@@ -29,11 +31,17 @@ const char *const kCompleteSql =
 	"  WHERE c.job_id = ANY ($1) AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6)), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
-	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ON CONFLICT DO NOTHING "
-	"  RETURNING claim_slot, job_id, run_lease), "
-	"leased AS (DELETE FROM awa.leases l USING input i WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease "
-	"  AND l.job_id = ANY ($1) AND l.state IN ('running', 'waiting_external') "
-	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) RETURNING l.*), "
+	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
+	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), "
+	"lease_keys AS MATERIALIZED (SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq "
+	"  FROM awa.leases l JOIN input i ON l.job_id = i.job_id AND l.run_lease = i.run_lease "
+	"  WHERE l.job_id = ANY ($1) AND l.state IN ('running', 'waiting_external') "
+	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
+	"  ORDER BY l.job_id, l.run_lease FOR UPDATE OF l), "
+	"leased AS (DELETE FROM awa.leases l USING lease_keys k WHERE l.queue = k.queue AND l.priority = k.priority "
+	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "
+	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
+	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
 	"finished AS ("
 	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
