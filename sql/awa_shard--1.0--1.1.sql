@@ -1483,15 +1483,24 @@ BEGIN
     END IF;
 
     -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
+    -- Both in (job_id, run_lease) order, like every exit that closes several attempts
+    -- (docs/design.md §5), so a completion racing the drop cannot deadlock with it.
     WITH closed AS (
         INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
         SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa.lease_claims c
          WHERE c.queue = p_queue AND c.materialized_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
                             WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+         ORDER BY c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
         RETURNING job_id, run_lease),
-    leased AS (DELETE FROM awa.leases l WHERE l.queue = p_queue RETURNING l.job_id, l.run_lease)
+    lease_keys AS MATERIALIZED (
+        SELECT l.lease_slot, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l
+         WHERE l.queue = p_queue ORDER BY l.job_id, l.run_lease FOR UPDATE OF l),
+    leased AS (DELETE FROM awa.leases l USING lease_keys k
+                WHERE l.queue = p_queue AND l.priority = k.priority AND l.enqueue_shard = k.enqueue_shard
+                  AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot
+               RETURNING l.job_id, l.run_lease)
     DELETE FROM awa.attempt_state a
      USING (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased) o
      WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease;

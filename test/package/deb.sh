@@ -76,7 +76,7 @@ rsync -a --exclude .git --exclude-from="$tree/.gitignore" --exclude debian "$tre
 mkdir -p "$dir/sock"; chown -R postgres:postgres "$dir"
 as_pg() { su postgres -s /bin/bash -c "$*"; }
 as_pg "$PGBIN/initdb -D '$dir/pg' -A trust -U postgres >/dev/null" &&
-  printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nfsync = off\nlc_messages = 'C'\n" "$port" "$dir/sock" >> "$dir/pg/postgresql.conf" &&
+  printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nfsync = off\nlc_messages = 'C'\nmax_prepared_transactions = 4\n" "$port" "$dir/sock" >> "$dir/pg/postgresql.conf" &&
   as_pg "$PGBIN/pg_ctl -D '$dir/pg' -l '$dir/pg.log' -w start >/dev/null"
 check "a PostgreSQL 15 server without preload starts" "$?" "0"
 check "CREATE EXTENSION awa_shard installs default_version from the package" \
