@@ -49,6 +49,70 @@ DROP INDEX awa.lease_claims_job_idx;
 DROP INDEX awa.done_entries_job_idx;
 CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id) WHERE state <> 'completed' OR kind IS NOT NULL;
 
+-- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
+-- head (FOR UPDATE SKIP LOCKED, as before) and appends a claim mark, the lane's cursor after
+-- this claim and the run_at hint of the next waiting row. A lane's cursor is the greater of
+-- its head's claim_seq and its latest mark (awa.lane_cursors); maintenance folds the latest
+-- mark into the head and deletes the lane's marks (awa.fold_claim_marks), but not while a
+-- long transaction holds back vacuum. So the claim path writes only new rows, and a held
+-- snapshot leaves no dead version of a hot row behind (docs/design.md §4, "Claim cursor").
+CREATE TABLE awa.claim_marks (
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    claim_seq bigint NOT NULL,
+    head_run_at timestamptz,
+    PRIMARY KEY (queue, priority, enqueue_shard, claim_seq))
+    WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+SELECT pg_catalog.pg_extension_config_dump('awa.claim_marks', '');
+COMMENT ON TABLE awa.claim_marks IS
+    'One row per claim of a lane: the lane''s cursor after it and the run_at hint of the next row; folded into queue_claim_heads by maintenance.';
+
+-- A lane's marks die with its head: a lane dropped and created again starts from its new
+-- head, never from an old mark. (A trigger, not a foreign key: a key would be checked on the
+-- caller's snapshot, where a REPEATABLE READ claim may not see a head created since.)
+CREATE FUNCTION awa._drop_lane_marks() RETURNS trigger
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM awa.claim_marks k USING dropped_heads h
+     WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._drop_lane_marks() FROM PUBLIC;
+COMMENT ON FUNCTION awa._drop_lane_marks() IS 'Internal: delete the claim marks of deleted lane heads (trigger).';
+CREATE TRIGGER drop_lane_marks AFTER DELETE ON awa.queue_claim_heads
+    REFERENCING OLD TABLE AS dropped_heads FOR EACH STATEMENT EXECUTE FUNCTION awa._drop_lane_marks();
+
+-- Every lane's claim cursor and run_at hint: the head's, or the lane's latest claim mark
+-- when it is further. A claim commits its receipts and its mark together, so one snapshot
+-- sees both or neither. Deciding under a head lock at any isolation level: awa._lane_cursor.
+CREATE VIEW awa.lane_cursors AS
+    SELECT h.queue, h.priority, h.enqueue_shard, greatest(h.claim_seq, m.claim_seq) AS claim_seq,
+           CASE WHEN m.claim_seq > h.claim_seq THEN m.head_run_at ELSE h.head_run_at END AS head_run_at
+      FROM awa.queue_claim_heads h
+      LEFT JOIN LATERAL (
+          SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
+           WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
+           ORDER BY k.claim_seq DESC LIMIT 1) m ON true;
+COMMENT ON VIEW awa.lane_cursors IS
+    'Claim cursor (claim_seq) and run_at hint of every lane: its head, or its latest claim mark when further.';
+GRANT SELECT ON awa.claim_marks, awa.lane_cursors TO awa_admin;
+GRANT SELECT ON awa.lane_cursors TO pg_monitor;
+
+-- A lane's claim cursor on the latest committed state, whatever the caller's isolation
+-- level: what an admin path reads after locking the lane's head (no claim can move the
+-- cursor then). NULL for an unknown lane.
+CREATE FUNCTION awa._lane_cursor(p_queue text, p_priority smallint, p_shard smallint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'awa_lane_cursor'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._lane_cursor(text, smallint, smallint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lane_cursor(text, smallint, smallint) IS
+    'Internal: a lane''s claim cursor on the latest committed state (after locking its head).';
+
 -- The write slot of a ring ('queue', 'claim' or 'lease') for this transaction: its
 -- partitions are locked so prune cannot free the slot before this transaction ends.
 CREATE FUNCTION awa._ring_write_slot(p_ring text, OUT slot integer, OUT generation bigint)
@@ -209,7 +273,7 @@ AS $$
 DECLARE
     st awa.queue_ring_state;
     v_slot integer;
-    v_cursors awa.queue_claim_heads[];
+    v_cursors awa.lane_cursors[];
     v_failed awa.done_entries[];
     v_copy_early boolean;
     v_reason text;
@@ -228,7 +292,7 @@ BEGIN
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
     END IF;
-    SELECT array_agg(h) INTO v_cursors FROM awa.queue_claim_heads h;
+    SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
     IF EXISTS (SELECT 1 FROM awa.lease_claims c
                 WHERE c.ready_slot = v_slot
                   AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
@@ -265,7 +329,7 @@ BEGIN
             PERFORM awa._retain_failed(v_slot);
         END IF;
         -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
-        IF EXISTS (SELECT 1 FROM awa.queue_claim_heads h
+        IF EXISTS (SELECT 1 FROM awa.lane_cursors h
                      LEFT JOIN unnest(v_cursors) o
                        ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
                     WHERE h.claim_seq > coalesce(o.claim_seq, 1)
@@ -288,9 +352,12 @@ BEGIN
         END IF;
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
-             WHERE EXISTS (SELECT 1 FROM awa.ready_entries r
-                            WHERE r.ready_slot = v_slot AND r.queue = h.queue AND r.priority = h.priority
-                              AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq)
+             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
+                             JOIN awa.ready_entries r
+                               ON r.queue = c.queue AND r.priority = c.priority
+                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
+                            WHERE c.queue = h.queue AND c.priority = h.priority
+                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
              ORDER BY h.queue, h.priority, h.enqueue_shard
                FOR UPDATE NOWAIT;
         EXCEPTION WHEN lock_not_available THEN
@@ -312,7 +379,7 @@ BEGIN
         INSERT INTO awa.ready_entries
         SELECT m.*
           FROM lanes l
-          LEFT JOIN awa.queue_claim_heads h
+          LEFT JOIN awa.lane_cursors h
             ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
          CROSS JOIN LATERAL (
              SELECT r AS pending FROM awa.ready_entries r
@@ -473,8 +540,9 @@ REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 
 -- Every periodic task once, in one transaction: promotion, deadline and heartbeat
 -- rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
--- locks of a prune are held only from its truncate to this transaction's commit. A
--- prune not run in this pass reports 'deferred'. The background worker runs each step in
+-- locks of a prune are held only from its truncate to this transaction's commit, then the
+-- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
+-- 'deferred'. The background worker runs each step in
 -- its own transaction instead.
 CREATE OR REPLACE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
                                                p_batch integer DEFAULT 1000)
@@ -513,7 +581,8 @@ BEGIN
     ELSE
         v_prune := awa.prune_attempt_ring('lease', 50);
     END IF;
-    RETURN v_result || jsonb_build_object('lease_prune', v_prune);
+    -- Last: the heads it locks stay locked only until this transaction commits.
+    RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
 
@@ -724,19 +793,24 @@ BEGIN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
     v_cutoff := clock_timestamp() - p_older_than;
-    SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard), array_agg(h.claim_seq)
-      INTO v_queues, v_priorities, v_shards, v_claims
-      FROM (SELECT c.queue, c.priority, c.enqueue_shard, c.claim_seq FROM awa.queue_claim_heads c
+    SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard)
+      INTO v_queues, v_priorities, v_shards
+      FROM (SELECT c.queue, c.priority, c.enqueue_shard FROM awa.queue_claim_heads c
              WHERE c.priority > 1 AND (p_queue IS NULL OR c.queue = p_queue)
-               AND EXISTS (SELECT 1 FROM awa.ready_entries r
-                            WHERE r.queue = c.queue AND r.priority = c.priority
-                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
-                              AND r.run_at <= v_cutoff)
+               AND EXISTS (SELECT 1 FROM awa.lane_cursors k
+                             JOIN awa.ready_entries r
+                               ON r.queue = k.queue AND r.priority = k.priority
+                              AND r.enqueue_shard = k.enqueue_shard AND r.lane_seq >= k.claim_seq
+                            WHERE k.queue = c.queue AND k.priority = c.priority
+                              AND k.enqueue_shard = c.enqueue_shard AND r.run_at <= v_cutoff)
              ORDER BY c.queue, c.priority, c.enqueue_shard
                FOR UPDATE SKIP LOCKED) h;
     IF v_queues IS NULL THEN
         RETURN 0;
     END IF;
+    -- The locked lanes' cursors on the latest committed state: no claim can move them now.
+    SELECT array_agg(awa._lane_cursor(l.queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
+      FROM unnest(v_queues, v_priorities, v_shards) WITH ORDINALITY AS l(queue, priority, enqueue_shard, ord);
     WITH waiting AS (
         SELECT r.ready_slot, r.queue, r.priority, r.enqueue_shard, r.lane_seq,
                bool_and(r.run_at <= v_cutoff) OVER (PARTITION BY r.queue, r.priority, r.enqueue_shard
@@ -1240,7 +1314,7 @@ CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
     SET search_path = pg_catalog, pg_temp
     RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
               FROM awa.queue_enqueue_heads e
-              JOIN awa.queue_claim_heads h
+              JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
              WHERE e.queue = p_queue AND h.queue = p_queue);
 REVOKE ALL ON FUNCTION awa._queue_known(text), awa._require_queue(text, text), awa._queue_depth(text) FROM PUBLIC;
@@ -1393,7 +1467,7 @@ BEGIN
     WITH lanes AS (
         SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
           FROM unnest(v_priorities, v_shards, v_bounds) AS l(priority, enqueue_shard, bound)
-          JOIN awa.queue_claim_heads h
+          JOIN awa.lane_cursors h
             ON h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
     gone AS (
         DELETE FROM awa.ready_entries r USING lanes l
@@ -1459,7 +1533,7 @@ BEGIN
        FOR UPDATE OF h;
 
     SELECT count(*) INTO v_waiting
-      FROM awa.queue_claim_heads h
+      FROM awa.lane_cursors h
       JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
         ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
       JOIN awa.ready_entries r
@@ -1552,7 +1626,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
            r.enqueue_shard, r.lane_seq
       FROM awa.ready_entries r
-      JOIN awa.queue_claim_heads h
+      JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
      WHERE r.lane_seq >= h.claim_seq
     UNION ALL
@@ -1682,7 +1756,7 @@ AS $$
            coalesce(m.dlq_enabled, s.dlq_enabled_by_default), awa._queue_depth(n.queue),
            c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
            (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
-              FROM awa.queue_claim_heads h
+              FROM awa.lane_cursors h
               JOIN awa.ready_entries r
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
@@ -1857,7 +1931,6 @@ COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are rec
 COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
 COMMENT ON TABLE awa.storage_transition_state IS 'Engine state; migration v017 refuses to run in mixed_transition.';
 COMMENT ON TABLE awa.queue_enqueue_heads IS 'One row per lane (queue, priority, enqueue_shard): the name of its enqueue sequence.';
-COMMENT ON TABLE awa.queue_claim_heads IS 'One row per lane: the claim cursor claim_seq and the head_run_at hint.';
 COMMENT ON TABLE awa.queue_ring_state IS 'Queue ring cursor: slot count, current write slot and its generation.';
 COMMENT ON TABLE awa.lease_ring_state IS 'Lease ring cursor: slot count, current write slot and its generation.';
 COMMENT ON TABLE awa.claim_ring_state IS 'Claim (receipt) ring cursor: slot count, current write slot and its generation.';
@@ -2211,3 +2284,197 @@ COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Interna
 COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job id or run lease, then awa._take_attempt.';
 COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
+
+-- =========================================================================================
+-- Claim cursors without a hot row (awa.claim_marks, awa.lane_cursors above): the readers of
+-- a lane's cursor that 1.0 defined, and the fold run by maintenance.
+-- =========================================================================================
+
+-- Remove the job's unclaimed ready row, if it has one: lock the claim head of the row's
+-- own lane, read the lane's cursor on the latest committed state (awa._lane_cursor: no
+-- claim moves it while the head is locked, whatever this transaction's snapshot), re-check
+-- lane_seq >= cursor, delete the row by its full identity and return it (NULL when the job
+-- has no unclaimed ready row). The cursor is left alone: claim jumps the gap. A concurrent
+-- move of the same row to another lane is followed by looking again.
+CREATE OR REPLACE FUNCTION awa._take_unclaimed_ready(p_job_id bigint) RETURNS awa.ready_entries
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    v_cursor bigint;
+    v_taken awa.ready_entries;
+    v_seen boolean;
+BEGIN
+    FOR pass IN 1..3 LOOP
+        v_seen := false;
+        FOR r IN
+            SELECT e.* FROM awa.ready_entries e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq
+        LOOP
+            v_seen := true;
+            PERFORM 1 FROM awa.queue_claim_heads h
+             WHERE h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+               FOR UPDATE;
+            CONTINUE WHEN NOT FOUND;
+            v_cursor := awa._lane_cursor(r.queue, r.priority, r.enqueue_shard);
+            CONTINUE WHEN v_cursor IS NULL OR r.lane_seq < v_cursor;
+            DELETE FROM awa.ready_entries e
+             WHERE e.ready_slot = r.ready_slot AND e.queue = r.queue AND e.priority = r.priority
+               AND e.enqueue_shard = r.enqueue_shard AND e.lane_seq = r.lane_seq AND e.job_id = p_job_id
+            RETURNING e.* INTO v_taken;
+            IF FOUND THEN
+                RETURN v_taken;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT v_seen;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- Exact counts of one queue by state (available = ready rows at or after their lane's cursor).
+CREATE OR REPLACE FUNCTION awa.queue_counts_exact(p_queue text,
+    OUT available bigint, OUT scheduled bigint, OUT retryable bigint, OUT running bigint,
+    OUT completed bigint, OUT failed bigint, OUT cancelled bigint, OUT dlq bigint)
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    SELECT count(*) INTO available
+      FROM awa.lane_cursors h
+      JOIN awa.ready_entries r
+        ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+       AND r.lane_seq >= h.claim_seq
+     WHERE h.queue = p_queue;
+    SELECT count(*) FILTER (WHERE j.state = 'scheduled'), count(*) FILTER (WHERE j.state = 'retryable')
+      INTO scheduled, retryable
+      FROM awa.deferred_jobs j WHERE j.queue = p_queue;
+    SELECT (SELECT count(*) FROM awa.lease_claims c
+             WHERE c.queue = p_queue AND c.materialized_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                  AND x.run_lease = c.run_lease))
+         + (SELECT count(*) FROM awa.leases l
+             WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external'))
+      INTO running;
+    SELECT count(*) FILTER (WHERE d.state = 'completed'), count(*) FILTER (WHERE d.state = 'failed'),
+           count(*) FILTER (WHERE d.state = 'cancelled')
+      INTO completed, failed, cancelled
+      FROM awa.done_entries d WHERE d.queue = p_queue;
+    SELECT count(*) INTO dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
+END
+$$;
+
+-- One row per lane: enqueue and claim cursors, their distance, the waiting rows and the
+-- oldest waiting run_at, and whether the shard is outside the current width (draining).
+CREATE OR REPLACE FUNCTION awa._shard_lag()
+    RETURNS TABLE (queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
+                   claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
+                   enqueue_shards smallint, draining boolean)
+    LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.queue, e.priority, e.enqueue_shard, n.next_seq, h.claim_seq, n.next_seq - h.claim_seq,
+           w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint),
+           e.enqueue_shard >= coalesce(m.enqueue_shards, 1::smallint)
+      FROM awa.queue_enqueue_heads e
+      JOIN awa.lane_cursors h
+        ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+      LEFT JOIN awa.queue_meta m ON m.queue = e.queue
+     CROSS JOIN LATERAL (SELECT awa._lane_next_seq(e.seq_name) AS next_seq) n
+     CROSS JOIN LATERAL (
+        SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
+          FROM awa.ready_entries r
+         WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
+           AND r.lane_seq >= h.claim_seq) w
+$$;
+
+-- Counters derived from the tables when the library is not preloaded: enqueued = lane
+-- positions handed out (next_seq - 1), claimed = positions passed by claim
+-- (claim_seq - 1), both including gaps; completed and failed = retained done rows.
+CREATE OR REPLACE FUNCTION awa._shard_stats_from_tables()
+    RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+                   completed bigint, failed bigint)
+    LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH lanes AS (
+        SELECT e.queue, e.enqueue_shard, sum(awa._lane_next_seq(e.seq_name) - 1)::bigint AS enqueued,
+               sum(h.claim_seq - 1)::bigint AS claimed
+          FROM awa.queue_enqueue_heads e
+          JOIN awa.lane_cursors h
+            ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+         GROUP BY e.queue, e.enqueue_shard),
+    finals AS (
+        SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
+               count(*) FILTER (WHERE d.state = 'failed') AS failed
+          FROM awa.done_entries d
+         WHERE d.lane_seq > 0
+         GROUP BY d.queue, d.enqueue_shard)
+    SELECT l.queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0), coalesce(f.failed, 0)
+      FROM lanes l
+      LEFT JOIN finals f ON f.queue = l.queue AND f.enqueue_shard = l.enqueue_shard
+$$;
+
+-- Fold claim marks into the heads: for every lane with marks whose head no claim holds
+-- (SKIP LOCKED: a claim never waits for this, and a lane skipped now is folded next time),
+-- move the head to the lane's latest mark and delete the lane's marks. Deferred (returns
+-- -1) while a transaction of this database has held a snapshot or an xid for more than
+-- p_defer_secs: rows deleted then stay as dead rows that vacuum cannot remove until it
+-- ends, while marks left alone are a few live rows per claim. Past p_max_marks marks
+-- (estimated) it folds anyway, so storage stays bounded. Returns the lanes folded.
+CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_max_marks bigint DEFAULT 1000000)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM awa._require(p_defer_secs IS NULL OR p_max_marks IS NULL, 'p_defer_secs and p_max_marks');
+    PERFORM awa._check_arg(p_defer_secs >= 0 AND p_max_marks >= 0,
+                           'p_defer_secs and p_max_marks must not be negative');
+    PERFORM awa._require_read_committed('fold_claim_marks');
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database d
+                                  WHERE d.datname = pg_catalog.current_database())
+                  AND a.pid <> pg_catalog.pg_backend_pid()
+                  AND a.backend_type <> 'autovacuum worker'
+                  AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs))
+       AND coalesce((SELECT t.n_live_tup FROM pg_catalog.pg_stat_all_tables t
+                      WHERE t.relid = 'awa.claim_marks'::regclass), 0) < p_max_marks THEN
+        RETURN -1;
+    END IF;
+    WITH lanes AS (
+        SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at
+          FROM awa.queue_claim_heads h
+         CROSS JOIN LATERAL (
+             SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
+              WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
+              ORDER BY k.claim_seq DESC LIMIT 1) m
+         ORDER BY h.queue, h.priority, h.enqueue_shard
+           FOR UPDATE OF h SKIP LOCKED),
+    moved AS (
+        UPDATE awa.queue_claim_heads h SET claim_seq = l.claim_seq, head_run_at = l.head_run_at
+          FROM lanes l
+         WHERE h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+           AND h.claim_seq < l.claim_seq),
+    gone AS (
+        DELETE FROM awa.claim_marks k USING lanes l
+         WHERE k.queue = l.queue AND k.priority = l.priority AND k.enqueue_shard = l.enqueue_shard
+           AND k.claim_seq <= l.claim_seq)
+    SELECT count(*) INTO v_count FROM lanes;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.fold_claim_marks(integer, bigint) IS
+    'Fold each lane''s latest claim mark into its head and delete its marks (lanes a claim holds are skipped); -1 while a long transaction holds back vacuum. Role: awa_admin.';
+COMMENT ON TABLE awa.queue_claim_heads IS
+    'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';

@@ -39,7 +39,7 @@ SELECT current_setting('enable_indexscan') AS indexscan, current_setting('enable
 RESET ALL;
 
 -- The lane drained in order: 80 claimed, the cursor right behind them.
-SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'plan_q';
+SELECT claim_seq FROM awa.lane_cursors WHERE queue = 'plan_q';
 
 -- The walk remembers, per backend, the row a probe found on a lane without a hint, until the
 -- lane's cursor, sequence or fence moves. A remembered row that is gone (cancelled) must not
@@ -59,7 +59,7 @@ SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
 SELECT awa.cancel_job(:b1);
 -- The cancel left lane 1's cursor and sequence where they were: the remembered row still
 -- looks valid to the walk, which must find out by draining nothing.
-SELECT enqueue_shard, claim_seq FROM awa.queue_claim_heads WHERE queue = 'probe_q' ORDER BY enqueue_shard;
+SELECT enqueue_shard, claim_seq FROM awa.lane_cursors WHERE queue = 'probe_q' ORDER BY enqueue_shard;
 -- a2 comes from lane 0's hint; then lane 1's remembered row is gone: nothing, no error.
 SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
 SELECT count(*) AS after_cancel FROM awa.claim_ready_runtime('probe_q', 1);

@@ -32,7 +32,7 @@ LANGUAGE sql AS $$
     SELECT h.priority, h.enqueue_shard, c.claim_seq,
            awa.reserve_enqueue_seq(h.queue, h.priority, h.enqueue_shard, 0)
       FROM awa.queue_enqueue_heads h
-      JOIN awa.queue_claim_heads c USING (queue, priority, enqueue_shard)
+      JOIN awa.lane_cursors c USING (queue, priority, enqueue_shard)
      WHERE h.queue = p_queue ORDER BY h.priority, h.enqueue_shard
 $$;
 

@@ -112,5 +112,5 @@ SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint
 ROLLBACK;
 SELECT pg_temp.peek('enqueue_batch_reserve', 1, 5) AS after_rollback;
 SELECT queue, priority, enqueue_shard,
-       (SELECT claim_seq FROM awa.queue_claim_heads c WHERE (c.queue, c.priority, c.enqueue_shard) = (h.queue, h.priority, h.enqueue_shard)) AS claim_seq
+       (SELECT claim_seq FROM awa.lane_cursors c WHERE (c.queue, c.priority, c.enqueue_shard) = (h.queue, h.priority, h.enqueue_shard)) AS claim_seq
   FROM awa.queue_enqueue_heads h WHERE queue = 'enqueue_batch_reserve';

@@ -53,7 +53,7 @@ CREATE TEMP TABLE jobs_before AS
 CREATE TEMP TABLE pending_before AS
     SELECT r.job_id, r.queue, r.priority, r.enqueue_shard, r.lane_seq, r.kind, r.args, r.run_at, r.created_at
       FROM awa.ready_entries r
-      LEFT JOIN awa.queue_claim_heads h
+      LEFT JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
      WHERE r.lane_seq >= coalesce(h.claim_seq, 0);
 SELECT state, count(*) FROM jobs_before GROUP BY 1 ORDER BY 1;

@@ -89,7 +89,7 @@ SELECT count(*) AS lanes,
                                 AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq >= h.claim_seq)) AS oldest_agrees,
        bool_and(NOT l.draining) AS none_draining, sum(l.waiting) AS waiting
   FROM awa.shard_lag l
-  JOIN awa.queue_claim_heads h USING (queue, priority, enqueue_shard)
+  JOIN awa.lane_cursors h USING (queue, priority, enqueue_shard)
  WHERE l.queue = 'ops_counts';
 
 -- 4. awa.shard_stats against a direct scan per shard: enqueued = lane positions written

@@ -180,6 +180,17 @@ void init_registry_hooks();
 Size registry_shmem_size();
 void registry_shmem_init(void *base, bool found);
 
+/* ---- claim_cursor.cpp: a lane's claim cursor (head row or latest claim mark) ---- */
+
+/* Whether this database's catalog has claim marks (1.1 and later). */
+bool claim_marks_installed();
+
+/* The relation holding every lane's cursor and hint: awa.lane_cursors, or the 1.0 heads. */
+const char *cursor_relation(bool marks);
+
+/* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
+bool lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor);
+
 /* ---- ring.cpp: ring write slots fenced against prune ---- */
 
 enum class Ring

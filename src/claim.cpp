@@ -7,9 +7,10 @@
  *    ordered by effective priority, run_at of that row, lane priority; the first head that
  *    is not locked is locked FOR UPDATE SKIP LOCKED.
  * 2. Drain: in a new statement (new snapshot, after the lock), take up to max_batch
- *    visible rows of that lane with lane_seq >= claim_seq in lane order, record the
+ *    visible rows of that lane with lane_seq >= its cursor in lane order, record the
  *    running attempts (receipts or leases) in the fenced write slot of the claim or lease
- *    ring (ring.cpp) and set claim_seq = max(lane_seq) + 1.
+ *    ring (ring.cpp) and move the cursor to max(lane_seq) + 1 by appending a claim mark
+ *    (claim_cursor.cpp): the head row is locked, never updated.
  * Both statements and the ring reads run on the latest committed state, whatever the
  * caller's isolation level, so an old REPEATABLE READ snapshot never hides rows that
  * prune moved forward and never makes the claim jump them.
@@ -47,22 +48,23 @@ extern "C"
 namespace
 {
 
-SPIPlanPtr heads_plan = nullptr;
+/* Plans indexed by whether the catalog has claim marks (claim_cursor.cpp). */
+SPIPlanPtr heads_plans[2];
 SPIPlanPtr probe_plan = nullptr;
 SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
-SPIPlanPtr drain_receipts_plan = nullptr;
-SPIPlanPtr drain_leases_plan = nullptr;
-SPIPlanPtr clear_hint_plan = nullptr;
+SPIPlanPtr drain_plans[2][2]; /* [receipts][marks] */
+SPIPlanPtr clear_hint_plans[2];
 
 /*
  * The candidate walk's first read: every lane head of the queue (none when it is paused),
  * its cursor, the run_at hint the last claim of the lane left, and the lane's sequence.
+ * %s is the cursor relation (claim_cursor.cpp).
  */
 const char *const kHeadsSql =
 	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
 	"  (SELECT s.receipts FROM awa.plane_settings s) "
-	"FROM awa.queue_claim_heads h "
+	"FROM %s h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
 	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
@@ -79,19 +81,44 @@ const char *const kRowExistsSql =
 	"SELECT 1 FROM awa.ready_entries r "
 	"WHERE r.ready_slot = $1 AND r.queue = $2 AND r.priority = $3 AND r.enqueue_shard = $4 AND r.lane_seq = $5";
 
-/* Lock one lane head unless another claim holds it; returns its cursor as of the lock. */
+/* Lock one lane head unless another claim holds it (its cursor is read after the lock). */
 const char *const kLockHeadSql =
-	"SELECT h.claim_seq FROM awa.queue_claim_heads h "
+	"SELECT 1 FROM awa.queue_claim_heads h "
 	"WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 FOR UPDATE SKIP LOCKED";
 
-/* A locked head whose hint pointed at nothing: forget the hint so the next walk probes. */
-const char *const kClearHintSql =
+/*
+ * A locked head whose hint pointed at nothing: forget the hint so the next walk probes.
+ * With claim marks the hint is the latest mark's when it is further than the head (rare:
+ * only a cancel, delete or move between two claims makes a hint point at nothing).
+ */
+const char *const kClearHintSql[2] = {
 	"UPDATE awa.queue_claim_heads SET head_run_at = NULL "
-	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL";
+	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL",
+	"WITH head AS (UPDATE awa.queue_claim_heads SET head_run_at = NULL "
+	"  WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL) "
+	"UPDATE awa.claim_marks k SET head_run_at = NULL "
+	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 AND k.head_run_at IS NOT NULL "
+	"  AND k.claim_seq = (SELECT max(x.claim_seq) FROM awa.claim_marks x "
+	"                      WHERE x.queue = $1 AND x.priority = $2 AND x.enqueue_shard = $3)"};
 const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
+/*
+ * How a drain moves its lane's cursor past the rows it took, with the run_at of the next
+ * visible row as the hint: a claim mark appended (1.1 catalogs), or the 1.0 head update.
+ */
+#define AWA_ADVANCE_MARK                                                                                 \
+	"advance AS (INSERT INTO awa.claim_marks (queue, priority, enqueue_shard, claim_seq, head_run_at) "     \
+	"  SELECT $1, $2, $3, m.next, "                                                                        \
+	"    (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "         \
+	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m WHERE m.next IS NOT NULL), "
+#define AWA_ADVANCE_HEAD                                                                                 \
+	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                  \
+	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
+	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                              \
+	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "
+
 /* Shared head of the drain statements: the picked rows with their attempt values. */
-#define AWA_DRAIN_PICK                                                                                   \
+#define AWA_DRAIN_PICK(ADVANCE)                                                                          \
 	"WITH window_ AS MATERIALIZED ("                                                                           \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
@@ -106,10 +133,7 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                  \
 	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
 	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), "       \
-	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                      \
-	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
-	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                  \
-	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "              \
+	ADVANCE                                                                                                    \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                    \
 	"  WHERE r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
 
@@ -124,27 +148,32 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"'errors', coalesce(r.errors, '[]')) AS payload "
 
 /* Receipts mode: one append-only lease_claims row per claimed job. */
-const char *const kDrainReceiptsSql =
-	AWA_DRAIN_PICK
-	"ins AS (INSERT INTO awa.lease_claims (claim_slot, job_id, run_lease, ready_slot, ready_generation, queue, "
-	"  priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at) "
-	"  SELECT ring_slot, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "
-	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "
-	"  FROM rows_ RETURNING job_id, receipt_id) "
-	AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot", "i.receipt_id")
-	"FROM rows_ r JOIN ins i USING (job_id) ORDER BY r.lane_seq";
+#define AWA_DRAIN_RECEIPTS(ADVANCE)                                                                      \
+	AWA_DRAIN_PICK(ADVANCE)                                                                                   \
+	"ins AS (INSERT INTO awa.lease_claims (claim_slot, job_id, run_lease, ready_slot, ready_generation, queue, " \
+	"  priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at) " \
+	"  SELECT ring_slot, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "             \
+	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "    \
+	"  FROM rows_ RETURNING job_id, receipt_id) "                                                           \
+	AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot", "i.receipt_id")                            \
+	"FROM rows_ r JOIN ins i USING (job_id) ORDER BY r.lane_seq"
 
 /* Leases mode: one mutable leases row per claimed job. */
-const char *const kDrainLeasesSql =
-	AWA_DRAIN_PICK
-	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "
-	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "
-	"  heartbeat_at, deadline_at, attempted_at) "
-	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, "
-	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, "
-	"    deadline_at, claimed_at FROM rows_) "
-	AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int", "NULL::bigint")
-	"FROM rows_ r ORDER BY r.lane_seq";
+#define AWA_DRAIN_LEASES(ADVANCE)                                                                        \
+	AWA_DRAIN_PICK(ADVANCE)                                                                                   \
+	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, " \
+	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "    \
+	"  heartbeat_at, deadline_at, attempted_at) "                                                           \
+	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, " \
+	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, " \
+	"    deadline_at, claimed_at FROM rows_) "                                                              \
+	AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int", "NULL::bigint")                       \
+	"FROM rows_ r ORDER BY r.lane_seq"
+
+/* The drain statements, [receipts][marks]. */
+const char *const kDrainSql[2][2] = {
+	{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
+	{AWA_DRAIN_RECEIPTS(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS(AWA_ADVANCE_MARK)}};
 
 /* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
 constexpr int kClaimPromoteLimit = 100;
@@ -233,6 +262,7 @@ struct Candidate
 	int16 shard;
 	int64 claim_seq;
 	bool receipts;
+	bool marks; /* the catalog has claim marks */
 	Oid seq_oid;
 };
 
@@ -424,15 +454,22 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
 	TimestampTz now = GetCurrentTimestamp();
 	bool receipts;
+	bool marks = awa::claim_marks_installed();
 	bool isnull_mode;
 	Head *heads;
 	int n_heads = 0;
 	uint64 n_rows;
 	SPITupleTable *rows;
 
-	awa::keep_plan(&heads_plan, kHeadsSql, 1, text_type);
+	if (heads_plans[marks] == nullptr)
+	{
+		char sql[1024];
+
+		snprintf(sql, sizeof(sql), kHeadsSql, awa::cursor_relation(marks));
+		awa::keep_plan(&heads_plans[marks], sql, 1, text_type);
+	}
 	values[0] = PointerGetDatum(queue);
-	awa::exec_plan_latest(heads_plan, values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
+	awa::exec_plan_latest(heads_plans[marks], values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
 	n_rows = SPI_processed;
 	rows = SPI_tuptable;
 	if (n_rows == 0)
@@ -470,8 +507,6 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
 	for (int i = 0; i < n_heads; i++)
 	{
-		bool isnull;
-
 		/*
 		 * A remembered row is checked only when its lane is about to win: a removed row can
 		 * only make a lane look older than it is, so the lanes behind the winner need no check.
@@ -498,14 +533,20 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
 		if (SPI_processed == 0)
 			continue; /* another claim holds this lane */
-		out->claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		/* A claim that committed since the heads were read may have emptied the lane. */
+		/*
+		 * The cursor, on a snapshot taken after the lock: the claim that held the head before
+		 * committed its mark first, and none can move it now. A claim that committed since the
+		 * heads were read may have emptied the lane.
+		 */
+		if (!awa::lane_cursor(queue, heads[i].priority, heads[i].shard, marks, &out->claim_seq))
+			continue; /* the lane was dropped */
 		if (out->claim_seq != heads[i].claim_seq &&
 			out->claim_seq >= std::min(heads[i].fence, awa::lane_high_water(heads[i].seq_oid)))
 			continue;
 		out->priority = heads[i].priority;
 		out->shard = heads[i].shard;
 		out->receipts = receipts;
+		out->marks = marks;
 		out->seq_oid = heads[i].seq_oid;
 		return true;
 	}
@@ -583,6 +624,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	int16 shard;
 	int64 claim_seq;
 	bool receipts;
+	bool marks;
 	SPIPlanPtr drain;
 	int planner_level;
 
@@ -613,6 +655,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		shard = cand.shard;
 		claim_seq = cand.claim_seq;
 		receipts = cand.receipts;
+		marks = cand.marks;
 
 		/*
 		 * Re-read the live arc now that the head is locked: prune moves a lane's pending rows
@@ -620,10 +663,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		 */
 		awa::live_slot_ranges(awa::Ring::Queue, slot_ranges);
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease);
-		if (receipts)
-			drain = awa::keep_plan(&drain_receipts_plan, kDrainReceiptsSql, 14, drain_types);
-		else
-			drain = awa::keep_plan(&drain_leases_plan, kDrainLeasesSql, 14, drain_types);
+		drain = awa::keep_plan(&drain_plans[receipts][marks], kDrainSql[receipts][marks], 14, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);
@@ -641,9 +681,10 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		if (SPI_processed > 0 || attempt >= 3)
 			break;
 		forget_probe(cand.seq_oid);
-		awa::keep_plan(&clear_hint_plan, kClearHintSql, 3, kClearHintTypes);
+		awa::keep_plan(&clear_hint_plans[marks], kClearHintSql[marks], 3, kClearHintTypes);
 		/* On the latest committed state like the walk and the drain, whatever the isolation level. */
-		awa::exec_plan_latest(clear_hint_plan, drain_values, nullptr, false, 0, SPI_OK_UPDATE, "claim hint reset");
+		awa::exec_plan_latest(clear_hint_plans[marks], drain_values, nullptr, false, 0, SPI_OK_UPDATE,
+							  "claim hint reset");
 	}
 
 	for (uint64 i = 0; i < SPI_processed; i++)

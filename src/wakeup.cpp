@@ -53,7 +53,7 @@ std::uint64_t local_last_notify_us[kNotifySlots];
 std::uint32_t fed[kMaxFedQueues];
 int nfed = 0;
 bool fed_overflow = false;
-SPIPlanPtr avail_plan = nullptr;
+SPIPlanPtr avail_plans[2]; /* by whether the catalog has claim marks */
 
 /* Hash of (database, queue name), shared by the NOTIFY throttle and the wake slots: a busy
  * queue of one database never throttles or wakes a same-named queue of another. */
@@ -123,16 +123,24 @@ work_visible(text *queue)
 	Datum values[1] = {PointerGetDatum(queue)};
 	bool isnull;
 	bool result;
+	bool marks;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	keep_plan(&avail_plan,
-			  "SELECT NOT coalesce((SELECT m.paused FROM awa.queue_meta m WHERE m.queue = $1), false) "
-			  "AND EXISTS (SELECT 1 FROM awa.queue_claim_heads h WHERE h.queue = $1 AND EXISTS ("
-			  "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
-			  "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
-			  1, argtypes);
-	exec_plan(avail_plan, values, nullptr, false, 1, SPI_OK_SELECT, "work check");
+	marks = claim_marks_installed();
+	if (avail_plans[marks] == nullptr)
+	{
+		char sql[512];
+
+		snprintf(sql, sizeof(sql),
+				 "SELECT NOT coalesce((SELECT m.paused FROM awa.queue_meta m WHERE m.queue = $1), false) "
+				 "AND EXISTS (SELECT 1 FROM %s h WHERE h.queue = $1 AND EXISTS ("
+				 "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
+				 "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
+				 cursor_relation(marks));
+		keep_plan(&avail_plans[marks], sql, 1, argtypes);
+	}
+	exec_plan(avail_plans[marks], values, nullptr, false, 1, SPI_OK_SELECT, "work check");
 	result = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

@@ -54,7 +54,7 @@ snapshot() {
   q "$1" -c "SELECT id, state, kind, queue, priority, enqueue_shard, lane_seq, args, attempt, run_lease, errors
                FROM awa.jobs ORDER BY id" \
          -c "SELECT h.queue, h.priority, h.enqueue_shard, h.claim_seq, awa._lane_next_seq(e.seq_name)
-               FROM awa.queue_claim_heads h JOIN awa.queue_enqueue_heads e USING (queue, priority, enqueue_shard)
+               FROM awa.lane_cursors h JOIN awa.queue_enqueue_heads e USING (queue, priority, enqueue_shard)
               ORDER BY 1, 2, 3" \
          -c "SELECT current_slot, generation FROM awa.queue_ring_state" \
          -c "SELECT slot, generation FROM awa.queue_ring_slots ORDER BY slot" \

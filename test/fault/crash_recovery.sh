@@ -43,7 +43,7 @@ for _ in $(seq 1 40); do
   [ "$n" = "0" ] && break
 done
 check "every committed job completed exactly once" "$(psql_q -c "SELECT count(*) || '/' || count(DISTINCT job_id) FROM awa.done_entries WHERE queue = 'crash'")" "41/41"
-check "no lane is left with waiting rows" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries r JOIN awa.queue_claim_heads h USING (queue, priority, enqueue_shard) WHERE r.queue = 'crash' AND r.lane_seq >= h.claim_seq")" "0"
+check "no lane is left with waiting rows" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries r JOIN awa.lane_cursors h USING (queue, priority, enqueue_shard) WHERE r.queue = 'crash' AND r.lane_seq >= h.claim_seq")" "0"
 
 summary
 [ "$failed" -eq 0 ]

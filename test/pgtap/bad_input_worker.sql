@@ -12,7 +12,7 @@ SELECT awa.insert_jobs('tap_badw_q', ARRAY['running', 'waiting']) AS ids \gset
 SELECT job_id AS running_id FROM awa.claim_ready_runtime('tap_badw_q', 1) \gset
 SELECT (:'ids'::bigint[])[2] AS ready_id \gset
 CREATE TEMP TABLE tap_before AS
-SELECT (SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'tap_badw_q') AS claim_seq,
+SELECT (SELECT claim_seq FROM awa.lane_cursors WHERE queue = 'tap_badw_q') AS claim_seq,
        (SELECT count(*) FROM awa.lease_claims) + (SELECT count(*) FROM awa.leases) AS attempts,
        (SELECT count(*) FROM awa.lease_claim_closures) AS closures,
        (SELECT count(*) FROM awa.done_entries) AS done,
@@ -34,7 +34,7 @@ SELECT throws_ok(format('SELECT * FROM awa.claim_ready_runtime(%L, 10, %L)', 'ta
 SELECT throws_ok(format('SELECT * FROM awa.claim_ready_runtime(%L, 10, 0, %L)', 'tap_badw_q', a), '22023', NULL,
                  'claim: p_aging_secs ' || a)
   FROM unnest(ARRAY['-0.5', 'NaN', 'Infinity', '5e-324', '1e13']) AS a;
-SELECT is((SELECT claim_seq FROM awa.queue_claim_heads WHERE queue = 'tap_badw_q'), (SELECT claim_seq FROM tap_before),
+SELECT is((SELECT claim_seq FROM awa.lane_cursors WHERE queue = 'tap_badw_q'), (SELECT claim_seq FROM tap_before),
           'failed claims did not move the claim cursor');
 SELECT is((SELECT count(*) FROM awa.lease_claims) + (SELECT count(*) FROM awa.leases), (SELECT attempts FROM tap_before),
           'failed claims opened no attempt');

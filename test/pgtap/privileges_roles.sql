@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(48);
+SELECT plan(52);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -109,6 +109,12 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.reserve_enqueue_seq('t
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.done_entries$$), 'ERROR 42501', 'worker: cannot read awa.done_entries');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$UPDATE awa.queue_claim_heads SET claim_seq = 1 RETURNING 1$$), 'ERROR 42501',
           'worker: cannot move claim cursors');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$INSERT INTO awa.claim_marks VALUES ('tap_priv_q', 2, 0, 1000) RETURNING 1$$), 'ERROR 42501',
+          'worker: cannot write claim marks');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.fold_claim_marks()::text$$), 'ERROR 42501', 'worker: cannot fold claim marks');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT (awa.fold_claim_marks() >= -1)::text$$), 'true', 'admin: folds claim marks');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.lane_cursors WHERE queue = 'no_such_q'$$), '0',
+          'admin: reads lane cursors');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.promote_due()::text$$), 'ERROR 42501', 'worker: cannot call promote_due');
 
 -- The admin: reads and configures queues, runs maintenance; no direct writes to the plane.
