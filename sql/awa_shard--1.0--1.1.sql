@@ -52,8 +52,8 @@ CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id) WHERE state <> 'c
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
 -- head (FOR UPDATE SKIP LOCKED, as before) and appends a claim mark, the lane's cursor after
 -- this claim and the run_at hint of the next waiting row. A lane's cursor is the greater of
--- its head's claim_seq and its latest mark (awa.lane_cursors); maintenance folds the latest
--- mark into the head and deletes the lane's marks (awa.fold_claim_marks), but not while a
+-- its head's claim_seq and its latest mark (awa.lane_cursors); maintenance moves the head to
+-- the latest mark and deletes the marks it has passed (awa.fold_claim_marks), but not while a
 -- long transaction holds back vacuum. So the claim path writes only new rows, and a held
 -- snapshot leaves no dead version of a hot row behind (docs/design.md §4, "Claim cursor").
 CREATE TABLE awa.claim_marks (
@@ -2420,14 +2420,18 @@ AS $$
       LEFT JOIN finals f ON f.queue = l.queue AND f.enqueue_shard = l.enqueue_shard
 $$;
 
--- Fold claim marks into the heads: for every lane with marks whose head no claim holds
--- (SKIP LOCKED: a claim never waits for this, and a lane skipped now is folded next time),
--- move the head to the lane's latest mark and delete the lane's marks. Deferred (returns
--- -1) while a transaction of this database has held a snapshot or an xid for more than
--- p_defer_secs: rows deleted then stay as dead rows that vacuum cannot remove until it
--- ends, while marks left alone are a few live rows per claim. Past p_max_marks marks
--- (estimated) it folds anyway, so storage stays bounded. Returns the lanes folded.
-CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_max_marks bigint DEFAULT 1000000)
+-- Fold claim marks into the heads, in two steps that never hold a head while deleting:
+--   1. delete up to p_limit marks that their lane's head has passed (nothing reads a mark
+--      below its head's cursor, so no head is locked for this);
+--   2. for every lane whose latest mark is past its head, and whose head no claim holds
+--      (SKIP LOCKED: a claim never waits for this, and a lane skipped now is folded next
+--      time), move the head to that mark; its marks are deleted by the next call.
+-- A head never moves back. Nothing is done (returns -1) while a transaction of this
+-- database has held an xid or a snapshot for more than p_defer_secs: rows deleted or updated
+-- then stay as dead rows that vacuum cannot remove until it ends, so deleting would free
+-- nothing, whereas marks left alone are live rows read by a backward index probe. Returns
+-- the number of heads moved.
+CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_limit integer DEFAULT 10000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -2435,9 +2439,9 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    PERFORM awa._require(p_defer_secs IS NULL OR p_max_marks IS NULL, 'p_defer_secs and p_max_marks');
-    PERFORM awa._check_arg(p_defer_secs >= 0 AND p_max_marks >= 0,
-                           'p_defer_secs and p_max_marks must not be negative');
+    PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
+    PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
+                           'p_defer_secs must not be negative and p_limit must be at least 1');
     PERFORM awa._require_read_committed('fold_claim_marks');
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
                 WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database d
@@ -2445,11 +2449,16 @@ BEGIN
                   AND a.pid <> pg_catalog.pg_backend_pid()
                   AND a.backend_type <> 'autovacuum worker'
                   AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
-                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs))
-       AND coalesce((SELECT t.n_live_tup FROM pg_catalog.pg_stat_all_tables t
-                      WHERE t.relid = 'awa.claim_marks'::regclass), 0) < p_max_marks THEN
+                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
         RETURN -1;
     END IF;
+    DELETE FROM awa.claim_marks k
+     WHERE k.ctid = ANY (ARRAY(
+         SELECT m.ctid FROM awa.claim_marks m
+           JOIN awa.queue_claim_heads h
+             ON h.queue = m.queue AND h.priority = m.priority AND h.enqueue_shard = m.enqueue_shard
+          WHERE m.claim_seq <= h.claim_seq
+          LIMIT p_limit));
     WITH lanes AS (
         SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at
           FROM awa.queue_claim_heads h
@@ -2457,24 +2466,22 @@ BEGIN
              SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
               WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
               ORDER BY k.claim_seq DESC LIMIT 1) m
+         WHERE m.claim_seq > h.claim_seq
          ORDER BY h.queue, h.priority, h.enqueue_shard
            FOR UPDATE OF h SKIP LOCKED),
     moved AS (
         UPDATE awa.queue_claim_heads h SET claim_seq = l.claim_seq, head_run_at = l.head_run_at
           FROM lanes l
          WHERE h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
-           AND h.claim_seq < l.claim_seq),
-    gone AS (
-        DELETE FROM awa.claim_marks k USING lanes l
-         WHERE k.queue = l.queue AND k.priority = l.priority AND k.enqueue_shard = l.enqueue_shard
-           AND k.claim_seq <= l.claim_seq)
-    SELECT count(*) INTO v_count FROM lanes;
+           AND h.claim_seq < l.claim_seq
+        RETURNING 1)
+    SELECT count(*) INTO v_count FROM moved;
     RETURN v_count;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, bigint) TO awa_admin;
-COMMENT ON FUNCTION awa.fold_claim_marks(integer, bigint) IS
-    'Fold each lane''s latest claim mark into its head and delete its marks (lanes a claim holds are skipped); -1 while a long transaction holds back vacuum. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
+    'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 COMMENT ON TABLE awa.queue_claim_heads IS
     'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';

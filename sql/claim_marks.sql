@@ -33,16 +33,19 @@ SELECT count(*) AS available_in_jobs FROM awa.jobs WHERE queue = 'marks_q' AND s
 SELECT sum(lag) AS lag, sum(waiting) AS waiting FROM awa.shard_lag WHERE queue = 'marks_q';
 SELECT awa.queue_depth('marks_q') AS depth;
 
--- 2. Fold: heads take the latest mark, the marks go, nothing else changes.
+-- 2. Fold: heads move to their latest mark, then the passed marks go; no cursor changes.
 CREATE TEMP TABLE cursors_before AS SELECT * FROM awa.lane_cursors WHERE queue = 'marks_q';
-SELECT awa.fold_claim_marks() AS lanes_folded;
+SELECT awa.fold_claim_marks() AS heads_moved;
+SELECT count(*) AS heads_behind FROM awa.queue_claim_heads h JOIN cursors_before c USING (queue, priority, enqueue_shard)
+ WHERE h.claim_seq <> c.claim_seq;
+SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
+-- The next call deletes the marks the heads have passed, a few at a time with p_limit.
+SELECT awa.fold_claim_marks(10, 3) AS heads_moved_again;
+SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
+SELECT awa.fold_claim_marks() AS heads_moved_again;
 SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
 SELECT count(*) AS cursors_changed FROM (
     SELECT * FROM awa.lane_cursors WHERE queue = 'marks_q' EXCEPT SELECT * FROM cursors_before) d;
-SELECT count(*) AS heads_behind FROM awa.queue_claim_heads h JOIN cursors_before c USING (queue, priority, enqueue_shard)
- WHERE h.claim_seq <> c.claim_seq;
--- Nothing to fold: no lane, no change.
-SELECT awa.fold_claim_marks() AS lanes_folded_again;
 
 -- 3. Claims after a fold go on from the folded cursor: every job exactly once.
 INSERT INTO claimed SELECT job_id, run_lease, lane_seq, enqueue_shard FROM awa.claim_ready_runtime('marks_q', 100);
@@ -58,7 +61,8 @@ SELECT count(*) AS enqueued FROM (SELECT awa.insert_job_compat('p', 'marks_q') F
 SELECT count(*) AS claimed_one FROM awa.claim_ready_runtime('marks_q', 1);
 SELECT awa.purge_queue('marks_q') AS purged;
 CREATE TEMP TABLE cursors_purged AS SELECT * FROM awa.lane_cursors WHERE queue = 'marks_q';
-SELECT awa.fold_claim_marks() >= 1 AS folded;
+SELECT awa.fold_claim_marks() AS heads_moved;
+SELECT awa.fold_claim_marks() AS heads_moved;
 SELECT count(*) AS cursors_moved FROM awa.lane_cursors c JOIN cursors_purged p USING (queue, priority, enqueue_shard)
  WHERE c.claim_seq <> p.claim_seq;
 SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
@@ -81,7 +85,7 @@ SELECT awa._lane_cursor('no_such_queue', 2::smallint, 0::smallint) IS NULL AS un
 -- 7. Arguments of the fold.
 SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks(NULL)$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks(-1)$$);
-SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks(10, -5)$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks(10, 0)$$);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks()$$);
 ROLLBACK;

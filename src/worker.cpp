@@ -67,7 +67,7 @@ const Step kSteps[] = {
 	{"SELECT awa.prune_attempt_ring('claim', 200)", nullptr},
 	{"SELECT awa.rotate_attempt_ring('lease')", nullptr},
 	{"SELECT awa.prune_attempt_ring('lease', 200)", nullptr},
-	{"SELECT awa.fold_claim_marks()", "awa.fold_claim_marks(integer,bigint)"},
+	{"SELECT awa.fold_claim_marks()", "awa.fold_claim_marks(integer,integer)"},
 };
 
 /* Whether the function a step needs exists (SPI connected). */
