@@ -2320,7 +2320,18 @@ BEGIN
                FOR UPDATE;
             CONTINUE WHEN NOT FOUND;
             v_cursor := awa._lane_cursor(r.queue, r.priority, r.enqueue_shard);
-            CONTINUE WHEN v_cursor IS NULL OR r.lane_seq < v_cursor;
+            CONTINUE WHEN v_cursor IS NULL;
+            -- Claimed since this transaction's snapshot: at READ COMMITTED the caller's next
+            -- statement sees the attempt; an older snapshot never would (1.0 raised 40001
+            -- here too, when the claim updated the head).
+            IF r.lane_seq < v_cursor
+               AND pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+                RAISE EXCEPTION USING ERRCODE = '40001',
+                    MESSAGE = 'could not serialize access: the job was claimed after this transaction''s snapshot',
+                    DETAIL = format('Job %s.', p_job_id),
+                    HINT = 'Retry the transaction, or run it at READ COMMITTED.';
+            END IF;
+            CONTINUE WHEN r.lane_seq < v_cursor;
             DELETE FROM awa.ready_entries e
              WHERE e.ready_slot = r.ready_slot AND e.queue = r.queue AND e.priority = r.priority
                AND e.enqueue_shard = r.enqueue_shard AND e.lane_seq = r.lane_seq AND e.job_id = p_job_id
@@ -2422,15 +2433,17 @@ $$;
 
 -- Fold claim marks into the heads, in two steps that never hold a head while deleting:
 --   1. delete up to p_limit marks that their lane's head has passed (nothing reads a mark
---      below its head's cursor, so no head is locked for this);
+--      below its head's cursor, so no head is locked for this; a mark level with its head
+--      stays until a further one exists, so a claim clearing the hint of its lane's latest
+--      mark never meets a fold deleting it);
 --   2. for every lane whose latest mark is past its head, and whose head no claim holds
 --      (SKIP LOCKED: a claim never waits for this, and a lane skipped now is folded next
 --      time), move the head to that mark; its marks are deleted by the next call.
 -- A head never moves back. Nothing is done (returns -1) while a transaction of this
--- database has held an xid or a snapshot for more than p_defer_secs: rows deleted or updated
--- then stay as dead rows that vacuum cannot remove until it ends, so deleting would free
--- nothing, whereas marks left alone are live rows read by a backward index probe. Returns
--- the number of heads moved.
+-- database (a prepared one included) has held an xid or a snapshot for more than
+-- p_defer_secs: rows deleted or updated then stay as dead rows that vacuum cannot remove
+-- until it ends, so deleting would free nothing, whereas marks left alone are live rows read
+-- by a backward index probe. Returns the number of heads moved.
 CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_limit integer DEFAULT 10000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -2449,7 +2462,10 @@ BEGIN
                   AND a.pid <> pg_catalog.pg_backend_pid()
                   AND a.backend_type <> 'autovacuum worker'
                   AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
-                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
+                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p
+                   WHERE p.database = pg_catalog.current_database()
+                     AND p.prepared < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
         RETURN -1;
     END IF;
     DELETE FROM awa.claim_marks k
@@ -2457,7 +2473,7 @@ BEGIN
          SELECT m.ctid FROM awa.claim_marks m
            JOIN awa.queue_claim_heads h
              ON h.queue = m.queue AND h.priority = m.priority AND h.enqueue_shard = m.enqueue_shard
-          WHERE m.claim_seq <= h.claim_seq
+          WHERE m.claim_seq < h.claim_seq
           LIMIT p_limit));
     WITH lanes AS (
         SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at

@@ -39,7 +39,8 @@ SELECT awa.fold_claim_marks() AS heads_moved;
 SELECT count(*) AS heads_behind FROM awa.queue_claim_heads h JOIN cursors_before c USING (queue, priority, enqueue_shard)
  WHERE h.claim_seq <> c.claim_seq;
 SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
--- The next call deletes the marks the heads have passed, a few at a time with p_limit.
+-- The next calls delete the marks the heads have passed, a few at a time with p_limit; the
+-- mark level with each head stays until a further one exists.
 SELECT awa.fold_claim_marks(10, 3) AS heads_moved_again;
 SELECT count(*) AS marks_left FROM awa.claim_marks WHERE queue = 'marks_q';
 SELECT awa.fold_claim_marks() AS heads_moved_again;

@@ -191,6 +191,17 @@ const char *cursor_relation(bool marks);
 /* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
 bool lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor);
 
+/* The cursor board: every lane's cursor and hint in shared memory, for the walk (preloaded). */
+Size cursor_board_shmem_size();
+void cursor_board_shmem_init();
+void init_cursor_board_hooks();
+bool cursor_board_available();
+bool board_lookup(Oid seq_oid, TransactionId head_xmin, int64 *claim_seq, bool *has_run_at, TimestampTz *run_at);
+void board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
+				   bool replace_hint);
+void board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at,
+							 TimestampTz run_at);
+
 /* ---- ring.cpp: ring write slots fenced against prune ---- */
 
 enum class Ring

@@ -48,8 +48,21 @@ extern "C"
 namespace
 {
 
-/* Plans indexed by whether the catalog has claim marks (claim_cursor.cpp). */
-SPIPlanPtr heads_plans[2];
+/*
+ * Where the walk reads the lanes' cursors (claim_cursor.cpp): the heads themselves (a 1.0
+ * catalog), the heads and their latest marks (awa.lane_cursors, not preloaded), or the heads
+ * and the cursor board (preloaded).
+ */
+enum HeadsSource
+{
+	kHeadsLegacy,
+	kHeadsView,
+	kHeadsBoard,
+	kHeadsSources
+};
+
+SPIPlanPtr heads_plans[kHeadsSources];
+SPIPlanPtr lane_mark_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
 SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
@@ -58,12 +71,13 @@ SPIPlanPtr clear_hint_plans[2];
 
 /*
  * The candidate walk's first read: every lane head of the queue (none when it is paused),
- * its cursor, the run_at hint the last claim of the lane left, and the lane's sequence.
- * %s is the cursor relation (claim_cursor.cpp).
+ * its cursor, the run_at hint the last claim of the lane left, the lane's sequence, and the
+ * head row's version for the cursor board: %s (that version or NULL) and %s (the relation
+ * holding the cursors) depend on the HeadsSource.
  */
 const char *const kHeadsSql =
 	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
-	"  (SELECT s.receipts FROM awa.plane_settings s) "
+	"  (SELECT s.receipts FROM awa.plane_settings s), %s "
 	"FROM %s h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
@@ -81,15 +95,22 @@ const char *const kRowExistsSql =
 	"SELECT 1 FROM awa.ready_entries r "
 	"WHERE r.ready_slot = $1 AND r.queue = $2 AND r.priority = $3 AND r.enqueue_shard = $4 AND r.lane_seq = $5";
 
+/* A lane's latest claim mark: its cursor and hint, when the board knows nothing of it. */
+const char *const kLaneMarkSql =
+	"SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k "
+	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 ORDER BY k.claim_seq DESC LIMIT 1";
+
 /* Lock one lane head unless another claim holds it (its cursor is read after the lock). */
 const char *const kLockHeadSql =
 	"SELECT 1 FROM awa.queue_claim_heads h "
 	"WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 FOR UPDATE SKIP LOCKED";
 
 /*
- * A locked head whose hint pointed at nothing: forget the hint so the next walk probes.
- * With claim marks the hint is the latest mark's when it is further than the head (rare:
- * only a cancel, delete or move between two claims makes a hint point at nothing).
+ * A locked head whose hint pointed at nothing: forget the hint so the next walk probes
+ * (rare: only a cancel, delete or move between two claims makes a hint point at nothing).
+ * With claim marks the hint is the latest mark's when that mark is further than the head;
+ * the fold never deletes such a mark (only marks below their head), so this never waits for
+ * maintenance, and the head is this claim's own.
  */
 const char *const kClearHintSql[2] = {
 	"UPDATE awa.queue_claim_heads SET head_run_at = NULL "
@@ -99,7 +120,9 @@ const char *const kClearHintSql[2] = {
 	"UPDATE awa.claim_marks k SET head_run_at = NULL "
 	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 AND k.head_run_at IS NOT NULL "
 	"  AND k.claim_seq = (SELECT max(x.claim_seq) FROM awa.claim_marks x "
-	"                      WHERE x.queue = $1 AND x.priority = $2 AND x.enqueue_shard = $3)"};
+	"                      WHERE x.queue = $1 AND x.priority = $2 AND x.enqueue_shard = $3) "
+	"  AND k.claim_seq > (SELECT h.claim_seq FROM awa.queue_claim_heads h "
+	"                      WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3)"};
 const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
 /*
@@ -110,12 +133,13 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"advance AS (INSERT INTO awa.claim_marks (queue, priority, enqueue_shard, claim_seq, head_run_at) "     \
 	"  SELECT $1, $2, $3, m.next, "                                                                        \
 	"    (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "         \
-	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m WHERE m.next IS NOT NULL), "
+	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m WHERE m.next IS NOT NULL RETURNING head_run_at), "
 #define AWA_ADVANCE_HEAD                                                                                 \
 	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                  \
 	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                              \
-	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL), "
+	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL "             \
+	"  RETURNING h.head_run_at), "
 
 /* Shared head of the drain statements: the picked rows with their attempt values. */
 #define AWA_DRAIN_PICK(ADVANCE)                                                                          \
@@ -137,7 +161,10 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                    \
 	"  WHERE r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
 
-/* Result columns, in the order of the function's RETURNS TABLE. */
+/*
+ * Result columns, in the order of the function's RETURNS TABLE, and one more: the hint the
+ * drain left for the lane (for the cursor board; not returned to the caller).
+ */
 #define AWA_DRAIN_RESULT(LEASE_SLOT, LEASE_GEN, CLAIM_SLOT, RECEIPT)                                           \
 	"SELECT r.ready_slot, r.ready_generation, r.lane_seq, r.enqueue_shard, " LEASE_SLOT ", " LEASE_GEN ", "    \
 	CLAIM_SLOT ", " RECEIPT ", r.job_id, r.kind, r.queue, r.args, r.priority AS lane_priority, "               \
@@ -145,7 +172,7 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"r.max_attempts, r.run_at, r.claimed_at AS heartbeat_at, r.deadline_at, r.claimed_at AS attempted_at, "   \
 	"r.created_at, r.unique_key, r.unique_states, r.ordering_key, "                                           \
 	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "   \
-	"'errors', coalesce(r.errors, '[]')) AS payload "
+	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
 
 /* Receipts mode: one append-only lease_claims row per claimed job. */
 #define AWA_DRAIN_RECEIPTS(ADVANCE)                                                                      \
@@ -263,7 +290,9 @@ struct Candidate
 	int64 claim_seq;
 	bool receipts;
 	bool marks; /* the catalog has claim marks */
+	bool board; /* the walk read the cursor board */
 	Oid seq_oid;
+	TransactionId head_xmin; /* version of the head row, the board's key */
 };
 
 /*
@@ -316,6 +345,7 @@ struct Head
 	int64 claim_seq;
 	TimestampTz run_at;
 	Oid seq_oid;
+	TransactionId head_xmin;
 	int effective_priority;
 	int64 fence;
 	bool remembered; /* run_at came from the probe cache, not checked yet */
@@ -409,6 +439,49 @@ forget_probe(Oid seq_oid)
 		(void) hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
 }
 
+/*
+ * A lane's cursor and hint from the cursor board (preloaded, 1.1 catalogs). The head row
+ * holds them as maintenance last folded them; the board's entry for this head version is
+ * what the lane's claims published since (or a walk read), never behind the head. A lane the
+ * board knows nothing of (the first walk after a fold or a restart, or its slot taken by
+ * another lane) costs one probe of its latest claim mark, which is then published.
+ */
+void
+lane_from_board(text *queue, Head *h, Datum *hint, bool *hint_null)
+{
+	static const Oid types[3] = {TEXTOID, INT2OID, INT2OID};
+	int64 claim_seq;
+	bool has_run_at;
+	TimestampTz run_at = 0;
+
+	if (awa::board_lookup(h->seq_oid, h->head_xmin, &claim_seq, &has_run_at, &run_at) && claim_seq >= h->claim_seq)
+	{
+		h->claim_seq = claim_seq;
+		*hint_null = !has_run_at;
+		*hint = TimestampTzGetDatum(run_at);
+		return;
+	}
+	{
+		Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(h->priority), Int16GetDatum(h->shard)};
+		bool isnull;
+
+		awa::keep_plan(&lane_mark_plan, kLaneMarkSql, 3, types);
+		awa::exec_plan_latest(lane_mark_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane mark");
+		if (SPI_processed == 1)
+		{
+			claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			if (claim_seq > h->claim_seq)
+			{
+				h->claim_seq = claim_seq;
+				*hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, hint_null);
+			}
+		}
+	}
+	if (!*hint_null)
+		run_at = DatumGetTimestampTz(*hint);
+	awa::board_publish(h->seq_oid, h->head_xmin, h->claim_seq, !*hint_null, run_at, false);
+}
+
 /* The effective priority of a head whose oldest row has waited since run_at (aging, §4). */
 int
 effective_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs)
@@ -455,21 +528,23 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 	TimestampTz now = GetCurrentTimestamp();
 	bool receipts;
 	bool marks = awa::claim_marks_installed();
+	HeadsSource source = !marks ? kHeadsLegacy : awa::cursor_board_available() ? kHeadsBoard : kHeadsView;
 	bool isnull_mode;
 	Head *heads;
 	int n_heads = 0;
 	uint64 n_rows;
 	SPITupleTable *rows;
 
-	if (heads_plans[marks] == nullptr)
+	if (heads_plans[source] == nullptr)
 	{
 		char sql[1024];
 
-		snprintf(sql, sizeof(sql), kHeadsSql, awa::cursor_relation(marks));
-		awa::keep_plan(&heads_plans[marks], sql, 1, text_type);
+		snprintf(sql, sizeof(sql), kHeadsSql, source == kHeadsBoard ? "h.xmin" : "NULL::xid",
+				 awa::cursor_relation(source == kHeadsView));
+		awa::keep_plan(&heads_plans[source], sql, 1, text_type);
 	}
 	values[0] = PointerGetDatum(queue);
-	awa::exec_plan_latest(heads_plans[marks], values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
+	awa::exec_plan_latest(heads_plans[source], values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
 	n_rows = SPI_processed;
 	rows = SPI_tuptable;
 	if (n_rows == 0)
@@ -492,6 +567,12 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull)), awa_nsp);
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
+		h.head_xmin = InvalidTransactionId;
+		if (source == kHeadsBoard)
+		{
+			h.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 7, &isnull));
+			lane_from_board(queue, &h, &hint, &hint_null);
+		}
 		h.fence = lane_fence(h.seq_oid, inflight, n_inflight);
 		if (h.claim_seq >= h.fence)
 			continue; /* the cursor reached a reservation still in flight */
@@ -542,12 +623,19 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 			continue; /* the lane was dropped */
 		if (out->claim_seq != heads[i].claim_seq &&
 			out->claim_seq >= std::min(heads[i].fence, awa::lane_high_water(heads[i].seq_oid)))
+		{
+			/* The board was behind: the next walks start from what the lock showed. */
+			if (TransactionIdIsValid(heads[i].head_xmin))
+				awa::board_publish(heads[i].seq_oid, heads[i].head_xmin, out->claim_seq, false, 0, false);
 			continue;
+		}
 		out->priority = heads[i].priority;
 		out->shard = heads[i].shard;
 		out->receipts = receipts;
 		out->marks = marks;
+		out->board = source == kHeadsBoard;
 		out->seq_oid = heads[i].seq_oid;
+		out->head_xmin = heads[i].head_xmin;
 		return true;
 	}
 	return false;
@@ -625,6 +713,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	int64 claim_seq;
 	bool receipts;
 	bool marks;
+	bool isnull_seq;
 	SPIPlanPtr drain;
 	int planner_level;
 
@@ -678,9 +767,26 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		/* Read before the drain's snapshot (exec_plan_latest takes it). */
 		drain_values[13] = Int64GetDatum(awa::claim_bound(cand.seq_oid));
 		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
-		if (SPI_processed > 0 || attempt >= 3)
+		if (SPI_processed > 0)
+		{
+			/* Rows come in lane order: the cursor now stands after the last one. */
+			if (cand.board)
+			{
+				HeapTuple last = SPI_tuptable->vals[SPI_processed - 1];
+				int64 next = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, 3, &isnull_seq)) + 1;
+				bool hint_null;
+				Datum hint = SPI_getbinval(last, SPI_tuptable->tupdesc, SPI_tuptable->tupdesc->natts, &hint_null);
+
+				awa::board_publish_at_commit(cand.seq_oid, cand.head_xmin, next, !hint_null,
+											 hint_null ? 0 : DatumGetTimestampTz(hint));
+			}
+			break;
+		}
+		if (attempt >= 3)
 			break;
 		forget_probe(cand.seq_oid);
+		if (cand.board)
+			awa::board_publish(cand.seq_oid, cand.head_xmin, claim_seq, false, 0, true);
 		awa::keep_plan(&clear_hint_plans[marks], kClearHintSql[marks], 3, kClearHintTypes);
 		/* On the latest committed state like the walk and the drain, whatever the isolation level. */
 		awa::exec_plan_latest(clear_hint_plans[marks], drain_values, nullptr, false, 0, SPI_OK_UPDATE,
@@ -689,11 +795,12 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		Datum values[32];
-		bool nulls[32];
+		Datum values[33];
+		bool nulls[33];
 
-		if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts || rsinfo->setDesc->natts > 32)
-			elog(ERROR, "awa_shard: claim result has %d columns, expected %d", SPI_tuptable->tupdesc->natts,
+		/* The drain's last column (the lane's hint) is not part of the result. */
+		if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts + 1 || rsinfo->setDesc->natts > 32)
+			elog(ERROR, "awa_shard: claim result has %d columns, expected %d", SPI_tuptable->tupdesc->natts - 1,
 				 rsinfo->setDesc->natts);
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -11,8 +11,12 @@
 
 extern "C"
 {
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/lsyscache.h"
 }
 
@@ -24,7 +28,214 @@ namespace
 
 SPIPlanPtr cursor_plans[2];
 
+/* Lanes the board holds (direct-mapped: a lane hashing to a taken slot replaces it). */
+constexpr int kBoardSlots = 4096;
+
+/* What the board knows of one lane. */
+struct BoardEntry
+{
+	Oid dbid; /* InvalidOid: free */
+	Oid seq_oid;
+	TransactionId head_xmin;
+	int64 claim_seq;
+	bool has_run_at;
+	TimestampTz run_at;
+};
+
+struct Board
+{
+	LWLock *lock;
+	BoardEntry entries[kBoardSlots];
+};
+
+Board *board = nullptr;
+
+/* A cursor this transaction's claims moved, published when (and if) it commits. */
+struct PendingCursor
+{
+	Oid seq_oid;
+	TransactionId head_xmin;
+	int64 claim_seq;
+	bool has_run_at;
+	TimestampTz run_at;
+	SubTransactionId subxact;
+};
+
+constexpr int kMaxPending = 16;
+PendingCursor pending[kMaxPending];
+int n_pending = 0;
+
+/* The board slot of a lane. */
+BoardEntry *
+board_slot(Oid seq_oid)
+{
+	std::uint32_t h = (static_cast<std::uint32_t>(MyDatabaseId) * 2654435761u) ^ (static_cast<std::uint32_t>(seq_oid) * 40503u);
+
+	return &board->entries[h % kBoardSlots];
+}
+
+/*
+ * Put what is known of a lane on the board (exclusive lock held): an entry of the same lane
+ * and head version only grows (a further cursor replaces it; the same cursor may add or
+ * clear its hint); another lane's entry in the slot is replaced.
+ */
+void
+board_put(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
+		  bool replace_hint)
+{
+	BoardEntry *e = board_slot(seq_oid);
+	bool same = e->dbid == MyDatabaseId && e->seq_oid == seq_oid && e->head_xmin == head_xmin;
+
+	if (same && e->claim_seq > claim_seq)
+		return;
+	if (same && e->claim_seq == claim_seq && !replace_hint && e->has_run_at)
+		return;
+	e->dbid = MyDatabaseId;
+	e->seq_oid = seq_oid;
+	e->head_xmin = head_xmin;
+	e->claim_seq = claim_seq;
+	e->has_run_at = has_run_at;
+	e->run_at = run_at;
+}
+
+/* Transaction end: a commit publishes the cursors its claims moved; anything else forgets them. */
+void
+on_xact(XactEvent event, void *arg)
+{
+	if (n_pending == 0)
+		return;
+	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT) && board != nullptr)
+	{
+		LWLockAcquire(board->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < n_pending; i++)
+			board_put(pending[i].seq_oid, pending[i].head_xmin, pending[i].claim_seq, pending[i].has_run_at,
+					  pending[i].run_at, false);
+		LWLockRelease(board->lock);
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+		n_pending = 0;
+}
+
+/* Subtransaction end: a rolled-back claim moved nothing; a committed one now belongs to the parent. */
+void
+on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	int kept = 0;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	for (int i = 0; i < n_pending; i++)
+	{
+		if (pending[i].subxact == my_subid)
+		{
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				continue;
+			pending[i].subxact = parent_subid;
+		}
+		pending[kept++] = pending[i];
+	}
+	n_pending = kept;
+}
+
 } // namespace
+
+/* Shared memory of the cursor board. */
+Size
+cursor_board_shmem_size()
+{
+	return MAXALIGN(sizeof(Board));
+}
+
+/* Attach the cursor board (initialised once, by the postmaster). */
+void
+cursor_board_shmem_init()
+{
+	bool found;
+
+	board = static_cast<Board *>(ShmemInitStruct("awa_shard cursor board", sizeof(Board), &found));
+	if (!found)
+	{
+		board->lock = &(GetNamedLWLockTranche("awa_shard_cursors"))->lock;
+		for (BoardEntry &e : board->entries)
+			e.dbid = InvalidOid;
+	}
+}
+
+/* Register the transaction hooks that publish claimed cursors at commit (preloaded only). */
+void
+init_cursor_board_hooks()
+{
+	RegisterXactCallback(on_xact, nullptr);
+	RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+/* Whether the cursor board exists (the library is preloaded). */
+bool
+cursor_board_available()
+{
+	return board != nullptr;
+}
+
+/* What the board knows of a lane at this head version; false when nothing. */
+bool
+board_lookup(Oid seq_oid, TransactionId head_xmin, int64 *claim_seq, bool *has_run_at, TimestampTz *run_at)
+{
+	BoardEntry *e;
+	bool found = false;
+
+	if (board == nullptr)
+		return false;
+	LWLockAcquire(board->lock, LW_SHARED);
+	e = board_slot(seq_oid);
+	if (e->dbid == MyDatabaseId && e->seq_oid == seq_oid && e->head_xmin == head_xmin)
+	{
+		found = true;
+		*claim_seq = e->claim_seq;
+		*has_run_at = e->has_run_at;
+		*run_at = e->run_at;
+	}
+	LWLockRelease(board->lock);
+	return found;
+}
+
+/*
+ * Publish what a walk read of a lane on the latest committed state. With replace_hint, a
+ * hint at the same cursor is replaced (a cleared hint clears the board's too).
+ */
+void
+board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
+			  bool replace_hint)
+{
+	if (board == nullptr)
+		return;
+	LWLockAcquire(board->lock, LW_EXCLUSIVE);
+	board_put(seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint);
+	LWLockRelease(board->lock);
+}
+
+/*
+ * A claim of this (sub)transaction moved a lane's cursor and left a hint: publish both if
+ * the transaction commits.
+ */
+void
+board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at)
+{
+	PendingCursor next = {seq_oid, head_xmin, claim_seq, has_run_at, run_at, GetCurrentSubTransactionId()};
+
+	if (board == nullptr)
+		return;
+	for (int i = 0; i < n_pending; i++)
+		if (pending[i].seq_oid == seq_oid && pending[i].subxact == next.subxact)
+		{
+			if (claim_seq > pending[i].claim_seq)
+				pending[i] = next;
+			return;
+		}
+	if (n_pending == kMaxPending)
+		return; /* only a hint: the walk reads the mark instead */
+	pending[n_pending++] = next;
+}
 
 /* Whether this database's catalog has claim marks (1.1 and later). One syscache look-up. */
 bool

@@ -51,12 +51,13 @@ segment_shmem_size()
 					registry_shmem_size());
 }
 
-/* Total shared memory of the extension: the segment plus the stats struct and hash,
- * which stats_shmem_init allocates by name from the main pool. */
+/* Total shared memory of the extension: the segment plus the stats struct and hash and the
+ * cursor board, which stats_shmem_init and cursor_board_shmem_init allocate by name from the
+ * main pool. */
 Size
 total_shmem_size()
 {
-	return add_size(segment_shmem_size(), MAXALIGN(stats_shmem_size()));
+	return add_size(add_size(segment_shmem_size(), MAXALIGN(stats_shmem_size())), cursor_board_shmem_size());
 }
 
 /* shmem_request_hook: reserve our segment. */
@@ -68,6 +69,7 @@ request_shmem()
 	RequestAddinShmemSpace(total_shmem_size());
 	RequestNamedLWLockTranche("awa_shard", 1);
 	RequestNamedLWLockTranche("awa_shard_registry", 1);
+	RequestNamedLWLockTranche("awa_shard_cursors", 1);
 }
 
 /* shmem_startup_hook: attach (and initialise once) the segment. */
@@ -94,6 +96,7 @@ startup_shmem()
 							MAXALIGN(launcher_shmem_size()),
 						found);
 	stats_shmem_init(found);
+	cursor_board_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -215,6 +218,7 @@ _PG_init(void)
 		awa::prev_shmem_startup = shmem_startup_hook;
 		shmem_startup_hook = awa::startup_shmem;
 		awa::register_maintenance_launcher();
+		awa::init_cursor_board_hooks();
 	}
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();
