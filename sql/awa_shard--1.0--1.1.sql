@@ -17,6 +17,32 @@
 --     their duplicate lane and job indexes redundant: one index entry fewer per row written.
 \echo Use "ALTER EXTENSION awa_shard UPDATE TO '1.1'" to load this file. \quit
 
+-- Every table lock this update needs, taken at once before anything changes: producers and
+-- workers then wait for the update instead of deadlocking with it. A try that has to wait
+-- behind an open transaction gives up after 200 ms, releases what it took and tries again, so
+-- the update never holds one table while queueing for another.
+DO $$
+DECLARE
+    v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '200ms', true);
+            LOCK TABLE awa.queue_meta, awa.plane_settings, awa.storage_transition_state, awa.queue_enqueue_heads,
+                       awa.queue_claim_heads, awa.deferred_jobs, awa.queue_ring_state, awa.queue_ring_slots,
+                       awa.claim_ring_state, awa.claim_ring_slots, awa.lease_ring_state, awa.lease_ring_slots,
+                       awa.ready_entries, awa.done_entries, awa.leases, awa.lease_claims,
+                       awa.lease_claim_closures
+                IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_catalog.pg_sleep(0.02 + random() * 0.05);
+        END;
+    END LOOP;
+    PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+END
+$$;
+
 -- Retained failed terminal rows live in their own partition (ready_slot -1, not a ring
 -- slot): prune copies a failed row here once, with its body, and never again.
 CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES IN (-1);
