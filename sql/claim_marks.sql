@@ -90,3 +90,28 @@ SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks(10, 0)$$);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.sqlstate_of($$SELECT awa.fold_claim_marks()$$);
 ROLLBACK;
+
+-- 8. What a claim publishes for the walk (the cursor board, when preloaded) is published at
+--    commit only: a claim rolled back, to a savepoint or whole, or prepared and then rolled
+--    back, must not make its jobs look taken to the next walks.
+SELECT awa.create_queue('marks_board');
+SELECT count(*) AS enqueued FROM (SELECT awa.insert_job_compat('b' || g, 'marks_board') FROM generate_series(1, 5) g) x;
+BEGIN;
+SAVEPOINT before_claim;
+SELECT count(*) AS claimed_then_rolled_back FROM awa.claim_ready_runtime('marks_board', 5);
+ROLLBACK TO SAVEPOINT before_claim;
+COMMIT;
+BEGIN;
+SELECT count(*) AS claimed_then_rolled_back FROM awa.claim_ready_runtime('marks_board', 5);
+ROLLBACK;
+BEGIN;
+SELECT count(*) AS claimed_then_prepared FROM awa.claim_ready_runtime('marks_board', 5);
+PREPARE TRANSACTION 'marks_board_claim';
+ROLLBACK PREPARED 'marks_board_claim';
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) AS claimed_in_released_savepoint FROM awa.claim_ready_runtime('marks_board', 2);
+RELEASE SAVEPOINT a;
+COMMIT;
+SELECT string_agg(kind, ',' ORDER BY lane_seq) AS still_claimable FROM awa.claim_ready_runtime('marks_board', 5);
+SELECT count(*) AS left_over FROM awa.claim_ready_runtime('marks_board', 5);
