@@ -104,6 +104,17 @@ COMMIT;
 BEGIN;
 SELECT count(*) AS claimed_then_rolled_back FROM awa.claim_ready_runtime('marks_board', 5);
 ROLLBACK;
+-- A second claim in the same transaction reads the first one's (uncommitted) mark.
+BEGIN;
+SELECT count(*) AS claimed_then_rolled_back FROM awa.claim_ready_runtime('marks_board', 5);
+SELECT count(*) AS nothing_left_in_xact FROM awa.claim_ready_runtime('marks_board', 5);
+ROLLBACK;
+BEGIN;
+SAVEPOINT twice;
+SELECT count(*) AS claimed_then_rolled_back FROM awa.claim_ready_runtime('marks_board', 5);
+SELECT count(*) AS nothing_left_in_xact FROM awa.claim_ready_runtime('marks_board', 5);
+ROLLBACK TO SAVEPOINT twice;
+COMMIT;
 BEGIN;
 SELECT count(*) AS claimed_then_prepared FROM awa.claim_ready_runtime('marks_board', 5);
 PREPARE TRANSACTION 'marks_board_claim';

@@ -50,7 +50,10 @@ struct Board
 
 Board *board = nullptr;
 
-/* A cursor this transaction's claims moved, published when (and if) it commits. */
+/*
+ * What this transaction will publish when (and if) it commits: the cursors its claims moved,
+ * and anything it read once it had written a mark, since its reads see its own marks.
+ */
 struct PendingCursor
 {
 	Oid seq_oid;
@@ -58,12 +61,36 @@ struct PendingCursor
 	int64 claim_seq;
 	bool has_run_at;
 	TimestampTz run_at;
+	bool replace_hint;
 	SubTransactionId subxact;
 };
 
 constexpr int kMaxPending = 16;
 PendingCursor pending[kMaxPending];
 int n_pending = 0;
+
+/* This transaction has written a claim mark: its cursor reads are not committed state. */
+bool marks_written_in_xact = false;
+
+/* Keep a publication for the commit, tagged with the current subtransaction. */
+void
+queue_pending(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
+			  bool replace_hint)
+{
+	PendingCursor next = {seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint,
+						  GetCurrentSubTransactionId()};
+
+	for (int i = 0; i < n_pending; i++)
+		if (pending[i].seq_oid == seq_oid && pending[i].subxact == next.subxact)
+		{
+			if (claim_seq > pending[i].claim_seq || (claim_seq == pending[i].claim_seq && replace_hint))
+				pending[i] = next;
+			return;
+		}
+	if (n_pending == kMaxPending)
+		return; /* only a hint: a walk reads the mark instead */
+	pending[n_pending++] = next;
+}
 
 /* The board slot of a lane. */
 BoardEntry *
@@ -102,6 +129,9 @@ board_put(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at
 void
 on_xact(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+		marks_written_in_xact = false;
 	if (n_pending == 0)
 		return;
 	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT) && board != nullptr)
@@ -109,7 +139,7 @@ on_xact(XactEvent event, void *arg)
 		LWLockAcquire(board->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < n_pending; i++)
 			board_put(pending[i].seq_oid, pending[i].head_xmin, pending[i].claim_seq, pending[i].has_run_at,
-					  pending[i].run_at, false);
+					  pending[i].run_at, pending[i].replace_hint);
 		LWLockRelease(board->lock);
 	}
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_ABORT ||
@@ -201,7 +231,9 @@ board_lookup(Oid seq_oid, TransactionId head_xmin, int64 *claim_seq, bool *has_r
 
 /*
  * Publish what a walk read of a lane on the latest committed state. With replace_hint, a
- * hint at the same cursor is replaced (a cleared hint clears the board's too).
+ * hint at the same cursor is replaced (a cleared hint clears the board's too). Once this
+ * transaction has written a claim mark its reads also see its own marks, which a rollback
+ * would take back: from then on it publishes only at commit.
  */
 void
 board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
@@ -209,6 +241,11 @@ board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_ru
 {
 	if (board == nullptr)
 		return;
+	if (marks_written_in_xact)
+	{
+		queue_pending(seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint);
+		return;
+	}
 	LWLockAcquire(board->lock, LW_EXCLUSIVE);
 	board_put(seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint);
 	LWLockRelease(board->lock);
@@ -221,20 +258,10 @@ board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_ru
 void
 board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at)
 {
-	PendingCursor next = {seq_oid, head_xmin, claim_seq, has_run_at, run_at, GetCurrentSubTransactionId()};
-
 	if (board == nullptr)
 		return;
-	for (int i = 0; i < n_pending; i++)
-		if (pending[i].seq_oid == seq_oid && pending[i].subxact == next.subxact)
-		{
-			if (claim_seq > pending[i].claim_seq)
-				pending[i] = next;
-			return;
-		}
-	if (n_pending == kMaxPending)
-		return; /* only a hint: the walk reads the mark instead */
-	pending[n_pending++] = next;
+	marks_written_in_xact = true;
+	queue_pending(seq_oid, head_xmin, claim_seq, has_run_at, run_at, false);
 }
 
 /* Whether this database's catalog has claim marks (1.1 and later). One syscache look-up. */
