@@ -54,38 +54,21 @@ namespace
 struct Step
 {
 	const char *sql;
-	const char *needs; /* a function a 1.0 catalog lacks: the step waits for the update */
+	bool needs_claim_marks; /* a 1.0 catalog lacks it: the step waits for the update */
 };
 
 const Step kSteps[] = {
-	{"SELECT awa.promote_due(1000)", nullptr},
-	{"SELECT awa.rescue_expired_deadlines(1000)", nullptr},
-	{"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)", nullptr},
-	{"SELECT awa.rotate_queue_ring()", nullptr},
-	{"SELECT awa.prune_queue_ring(200)", nullptr},
-	{"SELECT awa.rotate_attempt_ring('claim')", nullptr},
-	{"SELECT awa.prune_attempt_ring('claim', 200)", nullptr},
-	{"SELECT awa.rotate_attempt_ring('lease')", nullptr},
-	{"SELECT awa.prune_attempt_ring('lease', 200)", nullptr},
-	{"SELECT awa.fold_claim_marks()", "awa.fold_claim_marks(integer,integer)"},
+	{"SELECT awa.promote_due(1000)", false},
+	{"SELECT awa.rescue_expired_deadlines(1000)", false},
+	{"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)", false},
+	{"SELECT awa.rotate_queue_ring()", false},
+	{"SELECT awa.prune_queue_ring(200)", false},
+	{"SELECT awa.rotate_attempt_ring('claim')", false},
+	{"SELECT awa.prune_attempt_ring('claim', 200)", false},
+	{"SELECT awa.rotate_attempt_ring('lease')", false},
+	{"SELECT awa.prune_attempt_ring('lease', 200)", false},
+	{"SELECT awa.fold_claim_marks()", true},
 };
-
-/* Whether the function a step needs exists (SPI connected). */
-bool
-step_installed(const Step &step)
-{
-	Oid argtypes[1] = {TEXTOID};
-	Datum values[1];
-	bool isnull;
-
-	if (step.needs == nullptr)
-		return true;
-	values[0] = CStringGetTextDatum(step.needs);
-	if (SPI_execute_with_args("SELECT pg_catalog.to_regprocedure($1) IS NOT NULL", 1, argtypes, values, nullptr,
-							  true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "awa_shard: maintenance step check failed");
-	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
 
 /*
  * Run one statement of a pass in its own transaction, with the extension locked against
@@ -117,7 +100,7 @@ run_step(const Step &step)
 				installed = get_extension_oid("awa_shard", true) == ext;
 			}
 		}
-		if (installed && step_installed(step))
+		if (installed && (!step.needs_claim_marks || claim_marks_installed()))
 		{
 			Oid argtypes[1] = {INT4OID};
 			Datum values[1] = {Int32GetDatum(stale_heartbeat_secs)};
