@@ -1454,6 +1454,15 @@ REVOKE ALL ON FUNCTION awa._lane_claim_bound(oid) FROM PUBLIC;
 COMMENT ON FUNCTION awa._lane_claim_bound(oid) IS
     'Internal: the lane_seq below which every reservation of a lane has ended (claim bound).';
 
+-- Next value a lane's enqueue sequence will hand out (1 for a fresh lane), for the
+-- monitoring views. NULL while drop_queue is dropping the lane: it holds the sequence until
+-- it commits, and a reader neither waits for it nor fails once the sequence is gone. SECURITY
+-- DEFINER: reading a sequence needs rights a monitoring role does not have.
+CREATE OR REPLACE FUNCTION awa._lane_next_seq(p_seq_name text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'awa_lane_next_seq'
+    LANGUAGE C STABLE STRICT PARALLEL RESTRICTED
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
@@ -1582,6 +1591,20 @@ BEGIN
             HINT = format('Empty it first (awa.purge_queue), or call awa.drop_queue(%L, p_force => true).', p_queue);
     END IF;
 
+    -- The lanes' sequences go first, before anything a worker could wait for is written: a
+    -- worker's transaction that read them (every claim walk reads its queue's sequences)
+    -- holds them until it ends, and may meanwhile complete jobs of this queue, which would
+    -- wait for the cancellations below. Held from here to commit, they make claims and
+    -- monitoring pass over the lanes instead of waiting (docs/design.md §4).
+    SELECT array_agg(e.seq_name ORDER BY e.priority, e.enqueue_shard) INTO v_seqs
+      FROM awa.queue_enqueue_heads e
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard
+     WHERE e.queue = p_queue;
+    FOREACH v_seq IN ARRAY coalesce(v_seqs, '{}') LOOP
+        EXECUTE format('DROP SEQUENCE IF EXISTS awa.%I', v_seq);
+    END LOOP;
+
     -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
     -- Both in (job_id, run_lease) order, like every exit that closes several attempts
     -- (docs/design.md §5), so a completion racing the drop cannot deadlock with it.
@@ -1624,20 +1647,14 @@ BEGIN
      USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
      WHERE u.job_id = g.job_id;
 
-    -- The lanes, then the settings row. Dropping a lane's sequence also makes every backend
-    -- forget the lane (relcache invalidation), so the next enqueue creates it afresh.
+    -- The lanes, then the settings row. Dropping a lane's sequence (above) also makes every
+    -- backend forget the lane (relcache invalidation), so the next enqueue creates it afresh.
     DELETE FROM awa.queue_claim_heads h
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard;
-    WITH g AS (
-        DELETE FROM awa.queue_enqueue_heads e
-         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
-         WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard
-        RETURNING e.seq_name)
-    SELECT array_agg(g.seq_name) INTO v_seqs FROM g;
-    FOREACH v_seq IN ARRAY coalesce(v_seqs, '{}') LOOP
-        EXECUTE format('DROP SEQUENCE IF EXISTS awa.%I', v_seq);
-    END LOOP;
+    DELETE FROM awa.queue_enqueue_heads e
+     USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+     WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END

@@ -171,7 +171,10 @@ struct InflightLow
 /* Other transactions' in-flight reservations in this database (*n of them), for the claim walk. */
 const InflightLow *inflight_lows(int *n);
 
-/* A lane's high-water mark: its sequence's last value + 1. */
+/* Whether a lane's sequence can be read without waiting (not being dropped); takes it if so. */
+bool lane_sequence_readable(Oid seq_oid);
+
+/* A lane's high-water mark: its sequence's last value + 1; 0 while the lane is being dropped. */
 int64 lane_high_water(Oid seq_oid);
 
 /* Free this backend's entries at transaction end and exit. */

@@ -17,9 +17,11 @@
 extern "C"
 {
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
@@ -27,7 +29,9 @@ extern "C"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 }
 
 namespace awa
@@ -249,13 +253,39 @@ registry_register(Oid seq_oid, int64 low)
 	return true;
 }
 
-/* The lane's high-water mark: its sequence's last value + 1 (1 for a lane never used). */
+/*
+ * Take a lane's sequence for reading without waiting: the lock reading a sequence takes
+ * anyway (RowExclusiveLock), only if no other transaction holds the sequence exclusively,
+ * and only if it still exists. drop_queue drops its lanes' sequences first and holds them
+ * until it commits: a claim or a monitoring read passes over such a lane instead of waiting
+ * for the drop and then failing on a relation that is gone, or deadlocking with it.
+ */
+bool
+lane_sequence_readable(Oid seq_oid)
+{
+	if (!ConditionalLockRelationOid(seq_oid, RowExclusiveLock))
+		return false;
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(seq_oid)))
+	{
+		UnlockRelationOid(seq_oid, RowExclusiveLock);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The lane's high-water mark: its sequence's last value + 1 (1 for a lane never used).
+ * 0 for a lane whose sequence is being dropped (lane_sequence_readable): below every
+ * cursor, so such a lane reads as one with nothing to claim.
+ */
 int64
 lane_high_water(Oid seq_oid)
 {
 	Datum last;
 	LOCAL_FCINFO(fcinfo, 1);
 
+	if (!lane_sequence_readable(seq_oid))
+		return 0;
 	InitFunctionCallInfoData(*fcinfo, nullptr, 1, InvalidOid, nullptr, nullptr);
 	fcinfo->args[0].value = ObjectIdGetDatum(seq_oid);
 	fcinfo->args[0].isnull = false;
@@ -328,6 +358,24 @@ inflight_lows(int *n)
 AWA_SQL_FUNCTION(awa_reservation_mode)
 {
 	return CStringGetTextDatum(awa::registry_in_force() ? "registry" : "lane_lock");
+}
+
+/*
+ * awa._lane_next_seq(sequence name): the next lane_seq a lane will hand out (1 for a fresh
+ * lane); NULL while the lane is being dropped, without waiting for the drop.
+ */
+AWA_SQL_FUNCTION(awa_lane_next_seq)
+{
+	Oid seq_oid;
+	int64 next;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	seq_oid = get_relname_relid(text_to_cstring(PG_GETARG_TEXT_PP(0)), get_namespace_oid("awa", false));
+	next = OidIsValid(seq_oid) ? awa::lane_high_water(seq_oid) : 0;
+	if (next == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(next);
 }
 
 /* awa._lane_claim_bound(lane sequence): claim_bound() for SQL paths that move a claim cursor. */
