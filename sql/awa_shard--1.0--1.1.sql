@@ -1623,18 +1623,21 @@ BEGIN
     leased AS (DELETE FROM awa.leases l USING lease_keys k
                 WHERE l.queue = p_queue AND l.priority = k.priority AND l.enqueue_shard = k.enqueue_shard
                   AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot
-               RETURNING l.job_id, l.run_lease)
-    DELETE FROM awa.attempt_state a
-     USING (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased) o
-     WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease;
+               RETURNING l.job_id, l.run_lease),
+    ended AS (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased),
+    heartbeats AS (DELETE FROM awa.attempt_state a USING ended o
+                    WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease)
+    SELECT count(*) INTO v_running FROM ended;
 
     -- Every row that names the queue, history included (a ready row without its lane would
-    -- look pending to prune forever), and the unique claims of those jobs.
+    -- look pending to prune forever), and the unique claims of those jobs. What is returned
+    -- is what this removed (the counts above were read before the waits for the heads and
+    -- the sequences, during which workers may have completed jobs).
     WITH r AS (
         DELETE FROM awa.ready_entries r
          USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
          WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
-        RETURNING r.job_id),
+        RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
     d AS (
         DELETE FROM awa.done_entries d
          WHERE d.queue = p_queue
@@ -1642,10 +1645,15 @@ BEGIN
                                           WHERE l.priority = d.priority AND l.enqueue_shard = d.enqueue_shard))
         RETURNING d.job_id),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
-    e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id)
-    DELETE FROM awa.job_unique_claims u
-     USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
-     WHERE u.job_id = g.job_id;
+    e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    u AS (DELETE FROM awa.job_unique_claims u
+           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
+           WHERE u.job_id = g.job_id)
+    SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
+              ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+             WHERE r.lane_seq >= h.claim_seq),
+           (SELECT count(*) FROM j), (SELECT count(*) FROM e)
+      INTO v_waiting, v_deferred, v_dlq;
 
     -- The lanes, then the settings row. Dropping a lane's sequence (above) also makes every
     -- backend forget the lane (relcache invalidation), so the next enqueue creates it afresh.
