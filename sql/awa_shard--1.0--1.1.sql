@@ -1535,9 +1535,10 @@ $$;
 -- order (an enqueue in flight finishes first, docs/design.md §3), then the claim heads in lane order. A
 -- lane created by a producer while the drop runs is not touched (the queue lives on with
 -- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
-CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
+-- The drop gives way to workers and producers (awa.drop_queue below).
+CREATE FUNCTION awa._drop_queue_once(p_queue text, p_force boolean) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     v_lane record;
@@ -1665,6 +1666,37 @@ BEGIN
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
     RETURN v_waiting + v_deferred + v_running + v_dlq;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._drop_queue_once(text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._drop_queue_once(text, boolean) IS
+    'Internal: one try of awa.drop_queue (which retries it when it meets a deadlock).';
+
+-- awa._drop_queue_once, giving way to the queue's workers and producers. The drop waits for
+-- locks they hold (a claim's lane sequences, a head, a closure being written), and they may
+-- in turn wait for the drop: a worker's transaction that claimed and then enqueues a
+-- follow-up job into the queue, or a claim that follows a head's update chain to the
+-- version the drop has locked (PostgreSQL waits there even under SKIP LOCKED). In such a
+-- cycle the side whose deadlock_timeout expires first is aborted; the drop's is 50 ms, so
+-- it is the drop that detects the cycle, rolls back to its savepoint (releasing everything
+-- it took) and tries again after a pause, and the worker or producer never sees an error.
+CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET deadlock_timeout = '50ms'
+AS $$
+BEGIN
+    FOR v_try IN 1..50 LOOP
+        BEGIN
+            RETURN awa._drop_queue_once(p_queue, p_force);
+        EXCEPTION WHEN deadlock_detected THEN
+            PERFORM pg_sleep(0.02 * v_try);
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'queue "%" could not be dropped: its workers or producers kept taking its lanes', p_queue
+        USING ERRCODE = '40P01',
+              DETAIL = 'The drop gave way to them 50 times, to avoid a deadlock with them.',
+              HINT = 'Stop the queue''s producers and workers, or retry.';
 END
 $$;
 

@@ -260,6 +260,15 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 		entry = ensure_lane(&key, queue, queue_len);
 	lane_lock_tag(&tag, entry->lock_key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	/*
+	 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
+	 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if
+	 * they evicted the lane, resolve it again (the drop's commit made it a new lane).
+	 */
+	AcceptInvalidationMessages();
+	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
+	if (!found)
+		entry = ensure_lane(&key, queue, queue_len);
 	start = nextval_internal(entry->seq_oid, false);
 	if (count > 1)
 		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
