@@ -1463,6 +1463,52 @@ CREATE OR REPLACE FUNCTION awa._lane_next_seq(p_seq_name text) RETURNS bigint
     LANGUAGE C STABLE STRICT PARALLEL RESTRICTED
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
+-- Create a lane's heads and sequence under the lane lock (cold path of enqueue), as in 1.0;
+-- and at REPEATABLE READ or SERIALIZABLE, refuse with 40001 when the transaction's snapshot
+-- and the catalog disagree about the lane: a drop_queue that committed after the snapshot
+-- (the heads row still visible, the sequence gone), or a lane created after it (the
+-- sequence there, no heads row visible). Retrying the transaction resolves the lane again.
+CREATE OR REPLACE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p_enqueue_shard smallint,
+                                            OUT seq_oid oid, OUT lock_key bigint, OUT created boolean)
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text := awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard);
+    v_visible boolean;
+BEGIN
+    lock_key := awa.lane_lock_key(p_queue, p_priority, p_enqueue_shard);
+    PERFORM pg_advisory_xact_lock(lock_key);
+    created := false;
+    v_visible := EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h
+                          WHERE h.queue = p_queue AND h.priority = p_priority
+                            AND h.enqueue_shard = p_enqueue_shard);
+    IF v_visible = (to_regclass('awa.' || quote_ident(v_name)) IS NULL)
+       AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'the lane of queue "%" (priority %, shard %) was % after this transaction''s snapshot',
+            p_queue, p_priority, p_enqueue_shard, CASE WHEN v_visible THEN 'dropped' ELSE 'created' END
+            USING ERRCODE = '40001', HINT = 'Retry the transaction.';
+    END IF;
+    IF NOT v_visible THEN
+        IF to_regclass('awa.' || quote_ident(v_name)) IS NULL THEN
+            EXECUTE format('CREATE SEQUENCE awa.%I AS bigint START 1 MINVALUE 1 CACHE 1 '
+                           'OWNED BY awa.queue_enqueue_heads.seq_name', v_name);
+        END IF;
+        INSERT INTO awa.queue_enqueue_heads (queue, priority, enqueue_shard, seq_name)
+        VALUES (p_queue, p_priority, p_enqueue_shard, v_name);
+        INSERT INTO awa.queue_claim_heads (queue, priority, enqueue_shard)
+        VALUES (p_queue, p_priority, p_enqueue_shard)
+        ON CONFLICT DO NOTHING;
+        created := true;
+    END IF;
+    seq_oid := to_regclass('awa.' || quote_ident(v_name))::oid;
+    IF seq_oid IS NULL THEN
+        RAISE EXCEPTION 'missing enqueue lane sequence for queue %, priority %, shard %',
+            p_queue, p_priority, p_enqueue_shard USING ERRCODE = '55000';
+    END IF;
+END
+$$;
+
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
@@ -1673,30 +1719,43 @@ COMMENT ON FUNCTION awa._drop_queue_once(text, boolean) IS
     'Internal: one try of awa.drop_queue (which retries it when it meets a deadlock).';
 
 -- awa._drop_queue_once, giving way to the queue's workers and producers. The drop waits for
--- locks they hold (a claim's lane sequences, a head, a closure being written), and they may
--- in turn wait for the drop: a worker's transaction that claimed and then enqueues a
--- follow-up job into the queue, or a claim that follows a head's update chain to the
--- version the drop has locked (PostgreSQL waits there even under SKIP LOCKED). In such a
--- cycle the side whose deadlock_timeout expires first is aborted; the drop's is 50 ms, so
--- it is the drop that detects the cycle, rolls back to its savepoint (releasing everything
--- it took) and tries again after a pause, and the worker or producer never sees an error.
+-- locks they hold (a claim's head, a lane sequence a claim or an enqueue has read, a lane
+-- lock, a closure being written), and they may in turn wait for the drop: a worker's
+-- transaction that claimed and then enqueues a follow-up job into the queue, a producer's
+-- second enqueue, a claim whose head lock follows an update chain to the version the drop
+-- has locked (PostgreSQL waits there even under SKIP LOCKED). PostgreSQL checks a waiter for
+-- a deadlock once, deadlock_timeout (1 s by default) after it starts waiting, and aborts
+-- the waiter that finds the cycle. The drop therefore never waits long: every lock wait of a
+-- try is cut at 200 ms (lock_timeout) and a cycle it is part of is detected by itself at
+-- 50 ms; either way the try rolls back to its savepoint, releasing everything it took, and
+-- the drop tries again after a pause. A worker or producer is thus never aborted and never
+-- waits more than about 200 ms for a drop (unless the drop spends longer deleting rows).
+-- Under continuous load the drop may not get every lane at once: after 15 s of tries it
+-- gives up with 55P03, leaving the queue whole.
 CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
-    SET deadlock_timeout = '50ms'
+    SET deadlock_timeout = '50ms' SET lock_timeout = '200ms'
 AS $$
+DECLARE
+    v_start timestamptz := clock_timestamp();
+    v_try integer := 0;
 BEGIN
-    FOR v_try IN 1..50 LOOP
+    LOOP
+        v_try := v_try + 1;
         BEGIN
             RETURN awa._drop_queue_once(p_queue, p_force);
-        EXCEPTION WHEN deadlock_detected THEN
-            PERFORM pg_sleep(0.02 * v_try);
+        EXCEPTION WHEN deadlock_detected OR lock_not_available THEN
+            IF clock_timestamp() - v_start > interval '15 seconds' THEN
+                RAISE EXCEPTION 'queue "%" could not be dropped: its workers or producers kept its lanes busy', p_queue
+                    USING ERRCODE = '55P03',
+                          DETAIL = format('The drop gave way to them %s times in %s s; nothing was dropped.',
+                                          v_try, round(extract(epoch FROM clock_timestamp() - v_start)::numeric, 1)),
+                          HINT = 'Pause the queue (awa.pause_queue) and stop its producers, then retry.';
+            END IF;
+            PERFORM pg_sleep(least(0.02 * v_try, 0.25));
         END;
     END LOOP;
-    RAISE EXCEPTION 'queue "%" could not be dropped: its workers or producers kept taking its lanes', p_queue
-        USING ERRCODE = '40P01',
-              DETAIL = 'The drop gave way to them 50 times, to avoid a deadlock with them.',
-              HINT = 'Stop the queue''s producers and workers, or retry.';
 END
 $$;
 
