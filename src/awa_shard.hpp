@@ -253,6 +253,12 @@ int push_hot_path_planner();
 /* Give the session its own planner settings back. */
 void pop_hot_path_planner(int level);
 
+/*
+ * Run fn(arg) in a subtransaction; false when it raised a serialization failure (40001),
+ * which is rolled back and swallowed. Any other error is raised again.
+ */
+bool run_unless_serialization_failure(void (*fn)(void *), void *arg);
+
 /* ---- wakeup.cpp: NOTIFY throttle and commit wake-ups ---- */
 
 /* Remember that this transaction made work available in a queue. */

@@ -279,7 +279,21 @@ promote_own_queue(text *queue)
 				   2, argtypes);
 	values[0] = PointerGetDatum(queue);
 	values[1] = Int32GetDatum(kClaimPromoteLimit);
-	awa::exec_plan(promote_plan, values, nullptr, false, 0, SPI_OK_SELECT, "claim promotion");
+	if (!IsolationUsesXactSnapshot())
+	{
+		awa::exec_plan(promote_plan, values, nullptr, false, 0, SPI_OK_SELECT, "claim promotion");
+		return;
+	}
+	/*
+	 * At REPEATABLE READ a due job another claim promoted after this transaction's snapshot
+	 * raises 40001 here: give up this promotion (the other claim did it) rather than the claim.
+	 */
+	(void) awa::run_unless_serialization_failure(
+		[](void *arg) {
+			awa::exec_plan(promote_plan, static_cast<Datum *>(arg), nullptr, false, 0, SPI_OK_SELECT,
+						   "claim promotion");
+		},
+		values);
 }
 
 /* The lane a claim drains: its head is locked by this transaction. */
@@ -650,43 +664,25 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 bool
 lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
 {
+	struct Walk
+	{
+		text *queue;
+		double aging_secs;
+		const int *slot_ranges;
+		Candidate *out;
+		bool found;
+	} walk = {queue, aging_secs, slot_ranges, out, false};
+	auto walk_in_subxact = [](void *arg) {
+		Walk *w = static_cast<Walk *>(arg);
+
+		w->found = walk_once(w->queue, w->aging_secs, w->slot_ranges, w->out);
+	};
+
 	if (!IsolationUsesXactSnapshot())
 		return walk_once(queue, aging_secs, slot_ranges, out);
 	for (int attempt = 0; attempt < 5; attempt++)
-	{
-		MemoryContext cxt = CurrentMemoryContext;
-		ResourceOwner owner = CurrentResourceOwner;
-		volatile bool found = false;
-		volatile bool retry = false;
-
-		BeginInternalSubTransaction(nullptr);
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			found = walk_once(queue, aging_secs, slot_ranges, out);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
-		}
-		PG_CATCH();
-		{
-			ErrorData *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
-			if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
-				ReThrowError(edata);
-			FreeErrorData(edata);
-			retry = true;
-		}
-		PG_END_TRY();
-		if (!retry)
-			return found;
-	}
+		if (awa::run_unless_serialization_failure(walk_in_subxact, &walk))
+			return walk.found;
 	return false;
 }
 

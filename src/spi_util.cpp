@@ -3,7 +3,9 @@
 
 extern "C"
 {
+#include "access/xact.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 }
 
@@ -95,6 +97,47 @@ void
 pop_hot_path_planner(int level)
 {
 	AtEOXact_GUC(true, level);
+}
+
+/*
+ * Run fn(arg) in an internal subtransaction. At REPEATABLE READ and SERIALIZABLE a statement
+ * that meets a row changed after the transaction's snapshot raises 40001 even under SKIP
+ * LOCKED; a caller that can do without what fn does (walk again, promote later) rolls that
+ * back here instead of failing the whole call. Any other error is raised again.
+ */
+bool
+run_unless_serialization_failure(void (*fn)(void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool done = false;
+
+	BeginInternalSubTransaction(nullptr);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		done = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return done;
 }
 
 } // namespace awa
