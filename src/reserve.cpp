@@ -183,6 +183,21 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	exec_plan_latest(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up");
 	if (spi_single_value(&d))
 		seq_oid = DatumGetObjectId(d);
+	if (!OidIsValid(seq_oid) && IsolationUsesXactSnapshot())
+	{
+		/*
+		 * Gone from the latest state but still in this transaction's snapshot: dropped after
+		 * the snapshot was taken. Creating it again would write rows the snapshot contradicts
+		 * (and awa._ensure_lane, reading that snapshot, would not create it): retry instead.
+		 */
+		exec_plan(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up in the snapshot");
+		if (SPI_processed > 0)
+			ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							errmsg("the lane of queue \"%.*s\" (priority %d, shard %d) was dropped after this "
+								   "transaction's snapshot",
+								   queue_len, queue, key->priority, key->shard),
+							errhint("Retry the transaction.")));
+	}
 	if (!OidIsValid(seq_oid))
 	{
 		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
