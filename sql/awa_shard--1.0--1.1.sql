@@ -1682,10 +1682,10 @@ COMMENT ON FUNCTION awa._drop_queue_once(text, boolean) IS
 -- the waiter that finds the cycle. The drop therefore never waits long: every lock wait of a
 -- try is cut at 200 ms (lock_timeout) and a cycle it is part of is detected by itself at
 -- 50 ms; either way the try rolls back to its savepoint, releasing everything it took, and
--- the drop tries again after a pause. A worker or producer is thus never aborted and never
--- waits more than about 200 ms for a drop (unless the drop spends longer deleting rows).
--- Under continuous load the drop may not get every lane at once: after 15 s of tries it
--- gives up with 55P03, leaving the queue whole.
+-- the drop tries again after a pause. A worker or producer is thus not aborted, and waits
+-- for at most one try of the drop (its lock waits, each under 200 ms, and its deletes).
+-- While jobs keep being enqueued into the queue the drop may never hold every lane at once:
+-- after 15 s of tries it gives up with 55P03, leaving the queue whole (docs/api.md).
 CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off

@@ -176,6 +176,12 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	lane_lock_tag(&tag, lock_key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	/*
+	 * The lane may have been dropped or created while we waited for its lock, and an
+	 * advisory lock takes no invalidations: without them the look-up's to_regclass could
+	 * answer from a stale catalog cache (a sequence created meanwhile looks missing).
+	 */
+	AcceptInvalidationMessages();
 	keep_plan(&lookup_plan,
 			  "SELECT to_regclass('awa.' || quote_ident(seq_name))::oid FROM awa.queue_enqueue_heads "
 			  "WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
