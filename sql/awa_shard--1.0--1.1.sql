@@ -1670,7 +1670,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._drop_queue_once(text, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION awa._drop_queue_once(text, boolean) IS
-    'Internal: one try of awa.drop_queue (which retries it when it meets a deadlock).';
+    'Internal: one try of awa.drop_queue (which retries it after a deadlock or a lock timeout).';
 
 -- awa._drop_queue_once, giving way to the queue's workers and producers. The drop waits for
 -- locks they hold (a claim's head, a lane sequence a claim or an enqueue has read, a lane
