@@ -26,20 +26,18 @@ namespace
 SPIPlanPtr complete_plan = nullptr;
 
 const char *const kCompleteSql =
-	"WITH input AS (SELECT DISTINCT t.job_id, t.run_lease FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease)), "
-	"receipts AS (SELECT c.* FROM awa.lease_claims c "
-	"  WHERE c.job_id = ANY ($1) AND (c.job_id, c.run_lease) IN (SELECT job_id, run_lease FROM input OFFSET 0) "
-	"    AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6)), "
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
+	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
+	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) OFFSET 0) c), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
 	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), "
-	"lease_keys AS MATERIALIZED (SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq "
-	"  FROM awa.leases l "
-	"  WHERE l.job_id = ANY ($1) AND (l.job_id, l.run_lease) IN (SELECT job_id, run_lease FROM input OFFSET 0) "
-	"    AND l.state IN ('running', 'waiting_external') "
-	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
-	"  ORDER BY l.job_id, l.run_lease FOR UPDATE OF l), "
+	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l "
+	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
+	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "
 	"leased AS (DELETE FROM awa.leases l USING lease_keys k WHERE l.queue = k.queue AND l.priority = k.priority "
 	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "
 	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
@@ -47,7 +45,8 @@ const char *const kCompleteSql =
 	"finished AS ("
 	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
-	"  FROM receipts c JOIN closed USING (claim_slot, job_id, run_lease) "
+	"  FROM closed k CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c WHERE c.claim_slot = k.claim_slot "
+	"    AND c.job_id = k.job_id AND c.run_lease = k.run_lease OFFSET 0) c "
 	"  UNION ALL "
 	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "
 	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
@@ -142,11 +141,12 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	}
 	/*
 	 * A plan made while the attempt tables looked empty must still probe them by index
-	 * once they hold millions of rows: the statement names the ids as an index condition
-	 * (`job_id = ANY ($1)`), and the pinned settings keep the planner on index scans. The
-	 * (job_id, run_lease) pairs are tested against a hashed subplan (`IN (... OFFSET 0)`):
-	 * a join with the input, estimated at a few rows by a generic plan, became a nested
-	 * loop that read the whole input again for every attempt found (10 000 ids: 7-10 s).
+	 * once they hold millions of rows, and must cost O(ids) whatever the planner estimates:
+	 * every per-job row is found by a lateral index probe driven by the sorted input
+	 * (`OFFSET 0` keeps each probe a subquery the planner cannot turn into a join), and
+	 * the pinned settings keep those probes on index scans. Joins of two per-job sets,
+	 * which a generic plan estimates at a row each, became nested loops comparing every
+	 * row with every other: 10 000 ids took 3-10 s (regression test claim_batch_cost).
 	 */
 	planner_level = awa::push_hot_path_planner();
 	awa::exec_plan(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
