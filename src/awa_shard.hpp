@@ -237,8 +237,8 @@ void init_enqueue_cache();
 SPIPlanPtr keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
 
 /* Execute a kept plan and require the exact SPI result code. */
-void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
-			   int expected, const char *what);
+void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
+			   const char *what);
 
 /* Execute a kept plan on the latest committed state, whatever the caller's isolation level. */
 void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,

@@ -129,49 +129,48 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
  * How a drain moves its lane's cursor past the rows it took, with the run_at of the next
  * visible row as the hint: a claim mark appended (1.1 catalogs), or the 1.0 head update.
  */
-#define AWA_ADVANCE_MARK                                                                                 \
-	"advance AS (INSERT INTO awa.claim_marks (queue, priority, enqueue_shard, claim_seq, head_run_at) "     \
-	"  SELECT $1, $2, $3, m.next, "                                                                        \
-	"    (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "         \
+#define AWA_ADVANCE_MARK                                                                                               \
+	"advance AS (INSERT INTO awa.claim_marks (queue, priority, enqueue_shard, claim_seq, head_run_at) "                \
+	"  SELECT $1, $2, $3, m.next, "                                                                                    \
+	"    (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "                     \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m WHERE m.next IS NOT NULL RETURNING head_run_at), "
-#define AWA_ADVANCE_HEAD                                                                                 \
-	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                  \
-	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) " \
-	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                              \
-	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL "             \
+#define AWA_ADVANCE_HEAD                                                                                               \
+	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                              \
+	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "         \
+	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                          \
+	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL "                        \
 	"  RETURNING h.head_run_at), "
 
 /* Shared head of the drain statements: the picked rows with their attempt values. */
-#define AWA_DRAIN_PICK(ADVANCE)                                                                          \
-	"WITH window_ AS MATERIALIZED ("                                                                           \
-	"  SELECT r.* FROM awa.ready_entries r "                                                                   \
-	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                   \
-	"    AND r.lane_seq < $14 "                                                                                  \
-	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                              \
-	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                    \
-	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                              \
-	"rows_ AS MATERIALIZED ("                                                                                  \
-	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                   \
-	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                           \
-	"    (CASE WHEN $7 > 0 THEN least(p.priority, greatest(1, p.priority - floor("                           \
-	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                  \
-	"          ELSE p.priority END)::int2 AS effective_priority "                                              \
-	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), "       \
-	ADVANCE                                                                                                    \
-	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                    \
+#define AWA_DRAIN_PICK(ADVANCE)                                                                                        \
+	"WITH window_ AS MATERIALIZED ("                                                                                   \
+	"  SELECT r.* FROM awa.ready_entries r "                                                                           \
+	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                          \
+	"    AND r.lane_seq < $14 "                                                                                        \
+	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                                    \
+	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                            \
+	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                                      \
+	"rows_ AS MATERIALIZED ("                                                                                          \
+	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                          \
+	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                                   \
+	"    (CASE WHEN $7 > 0 THEN least(p.priority, greatest(1, p.priority - floor("                                     \
+	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                          \
+	"          ELSE p.priority END)::int2 AS effective_priority "                                                      \
+	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), " ADVANCE       \
+	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
 	"  WHERE r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
 
 /*
  * Result columns, in the order of the function's RETURNS TABLE, and one more: the hint the
  * drain left for the lane (for the cursor board; not returned to the caller).
  */
-#define AWA_DRAIN_RESULT(LEASE_SLOT, LEASE_GEN, CLAIM_SLOT, RECEIPT)                                           \
-	"SELECT r.ready_slot, r.ready_generation, r.lane_seq, r.enqueue_shard, " LEASE_SLOT ", " LEASE_GEN ", "    \
-	CLAIM_SLOT ", " RECEIPT ", r.job_id, r.kind, r.queue, r.args, r.priority AS lane_priority, "               \
-	"r.effective_priority AS priority, (r.attempt + 1)::int2 AS attempt, r.run_lease + 1 AS run_lease, "      \
-	"r.max_attempts, r.run_at, r.claimed_at AS heartbeat_at, r.deadline_at, r.claimed_at AS attempted_at, "   \
-	"r.created_at, r.unique_key, r.unique_states, r.ordering_key, "                                           \
-	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "   \
+#define AWA_DRAIN_RESULT(LEASE_SLOT, LEASE_GEN, CLAIM_SLOT, RECEIPT)                                                   \
+	"SELECT r.ready_slot, r.ready_generation, r.lane_seq, r.enqueue_shard, " LEASE_SLOT ", " LEASE_GEN ", " CLAIM_SLOT \
+	", " RECEIPT ", r.job_id, r.kind, r.queue, r.args, r.priority AS lane_priority, "                                  \
+	"r.effective_priority AS priority, (r.attempt + 1)::int2 AS attempt, r.run_lease + 1 AS run_lease, "               \
+	"r.max_attempts, r.run_at, r.claimed_at AS heartbeat_at, r.deadline_at, r.claimed_at AS attempted_at, "            \
+	"r.created_at, r.unique_key, r.unique_states, r.ordering_key, "                                                    \
+	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "            \
 	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
 
 /*
@@ -180,34 +179,31 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
  * insert's RETURNING back to them was a nested loop of batch x batch comparisons (the
  * planner sees both as one-row CTEs), 70 % of a 100-job claim.
  */
-#define AWA_DRAIN_RECEIPTS(ADVANCE)                                                                      \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                   \
-	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "     \
-	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "           \
-	"  ready_generation, queue, priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, " \
-	"  claimed_at, deadline_at) "                                                                           \
-	"  SELECT ring_slot, receipt_id, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, " \
-	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "    \
-	"  FROM numbered) "                                                                                     \
-	AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot", "r.receipt_id")                            \
-	"FROM numbered r ORDER BY r.lane_seq"
+#define AWA_DRAIN_RECEIPTS(ADVANCE)                                                                                    \
+	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "                \
+	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "                    \
+	"  ready_generation, queue, priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, "        \
+	"  claimed_at, deadline_at) "                                                                                      \
+	"  SELECT ring_slot, receipt_id, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "           \
+	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "             \
+	"  FROM numbered) " AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot",                                   \
+										 "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
 /* Leases mode: one mutable leases row per claimed job. */
-#define AWA_DRAIN_LEASES(ADVANCE)                                                                        \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                   \
-	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, " \
-	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "    \
-	"  heartbeat_at, deadline_at, attempted_at) "                                                           \
-	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, " \
-	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, " \
-	"    deadline_at, claimed_at FROM rows_) "                                                              \
-	AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int", "NULL::bigint")                       \
-	"FROM rows_ r ORDER BY r.lane_seq"
+#define AWA_DRAIN_LEASES(ADVANCE)                                                                                      \
+	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "      \
+	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "               \
+	"  heartbeat_at, deadline_at, attempted_at) "                                                                      \
+	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, "          \
+	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, "          \
+	"    deadline_at, claimed_at FROM rows_) " AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int",       \
+																"NULL::bigint") "FROM rows_ r ORDER BY r.lane_seq"
 
 /* The drain statements, [receipts][marks]. */
-const char *const kDrainSql[2][2] = {
-	{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
-	{AWA_DRAIN_RECEIPTS(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS(AWA_ADVANCE_MARK)}};
+const char *const kDrainSql[2][2] = {{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
+									 {AWA_DRAIN_RECEIPTS(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS(AWA_ADVANCE_MARK)}};
 
 /* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
 constexpr int kClaimPromoteLimit = 100;
@@ -295,7 +291,7 @@ promote_own_queue(text *queue)
 	 * At REPEATABLE READ a due job another claim promoted after this transaction's snapshot
 	 * raises 40001 here: give up this promotion (the other claim did it) rather than the claim.
 	 */
-	(void) awa::run_unless_serialization_failure(
+	(void)awa::run_unless_serialization_failure(
 		[](void *arg) {
 			awa::exec_plan(promote_plan, static_cast<Datum *>(arg), nullptr, false, 0, SPI_OK_SELECT,
 						   "claim promotion");
@@ -391,8 +387,7 @@ lane_fence(Oid seq_oid, const awa::InflightLow *inflight, int n_inflight)
  * by one ordered index probe, remembered when it finds a row. False when the lane shows no row.
  */
 bool
-probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, TimestampTz *run_at,
-		   bool *remembered)
+probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, TimestampTz *run_at, bool *remembered)
 {
 	static const Oid types[9] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	int64 high_water = awa::lane_high_water(head.seq_oid);
@@ -438,7 +433,7 @@ probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, T
 	if (SPI_processed == 0)
 	{
 		if (entry != nullptr)
-			(void) hash_search(probes(), &head.seq_oid, HASH_REMOVE, nullptr);
+			(void)hash_search(probes(), &head.seq_oid, HASH_REMOVE, nullptr);
 		return false;
 	}
 	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -457,7 +452,7 @@ void
 forget_probe(Oid seq_oid)
 {
 	if (probe_cache != nullptr)
-		(void) hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
+		(void)hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
 }
 
 /*
@@ -679,7 +674,8 @@ lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate
 		Candidate *out;
 		bool found;
 	} walk = {queue, aging_secs, slot_ranges, out, false};
-	auto walk_in_subxact = [](void *arg) {
+	auto walk_in_subxact = [](void *arg)
+	{
 		Walk *w = static_cast<Walk *>(arg);
 
 		w->found = walk_once(w->queue, w->aging_secs, w->slot_ranges, w->out);
@@ -702,7 +698,7 @@ lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate
 AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 {
 	static const Oid drain_types[14] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
-										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID};
+										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID,	INT8OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	int64 max_batch;
@@ -741,7 +737,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		{
 			awa::pop_hot_path_planner(planner_level);
 			SPI_finish();
-			return (Datum) 0;
+			return (Datum)0;
 		}
 		priority = cand.priority;
 		shard = cand.shard;
@@ -813,5 +809,5 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
-	return (Datum) 0;
+	return (Datum)0;
 }

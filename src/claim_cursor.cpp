@@ -77,8 +77,8 @@ void
 queue_pending(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
 			  bool replace_hint)
 {
-	PendingCursor next = {seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint,
-						  GetCurrentSubTransactionId()};
+	PendingCursor next = {
+		seq_oid, head_xmin, claim_seq, has_run_at, run_at, replace_hint, GetCurrentSubTransactionId()};
 
 	for (int i = 0; i < n_pending; i++)
 		if (pending[i].seq_oid == seq_oid && pending[i].subxact == next.subxact)
@@ -96,7 +96,8 @@ queue_pending(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_ru
 BoardEntry *
 board_slot(Oid seq_oid)
 {
-	std::uint32_t h = (static_cast<std::uint32_t>(MyDatabaseId) * 2654435761u) ^ (static_cast<std::uint32_t>(seq_oid) * 40503u);
+	std::uint32_t h =
+		(static_cast<std::uint32_t>(MyDatabaseId) * 2654435761u) ^ (static_cast<std::uint32_t>(seq_oid) * 40503u);
 
 	return &board->entries[h % kBoardSlots];
 }
@@ -107,8 +108,7 @@ board_slot(Oid seq_oid)
  * clear its hint); another lane's entry in the slot is replaced.
  */
 void
-board_put(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
-		  bool replace_hint)
+board_put(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at, bool replace_hint)
 {
 	BoardEntry *e = board_slot(seq_oid);
 	bool same = e->dbid == MyDatabaseId && e->seq_oid == seq_oid && e->head_xmin == head_xmin;

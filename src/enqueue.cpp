@@ -203,13 +203,13 @@ struct InsertShape
 };
 
 /* Ready rows: lane position and shard, in the queue ring's write slot fenced against prune. */
-const InsertShape kReadyShape = {"awa.ready_entries",
-								 2,
-								 {{"lane_seq", "bigint", INT8OID, "bigint", INT8OID},
-								  {"enqueue_shard", "smallint", INT2OID, "smallint", INT2OID}},
-								 2,
-								 {{"ready_slot", "integer", INT4OID, "integer", INT4OID},
-								  {"ready_generation", "bigint", INT8OID, "bigint", INT8OID}}};
+const InsertShape kReadyShape = {
+	"awa.ready_entries",
+	2,
+	{{"lane_seq", "bigint", INT8OID, "bigint", INT8OID}, {"enqueue_shard", "smallint", INT2OID, "smallint", INT2OID}},
+	2,
+	{{"ready_slot", "integer", INT4OID, "integer", INT4OID},
+	 {"ready_generation", "bigint", INT8OID, "bigint", INT8OID}}};
 
 /* Deferred rows: their state (scheduled or retryable). */
 const InsertShape kDeferredShape = {

@@ -208,7 +208,8 @@ spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
 		int k = 0;
 
 		for (int i = 0; i < n; i++)
-			if (rows[i].priority() == priority && rows[i].deferred_state == nullptr && rows[i].null[awa::JOB_ORDERING_KEY])
+			if (rows[i].priority() == priority && rows[i].deferred_state == nullptr &&
+				rows[i].null[awa::JOB_ORDERING_KEY])
 				m++;
 		if (m == 0)
 			continue;
@@ -216,7 +217,8 @@ spread_keyless(EnqueueRow *rows, int n, const char *queue, int queue_len)
 		start = awa::sticky_rotor_shard(queue, queue_len, priority, shards);
 		for (int i = 0; i < n; i++)
 		{
-			if (rows[i].priority() != priority || rows[i].deferred_state != nullptr || !rows[i].null[awa::JOB_ORDERING_KEY])
+			if (rows[i].priority() != priority || rows[i].deferred_state != nullptr ||
+				!rows[i].null[awa::JOB_ORDERING_KEY])
 				continue;
 			rows[i].shard = (start + k / run) % shards;
 			rows[i].shard_fixed = true;
@@ -424,7 +426,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 														 "p_priorities element")));
 		if (run_ats.values && !run_ats.nulls[i])
 			row->set(awa::JOB_RUN_AT, TimestampTzGetDatum(awa::checked_run_at(DatumGetTimestampTz(run_ats.values[i]),
-																			   "p_run_ats element")));
+																			  "p_run_ats element")));
 		if (keys.values)
 			set_ordering_key(row, keys.values[i], keys.nulls[i], "p_ordering_keys element");
 		if (maxes.values && !maxes.nulls[i])
@@ -507,5 +509,5 @@ AWA_SQL_FUNCTION(awa_job_columns)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	return (Datum) 0;
+	return (Datum)0;
 }

@@ -23,11 +23,11 @@ struct EnqueueRow
 {
 	Datum value[JOB_NCOLUMNS]; /* JOB_ID 0: allocate from awa.job_id_seq */
 	bool null[JOB_NCOLUMNS];
-	const char *queue;			/* the bytes of value[JOB_QUEUE], not NUL-terminated (routing) */
+	const char *queue; /* the bytes of value[JOB_QUEUE], not NUL-terminated (routing) */
 	int queue_len;
 	const char *deferred_state; /* nullptr: ready; "scheduled" or "retryable": deferred_jobs */
 
-	bool shard_fixed;			/* shard already chosen (insert_jobs spreading keyless rows) */
+	bool shard_fixed; /* shard already chosen (insert_jobs spreading keyless rows) */
 
 	/* Outputs for ready rows (shard is an input when shard_fixed). */
 	int shard;
@@ -41,7 +41,7 @@ struct EnqueueRow
 	}
 	void set_null(JobColumn c)
 	{
-		value[c] = (Datum) 0;
+		value[c] = (Datum)0;
 		null[c] = true;
 	}
 	int64 job_id() const

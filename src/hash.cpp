@@ -15,8 +15,7 @@ namespace
 std::uint64_t
 hash_bytea(bytea *key)
 {
-	return awa::ordering_key_hash(reinterpret_cast<const unsigned char *>(VARDATA_ANY(key)),
-								  VARSIZE_ANY_EXHDR(key));
+	return awa::ordering_key_hash(reinterpret_cast<const unsigned char *>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key));
 }
 
 /* Hash of a text's UTF-8 bytes, converting from the database encoding when it differs. */
@@ -68,6 +67,5 @@ AWA_SQL_FUNCTION(awa_shard_for_ordering_key_text)
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	return Int16GetDatum(
-		static_cast<int16>(awa::shard_for_hash(hash_text_utf8(PG_GETARG_TEXT_PP(0)), shards)));
+	return Int16GetDatum(static_cast<int16>(awa::shard_for_hash(hash_text_utf8(PG_GETARG_TEXT_PP(0)), shards)));
 }

@@ -20,24 +20,23 @@ extern "C"
  * array attribute (tags) travels in a batch as its text literal (PostgreSQL has no arrays
  * of arrays) and is cast back to the SQL type.
  */
-#define AWA_JOB_COLUMNS(X)                                                                 \
-	X(ID, job_id, "bigint", INT8OID, "bigint", INT8OID)                                \
-	X(KIND, kind, "text", TEXTOID, "text", TEXTOID)                                        \
-	X(QUEUE, queue, "text", TEXTOID, "text", TEXTOID)                                      \
-	X(ARGS, args, "jsonb", JSONBOID, "jsonb", JSONBOID)                                    \
-	X(PRIORITY, priority, "smallint", INT2OID, "smallint", INT2OID)                        \
-	X(ATTEMPT, attempt, "smallint", INT2OID, "smallint", INT2OID)                          \
-	X(RUN_LEASE, run_lease, "bigint", INT8OID, "bigint", INT8OID)                          \
-	X(MAX_ATTEMPTS, max_attempts, "smallint", INT2OID, "smallint", INT2OID)                \
-	X(RUN_AT, run_at, "timestamptz", TIMESTAMPTZOID, "timestamptz", TIMESTAMPTZOID)        \
-	X(ATTEMPTED_AT, attempted_at, "timestamptz", TIMESTAMPTZOID, "timestamptz",            \
-	  TIMESTAMPTZOID)                                                                      \
-	X(CREATED_AT, created_at, "timestamptz", TIMESTAMPTZOID, "timestamptz", TIMESTAMPTZOID) \
-	X(UNIQUE_KEY, unique_key, "bytea", BYTEAOID, "bytea", BYTEAOID)                        \
-	X(UNIQUE_STATES, unique_states, "bit(8)", VARBITOID, "varbit", VARBITOID)              \
-	X(ORDERING_KEY, ordering_key, "bytea", BYTEAOID, "bytea", BYTEAOID)                    \
-	X(METADATA, metadata, "jsonb", JSONBOID, "jsonb", JSONBOID)                            \
-	X(TAGS, tags, "text[]", TEXTARRAYOID, "text", TEXTOID)                                 \
+#define AWA_JOB_COLUMNS(X)                                                                                             \
+	X(ID, job_id, "bigint", INT8OID, "bigint", INT8OID)                                                                \
+	X(KIND, kind, "text", TEXTOID, "text", TEXTOID)                                                                    \
+	X(QUEUE, queue, "text", TEXTOID, "text", TEXTOID)                                                                  \
+	X(ARGS, args, "jsonb", JSONBOID, "jsonb", JSONBOID)                                                                \
+	X(PRIORITY, priority, "smallint", INT2OID, "smallint", INT2OID)                                                    \
+	X(ATTEMPT, attempt, "smallint", INT2OID, "smallint", INT2OID)                                                      \
+	X(RUN_LEASE, run_lease, "bigint", INT8OID, "bigint", INT8OID)                                                      \
+	X(MAX_ATTEMPTS, max_attempts, "smallint", INT2OID, "smallint", INT2OID)                                            \
+	X(RUN_AT, run_at, "timestamptz", TIMESTAMPTZOID, "timestamptz", TIMESTAMPTZOID)                                    \
+	X(ATTEMPTED_AT, attempted_at, "timestamptz", TIMESTAMPTZOID, "timestamptz", TIMESTAMPTZOID)                        \
+	X(CREATED_AT, created_at, "timestamptz", TIMESTAMPTZOID, "timestamptz", TIMESTAMPTZOID)                            \
+	X(UNIQUE_KEY, unique_key, "bytea", BYTEAOID, "bytea", BYTEAOID)                                                    \
+	X(UNIQUE_STATES, unique_states, "bit(8)", VARBITOID, "varbit", VARBITOID)                                          \
+	X(ORDERING_KEY, ordering_key, "bytea", BYTEAOID, "bytea", BYTEAOID)                                                \
+	X(METADATA, metadata, "jsonb", JSONBOID, "jsonb", JSONBOID)                                                        \
+	X(TAGS, tags, "text[]", TEXTARRAYOID, "text", TEXTOID)                                                             \
 	X(ERRORS, errors, "jsonb", JSONBOID, "jsonb", JSONBOID)
 
 namespace awa

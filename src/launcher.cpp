@@ -38,7 +38,7 @@ extern "C"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-PGDLLEXPORT void awa_launcher_main(Datum arg);
+	PGDLLEXPORT void awa_launcher_main(Datum arg);
 }
 
 namespace awa
@@ -128,7 +128,7 @@ list_databases(Oid *ids, char (*names)[NAMEDATALEN])
 	HeapTuple tup;
 
 	StartTransactionCommand();
-	(void) GetTransactionSnapshot();
+	(void)GetTransactionSnapshot();
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, nullptr);
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != nullptr && n < kMaxDatabases)
@@ -160,13 +160,13 @@ pass_running(Served *s)
 		return false;
 	switch (GetBackgroundWorkerPid(s->handle, &pid))
 	{
-		case BGWH_STARTED:
-		case BGWH_NOT_YET_STARTED:
-			return true;
-		default:
-			pfree(s->handle);
-			s->handle = nullptr;
-			return false;
+	case BGWH_STARTED:
+	case BGWH_NOT_YET_STARTED:
+		return true;
+	default:
+		pfree(s->handle);
+		s->handle = nullptr;
+		return false;
 	}
 }
 
@@ -341,8 +341,8 @@ awa_launcher_main(Datum arg)
 		}
 		if (awa::maintenance_enabled)
 			awa::launch_passes();
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, awa::maintenance_interval_ms,
-						 PG_WAIT_EXTENSION);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, awa::maintenance_interval_ms,
+						PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

@@ -54,7 +54,8 @@ const char *const kCompleteSql =
 	"  lane_seq, state, attempt, run_lease, attempted_at) "
 	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "
 	"         run_lease, attempted_at FROM finished RETURNING job_id, run_lease, queue, enqueue_shard), "
-	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f WHERE a.job_id = f.job_id AND a.run_lease = f.run_lease), "
+	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f WHERE a.job_id = f.job_id AND a.run_lease = "
+	"f.run_lease), "
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f WHERE u.job_id = f.job_id "
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "
@@ -126,7 +127,7 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
 	if (n_ids == 0)
-		return (Datum) 0;
+		return (Datum)0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
@@ -172,5 +173,5 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
-	return (Datum) 0;
+	return (Datum)0;
 }

@@ -14,8 +14,8 @@ extern "C"
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
-PG_MODULE_MAGIC;
-void _PG_init(void);
+	PG_MODULE_MAGIC;
+	void _PG_init(void);
 }
 
 namespace awa
@@ -92,9 +92,8 @@ startup_shmem()
 	wakeup_base = base + MAXALIGN(sizeof(SharedState));
 	wakeup_shmem_init(wakeup_base, found);
 	launcher_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()), found);
-	registry_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()) +
-							MAXALIGN(launcher_shmem_size()),
-						found);
+	registry_shmem_init(
+		static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()) + MAXALIGN(launcher_shmem_size()), found);
 	stats_shmem_init(found);
 	cursor_board_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
@@ -113,35 +112,35 @@ on_xact_event(XactEvent event, void *arg)
 {
 	switch (event)
 	{
-		case XACT_EVENT_PRE_PREPARE:
-			if (queue_meta_changed_in_xact && shared != nullptr)
-				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								errmsg("cannot prepare a transaction that changed awa.queue_meta"),
-								errdetail("Backends cache queue widths until a commit that changes queue_meta "
-										  "tells them to re-read; a prepared transaction commits without it."),
-								errhint("Create, pause, resume or resize queues outside the prepared transaction.")));
-			break;
-		case XACT_EVENT_PREPARE:
-			xact_epoch++;
-			queue_meta_changed_in_xact = false;
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			xact_epoch++;
-			/* Visible now: let every backend re-read queue widths. */
-			if (queue_meta_changed_in_xact && shared != nullptr)
-				pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
-			queue_meta_changed_in_xact = false;
-			wakeup_at_xact_end(true);
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			xact_epoch++;
-			queue_meta_changed_in_xact = false;
-			wakeup_at_xact_end(false);
-			break;
-		default:
-			break;
+	case XACT_EVENT_PRE_PREPARE:
+		if (queue_meta_changed_in_xact && shared != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("cannot prepare a transaction that changed awa.queue_meta"),
+							errdetail("Backends cache queue widths until a commit that changes queue_meta "
+									  "tells them to re-read; a prepared transaction commits without it."),
+							errhint("Create, pause, resume or resize queues outside the prepared transaction.")));
+		break;
+	case XACT_EVENT_PREPARE:
+		xact_epoch++;
+		queue_meta_changed_in_xact = false;
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+		xact_epoch++;
+		/* Visible now: let every backend re-read queue widths. */
+		if (queue_meta_changed_in_xact && shared != nullptr)
+			pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
+		queue_meta_changed_in_xact = false;
+		wakeup_at_xact_end(true);
+		break;
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+		xact_epoch++;
+		queue_meta_changed_in_xact = false;
+		wakeup_at_xact_end(false);
+		break;
+	default:
+		break;
 	}
 }
 
@@ -203,9 +202,8 @@ _PG_init(void)
 		return;
 	DefineCustomIntVariable("awa_shard.notify_interval",
 							"Minimum milliseconds between NOTIFYs sent by producers for one queue.",
-							"0 notifies on every producing transaction, -1 never notifies.",
-							&awa::notify_interval_ms, 250, -1, 3600 * 1000, PGC_USERSET,
-							GUC_UNIT_MS, nullptr, nullptr, nullptr);
+							"0 notifies on every producing transaction, -1 never notifies.", &awa::notify_interval_ms,
+							250, -1, 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 	awa::define_maintenance_settings();
 	awa::define_reservation_settings(process_shared_preload_libraries_in_progress);
 	MarkGUCPrefixReserved("awa_shard");

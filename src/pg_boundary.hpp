@@ -62,14 +62,14 @@ invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
 } // namespace awa
 
 /* Declare a SQL-callable function whose body runs inside the C++ guard. */
-#define AWA_SQL_FUNCTION(name)                                                                     \
-	static Datum name##_body(PG_FUNCTION_ARGS);                                                    \
-	extern "C"                                                                                     \
-	{                                                                                              \
-		PG_FUNCTION_INFO_V1(name);                                                                 \
-		Datum name(PG_FUNCTION_ARGS)                                                               \
-		{                                                                                          \
-			return awa::invoke_guarded(name##_body, fcinfo);                                       \
-		}                                                                                          \
-	}                                                                                              \
+#define AWA_SQL_FUNCTION(name)                                                                                         \
+	static Datum name##_body(PG_FUNCTION_ARGS);                                                                        \
+	extern "C"                                                                                                         \
+	{                                                                                                                  \
+		PG_FUNCTION_INFO_V1(name);                                                                                     \
+		Datum name(PG_FUNCTION_ARGS)                                                                                   \
+		{                                                                                                              \
+			return awa::invoke_guarded(name##_body, fcinfo);                                                           \
+		}                                                                                                              \
+	}                                                                                                                  \
 	static Datum name##_body(PG_FUNCTION_ARGS)

@@ -97,24 +97,24 @@ on_xact(XactEvent event, void *arg)
 {
 	switch (event)
 	{
-		case XACT_EVENT_PRE_PREPARE:
-			if (my_count > 0)
-				ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								errmsg("cannot prepare a transaction that reserved lane sequence numbers"),
-								errdetail("awa_shard.reservation_mode is \"registry\": an in-flight reservation "
-										  "lives in shared memory and cannot outlive its session."),
-								errhint("Enqueue outside the prepared transaction, or set "
-										"awa_shard.reservation_slots = 0 (lane-lock mode).")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_PREPARE:
-			release_my_entries();
-			break;
-		default:
-			break;
+	case XACT_EVENT_PRE_PREPARE:
+		if (my_count > 0)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("cannot prepare a transaction that reserved lane sequence numbers"),
+							errdetail("awa_shard.reservation_mode is \"registry\": an in-flight reservation "
+									  "lives in shared memory and cannot outlive its session."),
+							errhint("Enqueue outside the prepared transaction, or set "
+									"awa_shard.reservation_slots = 0 (lane-lock mode).")));
+		break;
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		release_my_entries();
+		break;
+	default:
+		break;
 	}
 }
 
@@ -151,12 +151,11 @@ define_reservation_settings(bool preloaded)
 								"falls back to holding its lane lock until its transaction ends.",
 								&reservation_slots, 1024, 0, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 	registry_mode = preloaded && reservation_slots > 0;
-	DefineCustomStringVariable("awa_shard.reservation_mode",
-							   "How producers fence their reservations: registry or lane_lock (read-only).",
-							   "registry: an in-flight registry in shared memory, producers of one lane do "
-							   "not wait for each other; lane_lock: the lane lock is held until commit.",
-							   &reservation_mode_value, registry_mode ? "registry" : "lane_lock", PGC_INTERNAL,
-							   0, nullptr, nullptr, nullptr);
+	DefineCustomStringVariable(
+		"awa_shard.reservation_mode", "How producers fence their reservations: registry or lane_lock (read-only).",
+		"registry: an in-flight registry in shared memory, producers of one lane do "
+		"not wait for each other; lane_lock: the lane lock is held until commit.",
+		&reservation_mode_value, registry_mode ? "registry" : "lane_lock", PGC_INTERNAL, 0, nullptr, nullptr, nullptr);
 }
 
 /* Shared memory of the registry (none in lane-lock mode). */
@@ -221,7 +220,7 @@ registry_register(Oid seq_oid, int64 low)
 	/* Exit callbacks of the postmaster are not inherited: register in the backend. */
 	if (!exit_hook_registered)
 	{
-		before_shmem_exit(on_exit_release, (Datum) 0);
+		before_shmem_exit(on_exit_release, (Datum)0);
 		exit_hook_registered = true;
 	}
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
@@ -335,7 +334,8 @@ inflight_lows(int *n)
 	if (registry == nullptr)
 		return nullptr;
 	if (buf == nullptr)
-		buf = static_cast<InflightLow *>(MemoryContextAlloc(TopMemoryContext, sizeof(InflightLow) * registry->capacity));
+		buf =
+			static_cast<InflightLow *>(MemoryContextAlloc(TopMemoryContext, sizeof(InflightLow) * registry->capacity));
 	LWLockAcquire(registry->lock, LW_SHARED);
 	for (int i = 0; i < registry->used_bound; i++)
 	{

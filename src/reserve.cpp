@@ -175,7 +175,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	exec_plan(lock_key_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane lock key");
 	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	lane_lock_tag(&tag, lock_key);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
 	/*
 	 * The lane may have been dropped or created while we waited for its lock, and an
 	 * advisory lock takes no invalidations: without them the look-up's to_regclass could
@@ -206,8 +206,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	}
 	if (!OidIsValid(seq_oid))
 	{
-		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3,
-				  argtypes);
+		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3, argtypes);
 		exec_plan(ensure_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane creation");
 		if (SPI_processed != 1)
 			elog(ERROR, "awa_shard: lane creation returned %lu rows", static_cast<unsigned long>(SPI_processed));
@@ -280,7 +279,7 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	if (!found)
 		entry = ensure_lane(&key, queue, queue_len);
 	lane_lock_tag(&tag, entry->lock_key);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
 	/*
 	 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
 	 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if

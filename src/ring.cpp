@@ -139,8 +139,8 @@ holds_row_exclusive(Oid relid)
  * SPI_tuptable for the caller's other columns.
  */
 Datum
-ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types, Datum *values,
-		  const char *what, int column, bool *isnull)
+ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types, Datum *values, const char *what,
+		  int column, bool *isnull)
 {
 	keep_plan(plan, sql, nargs, types);
 	exec_plan_latest(*plan, values, nullptr, true, 1, SPI_OK_SELECT, what);
@@ -156,8 +156,8 @@ read_current(int ring)
 	RingSlot s;
 	bool isnull;
 
-	s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
-									 "ring cursor read", 1, &isnull));
+	s.slot = DatumGetInt32(
+		ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr, "ring cursor read", 1, &isnull));
 	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	return s;
 }
@@ -205,8 +205,8 @@ live_slot_ranges(Ring ring, int ranges[4])
 	int oldest;
 	int current;
 
-	current = DatumGetInt32(ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2,
-									  &isnull));
+	current = DatumGetInt32(
+		ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2, &isnull));
 	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (isnull)
 		oldest = current;

@@ -21,8 +21,7 @@ keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
 		SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
 
 		if (plan == nullptr)
-			elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s",
-				 SPI_result_code_string(SPI_result), sql);
+			elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "awa_shard: SPI_keepplan failed");
 		*slot = plan;
@@ -45,8 +44,8 @@ spi_single_value(Datum *value)
 
 /* Run a kept plan; anything but the expected SPI code is a "cannot happen" error. */
 void
-exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
-		  int expected, const char *what)
+exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
+		  const char *what)
 {
 	int rc = SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count);
 
@@ -88,7 +87,7 @@ push_hot_path_planner()
 	int level = NewGUCNestLevel();
 
 	for (const auto &setting : kPinned)
-		(void) set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 

@@ -113,8 +113,7 @@ stats_shmem_init(bool found)
 	std::memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(StatKey);
 	ctl.entrysize = sizeof(StatEntry);
-	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl,
-							  HASH_ELEM | HASH_BLOBS);
+	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl, HASH_ELEM | HASH_BLOBS);
 }
 
 } // namespace awa
@@ -128,7 +127,7 @@ AWA_SQL_FUNCTION(awa_shard_stats)
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (awa::stat_shared == nullptr)
-		return (Datum) 0;
+		return (Datum)0;
 	LWLockAcquire(awa::stat_shared->lock, LW_SHARED);
 	hash_seq_init(&status, awa::stat_hash);
 	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
@@ -138,17 +137,17 @@ AWA_SQL_FUNCTION(awa_shard_stats)
 		if (entry->key.dbid != MyDatabaseId)
 			continue;
 		{
-		bool nulls[7] = {false, false, false, false, false, false, false};
-		values[0] = CStringGetTextDatum(entry->key.queue);
-		values[1] = Int16GetDatum(entry->key.shard);
-		for (int k = 0; k < awa::kStatKinds; k++)
-			values[2 + k] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&entry->counters[k])));
-		values[6] = TimestampTzGetDatum(awa::stat_shared->reset_at);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			bool nulls[7] = {false, false, false, false, false, false, false};
+			values[0] = CStringGetTextDatum(entry->key.queue);
+			values[1] = Int16GetDatum(entry->key.shard);
+			for (int k = 0; k < awa::kStatKinds; k++)
+				values[2 + k] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&entry->counters[k])));
+			values[6] = TimestampTzGetDatum(awa::stat_shared->reset_at);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
 	LWLockRelease(awa::stat_shared->lock);
-	return (Datum) 0;
+	return (Datum)0;
 }
 
 /* awa.reset_shard_stats(): forget every counter of this database (awa_admin only). */

@@ -38,9 +38,9 @@ checked_text_chars(text *t, int max_chars, const char *argname)
 	int chars = text_chars(t);
 
 	if (chars < 1 || chars > max_chars)
-		ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
-						errmsg("%s must be 1 to %d characters long", argname, max_chars),
-						errdetail("The value has %d characters.", chars)));
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION), errmsg("%s must be 1 to %d characters long", argname, max_chars),
+				 errdetail("The value has %d characters.", chars)));
 	return t;
 }
 
@@ -59,9 +59,9 @@ int64
 checked_between(int64 value, int64 lo, int64 hi, const char *argname, int sqlstate)
 {
 	if (value < lo || value > hi)
-		ereport(ERROR, (errcode(sqlstate),
-						errmsg("%s must be between " INT64_FORMAT " and " INT64_FORMAT, argname, lo, hi),
-						errdetail("The value is " INT64_FORMAT ".", value)));
+		ereport(ERROR,
+				(errcode(sqlstate), errmsg("%s must be between " INT64_FORMAT " and " INT64_FORMAT, argname, lo, hi),
+				 errdetail("The value is " INT64_FORMAT ".", value)));
 	return value;
 }
 
@@ -169,8 +169,9 @@ reserve_count_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 	require_not_null(PG_ARGISNULL(argno), argname);
 	count = PG_GETARG_INT64(argno);
 	if (count > kMaxReserveCount)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be at most %d", argname, kMaxReserveCount),
-						errdetail("The value is " INT64_FORMAT ".", count)));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be at most %d", argname, kMaxReserveCount),
+				 errdetail("The value is " INT64_FORMAT ".", count)));
 	return count;
 }
 
@@ -217,7 +218,8 @@ void
 check_one_dimensional(ArrayType *arr, const char *argname)
 {
 	if (ARR_NDIM(arr) > 1)
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a one-dimensional array", argname)));
 }
 
 /* An array argument must not hold NULL elements (22004). */
@@ -308,8 +310,7 @@ check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *k
 	if (key_null)
 	{
 		if (!mask_null)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							errmsg("%s needs %s", mask_arg, key_arg)));
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s needs %s", mask_arg, key_arg)));
 		return;
 	}
 	if (VARSIZE_ANY_EXHDR(DatumGetByteaPP(key)) == 0)
@@ -339,8 +340,7 @@ TimestampTz
 checked_run_at(TimestampTz run_at, const char *argname)
 {
 	if (TIMESTAMP_NOT_FINITE(run_at))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("%s must be a finite timestamp", argname),
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a finite timestamp", argname),
 						errdetail("The value is %s.", TIMESTAMP_IS_NOBEGIN(run_at) ? "-infinity" : "infinity")));
 	return run_at;
 }

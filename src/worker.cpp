@@ -31,7 +31,7 @@ extern "C"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
-PGDLLEXPORT void awa_maintenance_main(Datum arg);
+	PGDLLEXPORT void awa_maintenance_main(Datum arg);
 }
 
 namespace awa
@@ -184,16 +184,15 @@ define_maintenance_settings()
 							 "Whether the background launcher runs maintenance in the databases with awa_shard.",
 							 "Needs shared_preload_libraries. Off: call awa.run_maintenance() from a scheduler.",
 							 &maintenance_enabled, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
-	DefineCustomStringVariable("awa_shard.maintenance_database",
-							   "Restricts background maintenance to this database.",
-							   "Empty (the default): every database that has awa_shard.",
-							   &maintenance_database, "", PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
-	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.",
-							nullptr, &maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
-							nullptr, nullptr, nullptr);
+	DefineCustomStringVariable("awa_shard.maintenance_database", "Restricts background maintenance to this database.",
+							   "Empty (the default): every database that has awa_shard.", &maintenance_database, "",
+							   PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.", nullptr,
+							&maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+							nullptr);
 	DefineCustomIntVariable("awa_shard.stale_heartbeat", "Seconds without heartbeat after which an attempt is rescued.",
-							nullptr, &stale_heartbeat_secs, 300, 1, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S,
-							nullptr, nullptr, nullptr);
+							nullptr, &stale_heartbeat_secs, 300, 1, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+							nullptr, nullptr);
 }
 
 /*
@@ -235,7 +234,7 @@ sleep_until_next_pass()
 	{
 		long step = left < 100 ? left : 100;
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, step, PG_WAIT_EXTENSION);
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, step, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (database_wanted_elsewhere())

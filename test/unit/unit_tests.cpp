@@ -139,8 +139,7 @@ test_traps()
 	std::uint64_t empty = hash_of("");
 	check(static_cast<std::int64_t>(empty) < 0, "empty-key hash is negative as int8");
 	check(awa::shard_for_hash(empty, 4) == 1, "unsigned modulo for a negative int8 hash");
-	check(awa::shard_for_hash(empty, 0) == 0 && awa::shard_for_hash(empty, -3) == 0,
-		  "S <= 1 routes to shard 0");
+	check(awa::shard_for_hash(empty, 0) == 0 && awa::shard_for_hash(empty, -3) == 0, "S <= 1 routes to shard 0");
 	int per_shard[8] = {0};
 	for (int n = 0; n < 1024; n++)
 		per_shard[awa::shard_for_hash(hash_of("order-" + std::to_string(n)), 8)]++;
@@ -161,8 +160,8 @@ test_shard_math()
 			  !awa::valid_shard_count(65),
 		  "shard count bounds 1..64");
 	awa::LaneRef a{"q", 1, 2, 0}, b{"q", 1, 2, 1}, c{"q", 1, 3, 0}, d{"qq", 2, 1, 0};
-	check(awa::compare_lanes(a, b) < 0 && awa::compare_lanes(b, c) < 0 &&
-			  awa::compare_lanes(c, d) < 0 && awa::compare_lanes(a, a) == 0,
+	check(awa::compare_lanes(a, b) < 0 && awa::compare_lanes(b, c) < 0 && awa::compare_lanes(c, d) < 0 &&
+			  awa::compare_lanes(a, a) == 0,
 		  "lane order is (queue, priority, shard)");
 }
 
