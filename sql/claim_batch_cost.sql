@@ -37,3 +37,6 @@ END $$;
 -- Every job completed once; each call of 10 000 far below the quadratic cost (seconds).
 SELECT state, count(*) FROM awa.jobs WHERE queue = 'cost_q' GROUP BY 1 ORDER BY 1;
 SELECT step, count(*) AS calls, max(ms) < 1500 AS under_1_5_s FROM timings GROUP BY 1 ORDER BY 1;
+
+-- The queue goes, so that later tests see no lanes or claim marks of it.
+SELECT awa.drop_queue('cost_q', true) AS removed;
