@@ -158,7 +158,8 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"          ELSE p.priority END)::int2 AS effective_priority "                                                      \
 	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), " ADVANCE       \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
-	"  WHERE r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
+	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) "                     \
+	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
 
 /*
  * Result columns, in the order of the function's RETURNS TABLE, and one more: the hint the

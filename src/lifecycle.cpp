@@ -7,6 +7,9 @@
  * the winners get one done_entries row keyed by the ready row's lane identity
  * (ready_slot, queue, lane priority, enqueue_shard, lane_seq). A stale or repeated
  * completion finds nothing to close and writes nothing.
+ * Rows of the tables that grow with the running or waiting jobs (leases, heartbeats, unique
+ * claims) are reached only through `job_id = ANY (ARRAY(...))` of the batch's ids, an index
+ * condition: a join left to the planner hashed the whole table on every call.
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
 #include "awa_shard.hpp"
@@ -35,10 +38,12 @@ const char *const kCompleteSql =
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
 	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), "
 	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
-	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l "
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id FROM awa.leases l "
 	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
 	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "
-	"leased AS (DELETE FROM awa.leases l USING lease_keys k WHERE l.queue = k.queue AND l.priority = k.priority "
+	"leased AS (DELETE FROM awa.leases l USING lease_keys k "
+	"  WHERE l.job_id = ANY (ARRAY(SELECT x.job_id FROM lease_keys x)) AND l.queue = k.queue AND l.priority = "
+	"k.priority "
 	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "
 	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
 	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
@@ -54,9 +59,11 @@ const char *const kCompleteSql =
 	"  lane_seq, state, attempt, run_lease, attempted_at) "
 	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "
 	"         run_lease, attempted_at FROM finished RETURNING job_id, run_lease, queue, enqueue_shard), "
-	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f WHERE a.job_id = f.job_id AND a.run_lease = "
+	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "
+	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "
 	"f.run_lease), "
-	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f WHERE u.job_id = f.job_id "
+	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f "
+	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND u.job_id = f.job_id "
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
@@ -148,9 +155,11 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 * the pinned settings keep those probes on index scans. Joins of two per-job sets,
 	 * which a generic plan estimates at a row each, became nested loops comparing every
 	 * row with every other: 10 000 ids took 3-10 s (regression test claim_batch_cost).
+	 * The statement runs on the latest committed state, like the claim's: a REPEATABLE READ
+	 * worker whose snapshot predates the claim of its jobs still completes them.
 	 */
 	planner_level = awa::push_hot_path_planner();
-	awa::exec_plan(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	awa::exec_plan_latest(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)

@@ -75,15 +75,20 @@ exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool r
  * The hot path's planner settings, pushed on a GUC nest level until pop_hot_path_planner
  * (or the end of the (sub)transaction on error) restores the session's. A lane is read by
  * an ordered index scan that stops after the batch; a bitmap or sequential scan, or an
- * unordered scan plus a sort, would read every remaining row of the lane. Which plan a
- * statement gets would otherwise depend on the statistics when it was planned and on the
- * caller's settings (docs/design.md §4, "Claim cost").
+ * unordered scan plus a sort, would read every remaining row of the lane; per-job rows are
+ * found by nested loops of index probes, which a session without nested loops would turn
+ * into hash joins reading whole tables. Which plan a statement gets would otherwise depend
+ * on the statistics when it was planned and on the caller's settings (docs/design.md §4,
+ * "Claim cost").
  */
 int
 push_hot_path_planner()
 {
-	static const char *const kPinned[][2] = {
-		{"enable_indexscan", "on"}, {"enable_bitmapscan", "off"}, {"enable_seqscan", "off"}, {"enable_sort", "off"}};
+	static const char *const kPinned[][2] = {{"enable_indexscan", "on"},
+											 {"enable_bitmapscan", "off"},
+											 {"enable_seqscan", "off"},
+											 {"enable_sort", "off"},
+											 {"enable_nestloop", "on"}};
 	int level = NewGUCNestLevel();
 
 	for (const auto &setting : kPinned)
