@@ -647,6 +647,23 @@ BEGIN
         PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
         v_count := v_count + 1;
     END LOOP;
+    -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
+    -- after the completion of its attempt, which could not see the uncommitted row and left
+    -- it behind. Nothing else reads them; without this they would stay for good.
+    DELETE FROM awa.attempt_state a
+     WHERE a.ctid = ANY (ARRAY(
+         SELECT s.ctid FROM awa.attempt_state s
+          WHERE s.heartbeat_at < v_cutoff
+            AND NOT EXISTS (SELECT 1 FROM awa.lease_claims c
+                             WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.materialized_at IS NULL
+                               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                                  AND x.run_lease = c.run_lease))
+            AND NOT EXISTS (SELECT 1 FROM awa.leases l
+                             WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
+                               AND l.state IN ('running', 'waiting_external'))
+          LIMIT p_limit))
+       AND a.heartbeat_at < v_cutoff;
     RETURN v_count;
 END
 $$;
