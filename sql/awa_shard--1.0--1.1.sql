@@ -887,45 +887,15 @@ CREATE OR REPLACE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases b
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
-DECLARE
-    v_alive integer := 0;
-    v_leased integer := 0;
-    c_arc record;
-    l_arc record;
 BEGIN
     PERFORM awa._require(p_job_ids IS NULL OR p_run_leases IS NULL, 'p_job_ids and p_run_leases');
     PERFORM awa._check_arg(coalesce(array_ndims(p_job_ids), 1) <= 1 AND coalesce(array_ndims(p_run_leases), 1) <= 1,
                            'p_job_ids and p_run_leases must be one-dimensional arrays');
     PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
                            'p_job_ids and p_run_leases must have the same number of elements');
-    -- Only the live slots of the claim and lease rings can hold an open attempt.
-    c_arc := awa._ring_live_arc('claim');
-    l_arc := awa._ring_live_arc('lease');
-    WITH input AS (SELECT DISTINCT * FROM unnest(p_job_ids, p_run_leases) AS t(job_id, run_lease)),
-    open_receipts AS (
-        SELECT i.job_id, i.run_lease FROM input i
-         WHERE EXISTS (SELECT 1 FROM awa.lease_claims c
-                        WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL
-                          AND c.job_id = ANY (p_job_ids)
-                          AND (c.claim_slot BETWEEN c_arc.lo1 AND c_arc.hi1
-                               OR c.claim_slot BETWEEN c_arc.lo2 AND c_arc.hi2)
-                          AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                           WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                             AND x.run_lease = c.run_lease))),
-    up AS (
-        INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at)
-        SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts
-        ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
-                                                     updated_at = EXCLUDED.updated_at
-        RETURNING 1)
-    SELECT count(*) INTO v_alive FROM up;
-    UPDATE awa.leases l SET heartbeat_at = clock_timestamp()
-      FROM unnest(p_job_ids, p_run_leases) AS i(job_id, run_lease)
-     WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external')
-       AND l.job_id = ANY (p_job_ids)
-       AND (l.lease_slot BETWEEN l_arc.lo1 AND l_arc.hi1 OR l.lease_slot BETWEEN l_arc.lo2 AND l_arc.hi2);
-    GET DIAGNOSTICS v_leased = ROW_COUNT;
-    RETURN v_alive + v_leased;
+    -- Open attempts are found on the latest committed state, whatever this transaction's
+    -- isolation level, in the live slots of the claim and lease rings only.
+    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases);
 END
 $$;
 
@@ -2184,49 +2154,30 @@ CREATE FUNCTION awa._done_job(d awa.done_entries, r awa.ready_entries) RETURNS a
 -- one closer wins) or delete its lease. NULL when the attempt is not open (stale writer).
 -- The ready row is joined on the full lane identity, shard included; the attempt row's
 -- columns override the ready row's where they share a name (lane priority, attempt,
--- run_lease, lane identity), and its claim time is the attempt's attempted_at.
+-- run_lease, lane identity), and its claim time is the attempt's attempted_at. C (1.1):
+-- the attempt is found on the latest committed state, so a REPEATABLE READ or SERIALIZABLE
+-- caller whose snapshot predates the claim still takes it (src/attempts.cpp).
 CREATE OR REPLACE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
     RETURNS awa.taken_attempt
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    t awa.taken_attempt;
-BEGIN
-    WITH c AS (
-        SELECT * FROM awa.lease_claims
-         WHERE job_id = p_job_id AND run_lease = p_run_lease AND materialized_at IS NULL),
-    closed AS (
-        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT claim_slot, job_id, run_lease, p_outcome FROM c
-        ON CONFLICT DO NOTHING RETURNING claim_slot)
-    SELECT x.* INTO t
-      FROM c JOIN closed USING (claim_slot)
-      JOIN awa.ready_entries r
-        ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = c.priority
-       AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
-     CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r),
-         to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x;
-    IF t.job_id IS NULL THEN
-        WITH l AS (
-            DELETE FROM awa.leases
-             WHERE job_id = p_job_id AND run_lease = p_run_lease
-               AND state IN ('running', 'waiting_external')
-            RETURNING *)
-        SELECT x.* INTO t
-          FROM l JOIN awa.ready_entries r
-            ON r.ready_slot = l.ready_slot AND r.queue = l.queue AND r.priority = l.priority
-           AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
-         CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r),
-             to_jsonb(l)) x;
-    END IF;
-    IF t.job_id IS NULL THEN
-        RETURN NULL;
-    END IF;
-    DELETE FROM awa.attempt_state WHERE job_id = p_job_id AND run_lease = p_run_lease;
-    RETURN t;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_take_attempt'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+
+-- Take whatever attempt of a job is open: its newest open receipt, else its newest running
+-- lease (C, latest committed state, like awa._take_attempt).
+CREATE OR REPLACE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text) RETURNS awa.taken_attempt
+    AS 'MODULE_PATHNAME', 'awa_take_open_attempt'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+
+-- Record a heartbeat of every open attempt among the pairs; how many were open (C, latest
+-- committed state). awa.heartbeat_jobs checks the arguments first.
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) IS 'Internal: record a heartbeat of the open attempts among the pairs (latest committed state).';
 
 -- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,

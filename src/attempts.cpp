@@ -1,0 +1,256 @@
+/*
+ * attempts.cpp — one running attempt at a time, on the latest committed state: take it out
+ * of the running set for a per-job exit (awa._take_attempt, awa._take_open_attempt: the
+ * arbiter of fail, retry, snooze, dead-letter, cancel and both rescues) and record the
+ * heartbeats of open attempts (awa._heartbeat_open_attempts).
+ *
+ * A receipt is taken by appending its closure (ON CONFLICT DO NOTHING: exactly one closer
+ * wins, complete_jobs included), a lease by deleting it; either way the attempt comes back
+ * with its ready row's body as an awa.taken_attempt, joined on the full lane identity. Every
+ * statement runs on the latest committed state, like the claim and complete_jobs (design
+ * D14): a REPEATABLE READ or SERIALIZABLE worker whose snapshot predates the claim of its job
+ * still finds the attempt, instead of finding nothing and leaving the job running until a
+ * rescue. Only the live slots of the claim and lease rings can hold an open attempt, so only
+ * those partitions are read.
+ */
+#include "awa_shard.hpp"
+
+extern "C"
+{
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+}
+
+namespace
+{
+
+SPIPlanPtr take_receipt_plan = nullptr;
+SPIPlanPtr take_lease_plan = nullptr;
+SPIPlanPtr forget_heartbeat_plan = nullptr;
+SPIPlanPtr open_receipt_plan = nullptr;
+SPIPlanPtr open_lease_plan = nullptr;
+SPIPlanPtr heartbeat_receipts_plan = nullptr;
+SPIPlanPtr heartbeat_leases_plan = nullptr;
+
+/*
+ * Close the receipt (job_id $1, run_lease $2) with outcome $3; the taken attempt is the
+ * ready row's job overridden by the receipt's own columns, its claim time as attempted_at.
+ */
+const char *const kTakeReceiptSql =
+	"WITH c AS MATERIALIZED (SELECT c.* FROM awa.lease_claims c "
+	"  WHERE c.job_id = $1 AND c.run_lease = $2 AND c.materialized_at IS NULL "
+	"    AND (c.claim_slot BETWEEN $4 AND $5 OR c.claim_slot BETWEEN $6 AND $7)), "
+	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
+	"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
+	"SELECT x FROM c JOIN closed USING (claim_slot) "
+	"  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = c.priority "
+	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq "
+	"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
+	"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
+
+/* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
+const char *const kTakeLeaseSql =
+	"WITH l AS (DELETE FROM awa.leases l WHERE l.job_id = $1 AND l.run_lease = $2 "
+	"    AND l.state IN ('running', 'waiting_external') "
+	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) RETURNING l.*) "
+	"SELECT x FROM l JOIN awa.ready_entries r ON r.ready_slot = l.ready_slot AND r.queue = l.queue "
+	"   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq "
+	"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), to_jsonb(l)) x";
+
+/* A taken attempt's heartbeat and progress go with it. */
+const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job_id = $1 AND run_lease = $2";
+
+/* The newest open receipt of job $1 (no closure, not materialised). */
+const char *const kOpenReceiptSql =
+	"SELECT c.run_lease FROM awa.lease_claims c WHERE c.job_id = $1 AND c.materialized_at IS NULL "
+	"   AND (c.claim_slot BETWEEN $2 AND $3 OR c.claim_slot BETWEEN $4 AND $5) "
+	"   AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x "
+	"                    WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease) "
+	" ORDER BY c.run_lease DESC LIMIT 1";
+
+/* The newest running lease of job $1. */
+const char *const kOpenLeaseSql =
+	"SELECT l.run_lease FROM awa.leases l WHERE l.job_id = $1 AND l.state IN ('running', 'waiting_external') "
+	"   AND (l.lease_slot BETWEEN $2 AND $3 OR l.lease_slot BETWEEN $4 AND $5) "
+	" ORDER BY l.run_lease DESC LIMIT 1";
+
+/*
+ * Heartbeats of the open receipts among the pairs ($1, $2): an attempt_state row per
+ * attempt, created or refreshed. Rows are reached only through `job_id = ANY ($1)`.
+ */
+const char *const kHeartbeatReceiptsSql =
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
+	"open_receipts AS (SELECT i.job_id, i.run_lease FROM input i "
+	"  WHERE EXISTS (SELECT 1 FROM awa.lease_claims c "
+	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
+	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
+	"      AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x "
+	"        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease))) "
+	"INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
+	"SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
+	"ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+	"  updated_at = EXCLUDED.updated_at";
+
+/* Heartbeats of the running leases among the pairs ($1, $2). */
+const char *const kHeartbeatLeasesSql =
+	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() "
+	"  FROM (SELECT DISTINCT t.job_id, t.run_lease FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease)) i "
+	" WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
+	"   AND l.job_id = ANY ($1) AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)";
+
+/* Put a ring's live arc into values[at .. at + 3]. */
+void
+put_live_arc(awa::Ring ring, Datum *values, int at)
+{
+	int arc[4];
+
+	awa::live_slot_ranges(ring, arc);
+	for (int k = 0; k < 4; k++)
+		values[at + k] = Int32GetDatum(arc[k]);
+}
+
+/*
+ * Take the open attempt (job_id, run_lease), closing a receipt with `outcome` or deleting a
+ * lease; true with the awa.taken_attempt datum (copied out of SPI) in *taken, false when
+ * the attempt is not open (a stale writer, or another closer won). SPI must be connected.
+ */
+bool
+take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken)
+{
+	static const Oid receipt_types[7] = {INT8OID, INT8OID, TEXTOID, INT4OID, INT4OID, INT4OID, INT4OID};
+	static const Oid lease_types[6] = {INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	static const Oid pair_types[2] = {INT8OID, INT8OID};
+	Datum receipt_args[7] = {job_id, run_lease, outcome};
+	Datum lease_args[6] = {job_id, run_lease};
+	bool found;
+	int level;
+
+	awa::keep_plan(&take_receipt_plan, kTakeReceiptSql, 7, receipt_types);
+	awa::keep_plan(&take_lease_plan, kTakeLeaseSql, 6, lease_types);
+	awa::keep_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
+	put_live_arc(awa::Ring::Claim, receipt_args, 3);
+	put_live_arc(awa::Ring::Lease, lease_args, 2);
+
+	level = awa::push_hot_path_planner();
+	awa::exec_plan_latest(take_receipt_plan, receipt_args, nullptr, false, 0, SPI_OK_SELECT, "receipt take");
+	found = awa::spi_single_value(taken);
+	if (!found)
+	{
+		awa::exec_plan_latest(take_lease_plan, lease_args, nullptr, false, 0, SPI_OK_SELECT, "lease take");
+		found = awa::spi_single_value(taken);
+	}
+	if (found)
+	{
+		*taken = SPI_datumTransfer(*taken, false, -1);
+		awa::exec_plan_latest(forget_heartbeat_plan, lease_args, nullptr, false, 0, SPI_OK_DELETE, "heartbeat removal");
+	}
+	awa::pop_hot_path_planner(level);
+	return found;
+}
+
+/* The run_lease of job_id's newest open attempt found by `plan` (receipt or lease); false: none. */
+bool
+newest_open_run_lease(SPIPlanPtr *plan, const char *sql, awa::Ring ring, Datum job_id, Datum *run_lease)
+{
+	static const Oid types[5] = {INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum args[5] = {job_id};
+	int level;
+	bool found;
+
+	awa::keep_plan(plan, sql, 5, types);
+	put_live_arc(ring, args, 1);
+	level = awa::push_hot_path_planner();
+	awa::exec_plan_latest(*plan, args, nullptr, true, 1, SPI_OK_SELECT, "open attempt lookup");
+	found = awa::spi_single_value(run_lease);
+	awa::pop_hot_path_planner(level);
+	return found;
+}
+
+/* SPI_connect, checked. */
+void
+spi_connect()
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+}
+
+/* SPI_finish, checked. */
+void
+spi_finish()
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+}
+
+} // namespace
+
+/* awa._take_attempt(job_id, run_lease, outcome) -> awa.taken_attempt, NULL when not open. */
+AWA_SQL_FUNCTION(awa_take_attempt)
+{
+	Datum taken;
+	bool found;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		PG_RETURN_NULL();
+	spi_connect();
+	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken);
+	spi_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(taken);
+}
+
+/*
+ * awa._take_open_attempt(job_id, outcome) -> awa.taken_attempt: whichever attempt of the job
+ * is open, its newest receipt first, then its newest running lease; NULL when none is.
+ */
+AWA_SQL_FUNCTION(awa_take_open_attempt)
+{
+	Datum job_id = PG_GETARG_DATUM(0);
+	Datum run_lease;
+	Datum taken;
+	bool found = false;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	spi_connect();
+	if (newest_open_run_lease(&open_receipt_plan, kOpenReceiptSql, awa::Ring::Claim, job_id, &run_lease))
+		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken);
+	if (!found && newest_open_run_lease(&open_lease_plan, kOpenLeaseSql, awa::Ring::Lease, job_id, &run_lease))
+		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken);
+	spi_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(taken);
+}
+
+/*
+ * awa._heartbeat_open_attempts(job_ids[], run_leases[]) -> integer: record a heartbeat of
+ * every open attempt among the pairs (checked by awa.heartbeat_jobs); how many were open.
+ */
+AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
+{
+	static const Oid types[6] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum args[6];
+	uint64 alive;
+	int level;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_INT32(0);
+	args[0] = PG_GETARG_DATUM(0);
+	args[1] = PG_GETARG_DATUM(1);
+	spi_connect();
+	awa::keep_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 6, types);
+	awa::keep_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 6, types);
+	level = awa::push_hot_path_planner();
+	put_live_arc(awa::Ring::Claim, args, 2);
+	awa::exec_plan_latest(heartbeat_receipts_plan, args, nullptr, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+	alive = SPI_processed;
+	put_live_arc(awa::Ring::Lease, args, 2);
+	awa::exec_plan_latest(heartbeat_leases_plan, args, nullptr, false, 0, SPI_OK_UPDATE, "lease heartbeat");
+	alive += SPI_processed;
+	awa::pop_hot_path_planner(level);
+	spi_finish();
+	PG_RETURN_INT32(static_cast<int32>(alive));
+}
