@@ -737,8 +737,18 @@ DECLARE
     d awa.deferred_jobs;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    r := awa._take_unclaimed_ready(p_job_id);
-    IF r.job_id IS NOT NULL THEN
+    -- At REPEATABLE READ or SERIALIZABLE the snapshot may predate the claim of a running
+    -- job: its open attempt, found on the latest committed state, is taken first. Only
+    -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
+    IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        t := awa._take_open_attempt(p_job_id, 'cancelled');
+    END IF;
+    IF t.job_id IS NULL THEN
+        r := awa._take_unclaimed_ready(p_job_id);
+    END IF;
+    IF t.job_id IS NOT NULL THEN
+        PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
+    ELSIF r.job_id IS NOT NULL THEN
         PERFORM awa._end_job(awa._job(r), jsonb_build_object('ready_slot', r.ready_slot,
             'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
             'available', 'cancelled');

@@ -126,9 +126,9 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken)
 	bool found;
 	int level;
 
-	awa::keep_plan(&take_receipt_plan, kTakeReceiptSql, 7, receipt_types);
-	awa::keep_plan(&take_lease_plan, kTakeLeaseSql, 6, lease_types);
-	awa::keep_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
+	awa::keep_generic_plan(&take_receipt_plan, kTakeReceiptSql, 7, receipt_types);
+	awa::keep_generic_plan(&take_lease_plan, kTakeLeaseSql, 6, lease_types);
+	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
 	put_live_arc(awa::Ring::Claim, receipt_args, 3);
 	put_live_arc(awa::Ring::Lease, lease_args, 2);
 
@@ -158,7 +158,7 @@ newest_open_run_lease(SPIPlanPtr *plan, const char *sql, awa::Ring ring, Datum j
 	int level;
 	bool found;
 
-	awa::keep_plan(plan, sql, 5, types);
+	awa::keep_generic_plan(plan, sql, 5, types);
 	put_live_arc(ring, args, 1);
 	level = awa::push_hot_path_planner();
 	awa::exec_plan_latest(*plan, args, nullptr, true, 1, SPI_OK_SELECT, "open attempt lookup");
@@ -241,8 +241,8 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
 	spi_connect();
-	awa::keep_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 6, types);
-	awa::keep_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 6, types);
+	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 6, types);
+	awa::keep_generic_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 6, types);
 	level = awa::push_hot_path_planner();
 	put_live_arc(awa::Ring::Claim, args, 2);
 	awa::exec_plan_latest(heartbeat_receipts_plan, args, nullptr, false, 0, SPI_OK_INSERT, "receipt heartbeat");

@@ -236,6 +236,9 @@ void init_enqueue_cache();
 /* Prepare a statement once per backend and keep it (SPI must be connected). */
 SPIPlanPtr keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
 
+/* The same, always with the generic plan (statements run once per job; see spi_util.cpp). */
+SPIPlanPtr keep_generic_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes);
+
 /* Execute a kept plan and require the exact SPI result code. */
 void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 			   const char *what);

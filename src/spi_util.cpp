@@ -29,6 +29,29 @@ keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
 	return *slot;
 }
 
+/*
+ * Like keep_plan, but the plan is always the generic one. A statement run once per job on
+ * the partitioned ring tables, with the live slots as parameters, would otherwise get a
+ * custom plan (its estimate prunes partitions, so the plan cache never prefers the generic
+ * plan) and be planned again on every call, several times the cost of running it; the
+ * generic plan prunes the same partitions at executor start-up.
+ */
+SPIPlanPtr
+keep_generic_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
+{
+	if (*slot == nullptr)
+	{
+		SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), CURSOR_OPT_GENERIC_PLAN);
+
+		if (plan == nullptr)
+			elog(ERROR, "awa_shard: SPI_prepare_cursor failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "awa_shard: SPI_keepplan failed");
+		*slot = plan;
+	}
+	return *slot;
+}
+
 /* The first column of the one row the last SPI statement returned; false when it returned no
  * row or a NULL there. */
 bool
