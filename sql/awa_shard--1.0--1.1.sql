@@ -2189,6 +2189,37 @@ CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bi
 REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) FROM PUBLIC;
 COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) IS 'Internal: record a heartbeat of the open attempts among the pairs (latest committed state).';
 
+-- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
+-- caller's isolation level: a release must see a claim row committed after the caller's
+-- snapshot (an exit at REPEATABLE READ of a job enqueued since), and a take must not raise
+-- 40001 on a conflicting claim it cannot see (C, src/unique_claims.cpp).
+CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_set_unique_claim'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
+
+-- Move a job's unique claim with its state: released when the new state leaves the mask,
+-- taken when it enters it (a conflicting live claim keeps its key). 1.1: on the latest
+-- committed state (awa._set_unique_claim).
+CREATE OR REPLACE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
+                                                  p_old awa.job_state, p_new awa.job_state) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_key IS NULL OR p_mask IS NULL THEN
+        RETURN;
+    END IF;
+    IF awa.job_state_in_bitmask(p_mask, p_old) AND NOT awa.job_state_in_bitmask(p_mask, p_new) THEN
+        PERFORM awa._set_unique_claim(p_job_id, p_key, false);
+    ELSIF NOT awa.job_state_in_bitmask(p_mask, p_old) AND awa.job_state_in_bitmask(p_mask, p_new) THEN
+        PERFORM awa._set_unique_claim(p_job_id, p_key, true);
+    END IF;
+END
+$$;
+
 -- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
                                               p_attempt smallint, p_errors jsonb) RETURNS void
