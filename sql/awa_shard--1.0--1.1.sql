@@ -903,6 +903,9 @@ BEGIN
                            'p_job_ids and p_run_leases must be one-dimensional arrays');
     PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
                            'p_job_ids and p_run_leases must have the same number of elements');
+    IF array_position(p_job_ids, NULL) IS NOT NULL OR array_position(p_run_leases, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'p_job_ids and p_run_leases must not contain nulls' USING ERRCODE = '22004';
+    END IF;
     -- Open attempts are found on the latest committed state, whatever this transaction's
     -- isolation level, in the live slots of the claim and lease rings only.
     RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases);

@@ -5,7 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(78);
+SELECT plan(80);
 
 -- One running attempt (run_lease 1) and one job that is still ready.
 SELECT awa.insert_jobs('tap_badw_q', ARRAY['running', 'waiting']) AS ids \gset
@@ -97,6 +97,10 @@ SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[1, 2]::bigint[], ARRAY[1]::bi
                  'heartbeat_jobs: arrays of different lengths');
 SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[[1, 2]]::bigint[], ARRAY[[1, 1]]::bigint[])$$, '22023', NULL,
                  'heartbeat_jobs: two-dimensional arrays, as complete_jobs');
+SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[1, NULL]::bigint[], ARRAY[1, 1]::bigint[])$$, '22004',
+                 'p_job_ids and p_run_leases must not contain nulls', 'heartbeat_jobs: a NULL job id, as complete_jobs');
+SELECT throws_ok($$SELECT awa.heartbeat_jobs(ARRAY[1, 2]::bigint[], ARRAY[NULL, 1]::bigint[])$$, '22004',
+                 'p_job_ids and p_run_leases must not contain nulls', 'heartbeat_jobs: a NULL run lease, as complete_jobs');
 SELECT is(awa.heartbeat_jobs(ARRAY[:running_id]::bigint[], ARRAY[2]::bigint[]), 0, 'heartbeat_jobs: the wrong run_lease beats nothing');
 SELECT is(awa.heartbeat_jobs(ARRAY[:ready_id]::bigint[], ARRAY[0]::bigint[]), 0, 'heartbeat_jobs: a job that is not running beats nothing');
 
