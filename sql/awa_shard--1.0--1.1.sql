@@ -585,10 +585,12 @@ BEGIN
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._require_read_committed('run_maintenance');
-    v_result := jsonb_build_object(
-        'promoted', awa.promote_due(p_batch),
-        'deadline_rescued', awa.rescue_expired_deadlines(p_batch),
-        'heartbeat_rescued', awa.rescue_stale_heartbeats(p_stale_heartbeat, p_batch),
+    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
+    -- a worker's completion).
+    SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued)
+      INTO v_result FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
+    v_result := v_result || jsonb_build_object(
         'queue_ring', awa.rotate_queue_ring(),
         'claim_ring', awa.rotate_attempt_ring('claim'),
         'lease_ring', awa.rotate_attempt_ring('lease'));
@@ -612,6 +614,89 @@ BEGIN
 END
 $$;
 
+-- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
+-- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
+-- taken in ONE (job_id, run_lease) order, the order of every exit that closes several
+-- attempts in a transaction. Two passes, each in that order, could deadlock a completion:
+-- the second pass may go back to a lower job id than one the first holds (spec
+-- maintenance_vs_complete_order). An attempt due for both counts as a deadline rescue.
+-- Retryable with backoff while attempts remain, failed at the last one (like fail_job).
+CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
+                            OUT deadline_rescued integer, OUT heartbeat_rescued integer)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_cutoff timestamptz := clock_timestamp() - p_stale;
+    r record;
+    t awa.taken_attempt;
+BEGIN
+    deadline_rescued := 0;
+    heartbeat_rescued := 0;
+    FOR r IN
+        WITH deadlines AS (
+            SELECT c.job_id, c.run_lease FROM awa.lease_claims c
+             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now AND c.materialized_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+            UNION ALL
+            SELECT l.job_id, l.run_lease FROM awa.leases l
+             WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
+            ORDER BY 1, 2
+            LIMIT p_limit),
+        stale AS (
+            SELECT c.job_id, c.run_lease FROM awa.lease_claims c
+              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
+             WHERE v_cutoff IS NOT NULL AND c.materialized_at IS NULL
+               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
+               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+            UNION ALL
+            SELECT l.job_id, l.run_lease FROM awa.leases l
+             WHERE v_cutoff IS NOT NULL AND l.state = 'running' AND l.heartbeat_at < v_cutoff
+            ORDER BY 1, 2
+            LIMIT p_limit)
+        SELECT DISTINCT ON (job_id, run_lease) job_id, run_lease, due_deadline
+          FROM (SELECT job_id, run_lease, true AS due_deadline FROM deadlines
+                UNION ALL
+                SELECT job_id, run_lease, false FROM stale) due
+         ORDER BY job_id, run_lease, due_deadline DESC
+    LOOP
+        t := awa._take_attempt(r.job_id, r.run_lease, CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END);
+        CONTINUE WHEN t.job_id IS NULL;
+        IF r.due_deadline THEN
+            PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
+            deadline_rescued := deadline_rescued + 1;
+        ELSE
+            PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
+            heartbeat_rescued := heartbeat_rescued + 1;
+        END IF;
+    END LOOP;
+    IF v_cutoff IS NOT NULL THEN
+        -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
+        -- after the completion of its attempt, which could not see the uncommitted row and left
+        -- it behind. Nothing else reads them; without this they would stay for good.
+        DELETE FROM awa.attempt_state a
+         WHERE a.ctid = ANY (ARRAY(
+             SELECT s.ctid FROM awa.attempt_state s
+              WHERE s.heartbeat_at < v_cutoff
+                AND NOT EXISTS (SELECT 1 FROM awa.lease_claims c
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.materialized_at IS NULL
+                                   AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                                    WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                                      AND x.run_lease = c.run_lease))
+                AND NOT EXISTS (SELECT 1 FROM awa.leases l
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
+                                   AND l.state IN ('running', 'waiting_external'))
+              LIMIT p_limit))
+           AND a.heartbeat_at < v_cutoff;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._rescue(interval, boolean, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one (job_id, run_lease) order.';
+
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).
 CREATE OR REPLACE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit integer DEFAULT 500)
@@ -619,52 +704,10 @@ CREATE OR REPLACE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
-DECLARE
-    v_cutoff timestamptz;
-    v_count integer := 0;
-    r record;
-    t awa.taken_attempt;
 BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
-    v_cutoff := clock_timestamp() - p_stale;
-    FOR r IN
-        SELECT c.job_id, c.run_lease FROM awa.lease_claims c
-          LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
-         WHERE c.materialized_at IS NULL
-           AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
-           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
-        UNION ALL
-        SELECT l.job_id, l.run_lease FROM awa.leases l
-         WHERE l.state = 'running' AND l.heartbeat_at < v_cutoff
-        -- In (job_id, run_lease) order, like a completion's: the two never deadlock.
-        ORDER BY 1, 2
-        LIMIT p_limit
-    LOOP
-        t := awa._take_attempt(r.job_id, r.run_lease, 'rescued');
-        CONTINUE WHEN t.job_id IS NULL;
-        PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
-        v_count := v_count + 1;
-    END LOOP;
-    -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
-    -- after the completion of its attempt, which could not see the uncommitted row and left
-    -- it behind. Nothing else reads them; without this they would stay for good.
-    DELETE FROM awa.attempt_state a
-     WHERE a.ctid = ANY (ARRAY(
-         SELECT s.ctid FROM awa.attempt_state s
-          WHERE s.heartbeat_at < v_cutoff
-            AND NOT EXISTS (SELECT 1 FROM awa.lease_claims c
-                             WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.materialized_at IS NULL
-                               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                                  AND x.run_lease = c.run_lease))
-            AND NOT EXISTS (SELECT 1 FROM awa.leases l
-                             WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
-                               AND l.state IN ('running', 'waiting_external'))
-          LIMIT p_limit))
-       AND a.heartbeat_at < v_cutoff;
-    RETURN v_count;
+    RETURN (awa._rescue(p_stale, false, p_limit)).heartbeat_rescued;
 END
 $$;
 
@@ -674,32 +717,10 @@ CREATE OR REPLACE FUNCTION awa.rescue_expired_deadlines(p_limit integer DEFAULT 
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
-DECLARE
-    v_now timestamptz := clock_timestamp();
-    v_count integer := 0;
-    r record;
-    t awa.taken_attempt;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
-    FOR r IN
-        SELECT c.job_id, c.run_lease FROM awa.lease_claims c
-         WHERE c.deadline_at IS NOT NULL AND c.deadline_at < v_now AND c.materialized_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
-        UNION ALL
-        SELECT l.job_id, l.run_lease FROM awa.leases l
-         WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
-        -- In (job_id, run_lease) order, like a completion's: the two never deadlock.
-        ORDER BY 1, 2
-        LIMIT p_limit
-    LOOP
-        t := awa._take_attempt(r.job_id, r.run_lease, 'deadline_expired');
-        CONTINUE WHEN t.job_id IS NULL;
-        PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
-        v_count := v_count + 1;
-    END LOOP;
-    RETURN v_count;
+    RETURN (awa._rescue(NULL, true, p_limit)).deadline_rescued;
 END
 $$;
 
