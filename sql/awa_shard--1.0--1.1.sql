@@ -580,6 +580,7 @@ DECLARE
     v_result jsonb;
     v_prune text;
     v_pruned boolean := false;
+    v_rescued boolean;
 BEGIN
     PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
@@ -588,12 +589,20 @@ BEGIN
     v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
     -- a worker's completion).
-    SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued)
-      INTO v_result FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
+    SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
+           r.deadline_rescued + r.heartbeat_rescued > 0
+      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
     v_result := v_result || jsonb_build_object(
         'queue_ring', awa.rotate_queue_ring(),
         'claim_ring', awa.rotate_attempt_ring('claim'),
         'lease_ring', awa.rotate_attempt_ring('lease'));
+    -- No prune in a transaction that rescued: a worker closing one of the rescued attempts
+    -- waits for this transaction's closure while holding its ring partitions, which a prune
+    -- would then wait for (a deadlock the worker can lose). The next call prunes.
+    IF v_rescued THEN
+        RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
+                                              'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
+    END IF;
     v_prune := awa.prune_queue_ring(50);
     v_pruned := v_prune = 'pruned';
     v_result := v_result || jsonb_build_object('queue_prune', v_prune);
@@ -619,7 +628,9 @@ $$;
 -- taken in ONE (job_id, run_lease) order, the order of every exit that closes several
 -- attempts in a transaction. Two passes, each in that order, could deadlock a completion:
 -- the second pass may go back to a lower job id than one the first holds (spec
--- maintenance_vs_complete_order). An attempt due for both counts as a deadline rescue.
+-- maintenance_vs_complete_order). An attempt in both lists counts as a deadline rescue (one
+-- past its deadline that only the heartbeat list reached, the deadline list being full, is
+-- rescued as stale, as two passes would have done).
 -- Retryable with backoff while attempts remain, failed at the last one (like fail_job).
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
@@ -763,6 +774,21 @@ BEGIN
     -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
     IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
         t := awa._take_open_attempt(p_job_id, 'cancelled');
+        -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
+        -- failed...), and where the job is now this snapshot cannot see.
+        IF t.job_id IS NULL
+           AND (EXISTS (SELECT 1 FROM awa.lease_claims c
+                         WHERE c.job_id = p_job_id AND c.materialized_at IS NULL
+                           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
+                                              AND x.run_lease = c.run_lease))
+                OR EXISTS (SELECT 1 FROM awa.leases l
+                            WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
+            RAISE EXCEPTION USING ERRCODE = '40001',
+                MESSAGE = 'could not serialize access: the job''s attempt ended after this transaction''s snapshot',
+                DETAIL = format('Job %s.', p_job_id),
+                HINT = 'Retry the transaction, or run it at READ COMMITTED.';
+        END IF;
     END IF;
     IF t.job_id IS NULL THEN
         r := awa._take_unclaimed_ready(p_job_id);

@@ -93,5 +93,16 @@ SELECT pg_temp.sqlstate_of('SELECT awa.rotate_attempt_ring(''claim'')');
 ROLLBACK;
 -- One pass of everything reports each step.
 SELECT jsonb_object_keys(awa.run_maintenance()) AS step ORDER BY 1;
+-- A pass that rescued an attempt prunes nothing: a worker closing that attempt would wait for
+-- the pass's closure while holding ring partitions that a prune would wait for. The next
+-- pass prunes.
+SELECT cardinality(awa.insert_jobs('mr_rescue', ARRAY['r'])) AS enqueued;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('mr_rescue', 1, 0.001);
+SELECT pg_sleep(0.01);
+SELECT r->>'deadline_rescued' AS rescued, r->>'queue_prune' AS queue_prune, r->>'claim_prune' AS claim_prune,
+       r->>'lease_prune' AS lease_prune
+  FROM awa.run_maintenance() r;
+SELECT r->>'deadline_rescued' AS rescued, r->>'queue_prune' <> 'deferred' AS queue_prune_ran
+  FROM awa.run_maintenance() r;
 \c :home
 DROP DATABASE awa_maintenance_ring;

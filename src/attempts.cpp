@@ -92,12 +92,23 @@ const char *const kHeartbeatReceiptsSql =
 	"ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
 	"  updated_at = EXCLUDED.updated_at";
 
-/* Heartbeats of the running leases among the pairs ($1, $2). */
+/*
+ * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in
+ * (job_id, run_lease) order first, the order in which the rescues and completions take
+ * leases: an update in whatever order its join produced could wait at one lease while
+ * holding another that a rescue waits for, a deadlock.
+ */
 const char *const kHeartbeatLeasesSql =
-	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() "
-	"  FROM (SELECT DISTINCT t.job_id, t.run_lease FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease)) i "
-	" WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
-	"   AND l.job_id = ANY ($1) AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)";
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
+	"keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l "
+	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
+	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l) "
+	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() FROM keys k "
+	" WHERE l.job_id = ANY ($1) AND l.lease_slot = k.lease_slot AND l.queue = k.queue AND l.priority = k.priority "
+	"   AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq "
+	"   AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)";
 
 /* Put a ring's live arc into values[at .. at + 3]. */
 void
