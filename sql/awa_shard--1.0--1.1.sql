@@ -414,6 +414,17 @@ BEGIN
              OFFSET 0) p
          CROSS JOIN LATERAL jsonb_populate_record(p.pending, jsonb_build_object('ready_slot', st.current_slot,
                                                                               'ready_generation', st.generation)) m;
+        -- The unique claims of the jobs whose last rows go with the slot: completed and
+        -- cancelled ones (failed rows were retained above, and keep theirs). Without this a
+        -- key held in `completed` (the default mask) could never be enqueued again. A claim
+        -- row another transaction has locked (a delete of the job) is skipped: the slot's
+        -- partitions are locked, and a prune must not wait with them.
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
+                                  WHERE d.ready_slot = v_slot AND d.state IN ('completed', 'cancelled'))
+                FOR UPDATE SKIP LOCKED));
         EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
         UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
         PERFORM awa._ring_slot_freed('queue', v_slot);

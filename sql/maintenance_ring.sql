@@ -104,5 +104,26 @@ SELECT r->>'deadline_rescued' AS rescued, r->>'queue_prune' AS queue_prune, r->>
   FROM awa.run_maintenance() r;
 SELECT r->>'deadline_rescued' AS rescued, r->>'queue_prune' <> 'deferred' AS queue_prune_ran
   FROM awa.run_maintenance() r;
+-- A job's unique claim goes with its last row: once prune drops the slot of a completed or
+-- cancelled job whose mask holds its state, its key can be enqueued again (the default mask
+-- holds completed). A failed job's row is retained, and so is its claim.
+SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'done'::bytea)).id IS NOT NULL AS enqueued;
+SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'cancelled'::bytea,
+                              p_unique_states => B'11111010')).id IS NOT NULL AS enqueued;
+SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'failed'::bytea, p_unique_states => B'11111100',
+                              p_max_attempts => 1)).id IS NOT NULL AS enqueued;
+SELECT count(*) AS completed FROM awa.complete_jobs(
+    ARRAY(SELECT job_id FROM awa.claim_ready_runtime('mr_unique', 1)), ARRAY[1]::bigint[]);
+SELECT awa.cancel_job((SELECT job_id FROM awa.claim_ready_runtime('mr_unique', 1))) AS cancelled;
+SELECT awa.fail_job((SELECT job_id FROM awa.claim_ready_runtime('mr_unique', 1)), 1, 'boom') AS failed;
+SELECT u.unique_key, j.state FROM awa.job_unique_claims u JOIN awa.jobs j ON j.id = u.job_id ORDER BY 1;
+SELECT 'SELECT awa.rotate_queue_ring() IS NOT NULL AND awa.prune_queue_ring(1000) IS NOT NULL AS rotated_and_pruned'
+  FROM generate_series(1, 20) \gexec
+SELECT state, count(*) FROM awa.jobs WHERE queue = 'mr_unique' GROUP BY 1 ORDER BY 1;
+SELECT unique_key FROM awa.job_unique_claims ORDER BY 1;
+SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'done'::bytea)).id IS NOT NULL AS done_key_free;
+SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'cancelled'::bytea)).id IS NOT NULL AS cancelled_key_free;
+SELECT pg_temp.sqlstate_of($$SELECT awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'failed'::bytea)$$)
+       AS failed_key_held;
 \c :home
 DROP DATABASE awa_maintenance_ring;
