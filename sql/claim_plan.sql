@@ -14,6 +14,10 @@ ANALYZE awa.ready_entries;
 \i sql/buffers_of.psql
 \set ECHO all
 
+-- The counts below are of this session's reads: autovacuum must not read the lane's partitions
+-- meanwhile (the 20 000 rows just written would bring it there).
+SELECT pg_temp.set_autovacuum('ready\_entries\_%', false) > 0 AS autovacuum_off;
+
 -- The plan a whole-lane read would take: no ordered index scan allowed.
 SET enable_indexscan = off;
 SET enable_indexonlyscan = off;
@@ -66,3 +70,4 @@ SELECT count(*) AS after_cancel FROM awa.claim_ready_runtime('probe_q', 1);
 -- A new row on lane 1 is found.
 SELECT (awa.insert_job_compat('b2', 'probe_q', p_ordering_key => convert_to(:'key_b', 'UTF8'))).id AS b2 \gset
 SELECT kind FROM awa.claim_ready_runtime('probe_q', 1);
+SELECT pg_temp.set_autovacuum('ready\_entries\_%', true) > 0 AS autovacuum_back;
