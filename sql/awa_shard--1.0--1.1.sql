@@ -1233,6 +1233,7 @@ AS $$
 DECLARE
     x awa.dlq_entries;
     d awa.deferred_jobs;
+    v_later boolean := coalesce(p_run_at > clock_timestamp(), false);
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     IF p_queue IS NOT NULL THEN
@@ -1247,16 +1248,28 @@ BEGIN
     d := awa._job_row(NULL::awa.deferred_jobs, awa._job(x), jsonb_build_object(
         'queue', coalesce(p_queue, x.queue), 'priority', coalesce(p_priority, x.priority), 'attempt', 0,
         'attempted_at', NULL, 'state', 'scheduled',
-        'run_at', CASE WHEN p_run_at > clock_timestamp() THEN p_run_at ELSE clock_timestamp() END,
+        'run_at', CASE WHEN v_later THEN p_run_at ELSE clock_timestamp() END,
         'metadata', awa._stamp_metadata(x.metadata,
             CASE WHEN coalesce(p_queue, x.queue) <> x.queue
                  THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
-    IF p_run_at > clock_timestamp() THEN
+    IF v_later THEN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
     ELSE
         PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
         PERFORM awa._enqueue_ready(ARRAY[d]);
+    END IF;
+    -- Back in its mask, the job must hold its key. When another live job holds it, the dead
+    -- letter stays where it is (23505, as an enqueue of the key would get): a job back without
+    -- its claim would leave the key free once the holder's claim goes, for a third job.
+    IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
+       AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
+            USING ERRCODE = '23505',
+                  DETAIL = format('Job %s holds the unique key of job %s.',
+                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                  HINT = 'Retry the dead letter once that job has left the key''s states.';
     END IF;
     RETURN true;
 END

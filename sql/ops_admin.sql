@@ -154,6 +154,20 @@ SELECT awa.retry_from_dlq(pg_temp.ops_id('Q-key3')) AS now,
 SELECT args->>'n' AS n, queue, state, priority, attempt, enqueue_shard, ordering_key IS NOT NULL AS keyed, metadata
   FROM awa.jobs WHERE args->>'n' LIKE 'Q-%' ORDER BY 1;
 SELECT count(*) AS dlq_left FROM awa.list_dlq(NULL, 100) WHERE queue = 'ops_dlq';
+-- A dead letter whose unique key another live job has taken since is not retried: 23505, as an
+-- enqueue of the key would get, and it stays in the DLQ (a job back without its claim would
+-- leave the key free for a third job once the holder's claim goes). Once the holder has left
+-- the key's states, the retry works and the retried job holds the key.
+SELECT (awa.insert_job_compat('u', 'ops_dlq_key', p_unique_key => 'K'::bytea)).id AS dk_first \gset
+SELECT job_id AS dk_job, run_lease AS dk_lease FROM awa.claim_ready_runtime('ops_dlq_key', 1) \gset
+SELECT awa.fail_job_to_dlq(:dk_job, :dk_lease, 'bad', 'poison') AS dead_lettered;
+SELECT count(*) AS key_claims FROM awa.job_unique_claims WHERE unique_key = 'K'::bytea;
+SELECT (awa.insert_job_compat('u', 'ops_dlq_key', p_unique_key => 'K'::bytea)).id AS dk_holder \gset
+SELECT awa.retry_from_dlq(:dk_job) AS retried_while_held;
+SELECT count(*) AS still_dead_lettered FROM awa.list_dlq('ops_dlq_key');
+SELECT awa.cancel_job(:dk_holder) AS holder_cancelled;
+SELECT awa.retry_from_dlq(:dk_job) AS retried;
+SELECT job_id = :dk_job AS retried_job_holds_key FROM awa.job_unique_claims WHERE unique_key = 'K'::bytea;
 
 -- 7. pause / resume: a paused queue is not claimed, enqueue still works. Each returns whether
 -- it changed the queue (1.1); a name that is no known queue is an error and creates nothing.
