@@ -128,6 +128,29 @@ COMMENT ON VIEW awa.lane_cursors IS
 GRANT SELECT ON awa.claim_marks, awa.lane_cursors TO awa_admin;
 GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 
+-- The open receipts: running attempts of receipts mode. A receipt ends with a closure
+-- (fail, retry, snooze, dead letter, cancel, rescue, drop), or, for a success, with the
+-- completed terminal row of its ready row alone: complete_jobs writes no closure. Every
+-- closer locks the receipt (FOR UPDATE, in (job_id, run_lease) order) and decides on the
+-- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
+-- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
+-- ended first) is not open either. Every reader of "running" goes through this view.
+CREATE VIEW awa._open_receipts AS
+    SELECT c.* FROM awa.lease_claims c
+     WHERE c.materialized_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
+                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+       AND EXISTS (SELECT 1 FROM awa.ready_entries r
+                    WHERE r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard
+                      AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+                      AND r.ready_generation = c.ready_generation)
+       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
+                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.run_lease = c.run_lease);
+COMMENT ON VIEW awa._open_receipts IS
+    'Internal: receipts of running attempts (no closure, ready row present, no terminal row for the attempt).';
+GRANT SELECT ON awa._open_receipts TO awa_admin;
+
 -- A lane's claim cursor on the latest committed state, whatever the caller's isolation
 -- level: what an admin path reads after locking the lane's head (no claim can move the
 -- cursor then). NULL for an unknown lane.
@@ -319,11 +342,7 @@ BEGIN
         RETURN 'skipped_none_sealed';
     END IF;
     SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
-    IF EXISTS (SELECT 1 FROM awa.lease_claims c
-                WHERE c.ready_slot = v_slot
-                  AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                   WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                     AND x.run_lease = c.run_lease))
+    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = v_slot)
        OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
         RETURN 'skipped_running';
     END IF;
@@ -566,13 +585,12 @@ BEGIN
 END
 $$;
 
--- Whether a claim slot holds a receipt without a closure. Every closure is written for a
--- receipt of the same slot, at most once, so equal counts mean every receipt is closed.
+-- Whether a claim slot holds an open receipt (awa._open_receipts). A completed receipt has
+-- no closure, so counting receipts against closures no longer tells.
 CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolean
     LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    RETURN (SELECT count(*) FROM awa.lease_claims WHERE claim_slot = p_slot)
-         > (SELECT count(*) FROM awa.lease_claim_closures WHERE claim_slot = p_slot);
+    RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 
 -- Every periodic task once, in one transaction: promotion, deadline and heartbeat
@@ -658,22 +676,17 @@ BEGIN
     heartbeat_rescued := 0;
     FOR r IN
         WITH deadlines AS (
-            SELECT c.job_id, c.run_lease FROM awa.lease_claims c
-             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now AND c.materialized_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+            SELECT c.job_id, c.run_lease FROM awa._open_receipts c
+             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now
             UNION ALL
             SELECT l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
             ORDER BY 1, 2
             LIMIT p_limit),
         stale AS (
-            SELECT c.job_id, c.run_lease FROM awa.lease_claims c
+            SELECT c.job_id, c.run_lease FROM awa._open_receipts c
               LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
-             WHERE v_cutoff IS NOT NULL AND c.materialized_at IS NULL
-               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
-               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+             WHERE v_cutoff IS NOT NULL AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
             UNION ALL
             SELECT l.job_id, l.run_lease FROM awa.leases l
              WHERE v_cutoff IS NOT NULL AND l.state = 'running' AND l.heartbeat_at < v_cutoff
@@ -703,11 +716,8 @@ BEGIN
          WHERE a.ctid = ANY (ARRAY(
              SELECT s.ctid FROM awa.attempt_state s
               WHERE s.heartbeat_at < v_cutoff
-                AND NOT EXISTS (SELECT 1 FROM awa.lease_claims c
-                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.materialized_at IS NULL
-                                   AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                                    WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                                      AND x.run_lease = c.run_lease))
+                AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
                 AND NOT EXISTS (SELECT 1 FROM awa.leases l
                                  WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
                                    AND l.state IN ('running', 'waiting_external'))
@@ -788,11 +798,7 @@ BEGIN
         -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
         -- failed...), and where the job is now this snapshot cannot see.
         IF t.job_id IS NULL
-           AND (EXISTS (SELECT 1 FROM awa.lease_claims c
-                         WHERE c.job_id = p_job_id AND c.materialized_at IS NULL
-                           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                              AND x.run_lease = c.run_lease))
+           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id)
                 OR EXISTS (SELECT 1 FROM awa.leases l
                             WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
             RAISE EXCEPTION USING ERRCODE = '40001',
@@ -853,15 +859,23 @@ BEGIN
         v_found := t.job_id IS NOT NULL;
     END IF;
     -- Terminal rows: those the job index holds, then a completion's, through its ready row.
+    -- A completion's ready row goes with it: its terminal row is what ended its receipt
+    -- (awa._open_receipts), and the ready row alone would make the receipt look open again.
     DELETE FROM awa.done_entries d
      WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
-    DELETE FROM awa.done_entries d USING awa.ready_entries x
-     WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
-       AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
-       AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq;
-    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    WITH completion AS (
+        DELETE FROM awa.done_entries d USING awa.ready_entries x
+         WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+           AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
+           AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq
+        RETURNING d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq),
+    ready AS (
+        DELETE FROM awa.ready_entries x USING completion c
+         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+           AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
+    SELECT count(*) INTO v_rows FROM completion;
     v_found := v_found OR v_rows > 0;
     DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
@@ -1621,6 +1635,8 @@ DECLARE
     v_dlq bigint;
     v_seqs text[];
     v_seq text;
+    v_receipt_jobs bigint[];
+    v_receipt_leases bigint[];
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_force IS NULL, 'p_force');
@@ -1648,11 +1664,7 @@ BEGIN
        AND r.lane_seq >= h.claim_seq
      WHERE h.queue = p_queue;
     SELECT count(*) INTO v_deferred FROM awa.deferred_jobs j WHERE j.queue = p_queue;
-    SELECT (SELECT count(*) FROM awa.lease_claims c
-             WHERE c.queue = p_queue AND c.materialized_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                  AND x.run_lease = c.run_lease))
+    SELECT (SELECT count(*) FROM awa._open_receipts c WHERE c.queue = p_queue)
          + (SELECT count(*) FROM awa.leases l WHERE l.queue = p_queue)
       INTO v_running;
     SELECT count(*) INTO v_dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
@@ -1679,13 +1691,19 @@ BEGIN
 
     -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
     -- Both in (job_id, run_lease) order, like every exit that closes several attempts
-    -- (docs/design.md §5), so a completion racing the drop cannot deadlock with it.
+    -- (docs/design.md §5), so a completion racing the drop cannot deadlock with it. The
+    -- receipts are locked first and closed by the next statement, whose snapshot sees what
+    -- a closer that held one of them committed (awa._open_receipts).
+    SELECT array_agg(c.job_id ORDER BY c.job_id, c.run_lease), array_agg(c.run_lease ORDER BY c.job_id, c.run_lease)
+      INTO v_receipt_jobs, v_receipt_leases
+      FROM (SELECT c.job_id, c.run_lease FROM awa._open_receipts c WHERE c.queue = p_queue
+             ORDER BY c.job_id, c.run_lease FOR UPDATE OF c) c;
     WITH closed AS (
         INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa.lease_claims c
-         WHERE c.queue = p_queue AND c.materialized_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                            WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+          JOIN unnest(v_receipt_jobs, v_receipt_leases) AS k(job_id, run_lease)
+            ON k.job_id = c.job_id AND k.run_lease = c.run_lease
+         WHERE c.queue = p_queue
          ORDER BY c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
         RETURNING job_id, run_lease),
@@ -1807,13 +1825,10 @@ CREATE OR REPLACE VIEW awa.jobs AS
            c.max_attempts, r.run_at, c.claimed_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
            r.unique_key, r.unique_states, r.ordering_key, c.enqueue_shard, c.lane_seq
-      FROM awa.lease_claims c
+      FROM awa._open_receipts c
       JOIN awa.ready_entries r
         ON r.ready_slot = c.ready_slot AND r.ready_generation = c.ready_generation AND r.queue = c.queue
        AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
-     WHERE c.materialized_at IS NULL
-       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
@@ -2043,7 +2058,7 @@ COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view 
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
 COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
-COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds a receipt without a closure.';
+COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
 COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
 COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves).';
@@ -2543,11 +2558,7 @@ BEGIN
     SELECT count(*) FILTER (WHERE j.state = 'scheduled'), count(*) FILTER (WHERE j.state = 'retryable')
       INTO scheduled, retryable
       FROM awa.deferred_jobs j WHERE j.queue = p_queue;
-    SELECT (SELECT count(*) FROM awa.lease_claims c
-             WHERE c.queue = p_queue AND c.materialized_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                                WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id
-                                  AND x.run_lease = c.run_lease))
+    SELECT (SELECT count(*) FROM awa._open_receipts c WHERE c.queue = p_queue)
          + (SELECT count(*) FROM awa.leases l
              WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external'))
       INTO running;

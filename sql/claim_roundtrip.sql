@@ -117,8 +117,6 @@ SELECT count(*) AS claimed_after_resume FROM awa.claim_ready_runtime('claim_roun
 -- Leave no open attempt behind.
 SELECT count(*) AS completed_leftovers
   FROM (SELECT array_agg(c.job_id) AS ids, array_agg(c.run_lease) AS leases
-          FROM awa.lease_claims c
-         WHERE c.queue LIKE 'claim_roundtrip%'
-           AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                            WHERE (x.claim_slot, x.job_id, x.run_lease) = (c.claim_slot, c.job_id, c.run_lease))) o,
+          FROM awa._open_receipts c
+         WHERE c.queue LIKE 'claim_roundtrip%') o,
        LATERAL awa.complete_jobs(o.ids, o.leases);

@@ -4,8 +4,10 @@
  * arbiter of fail, retry, snooze, dead-letter, cancel and both rescues) and record the
  * heartbeats of open attempts (awa._heartbeat_open_attempts).
  *
- * A receipt is taken by appending its closure (ON CONFLICT DO NOTHING: exactly one closer
- * wins, complete_jobs included), a lease by deleting it; either way the attempt comes back
+ * A receipt is taken by locking it, then, in a statement whose snapshot sees what an earlier
+ * holder of the lock committed, appending its closure if it is still open (awa._open_receipts:
+ * every closer, complete_jobs included, locks first, so exactly one wins); a lease is taken
+ * by deleting it. Either way the attempt comes back
  * with its ready row's body as an awa.taken_attempt, joined on the full lane identity. Every
  * statement runs on the latest committed state, like the claim and complete_jobs (design
  * D14): a REPEATABLE READ or SERIALIZABLE worker whose snapshot predates the claim of its job
@@ -25,6 +27,7 @@ extern "C"
 namespace
 {
 
+SPIPlanPtr lock_receipt_plan = nullptr;
 SPIPlanPtr take_receipt_plan = nullptr;
 SPIPlanPtr take_lease_plan = nullptr;
 SPIPlanPtr forget_heartbeat_plan = nullptr;
@@ -38,8 +41,7 @@ SPIPlanPtr heartbeat_leases_plan = nullptr;
  * ready row's job overridden by the receipt's own columns, its claim time as attempted_at.
  */
 const char *const kTakeReceiptSql =
-	"WITH c AS MATERIALIZED (SELECT c.* FROM awa.lease_claims c "
-	"  WHERE c.job_id = $1 AND c.run_lease = $2 AND c.materialized_at IS NULL), "
+	"WITH c AS MATERIALIZED (SELECT c.* FROM awa._open_receipts c WHERE c.job_id = $1 AND c.run_lease = $2), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
 	"SELECT x FROM c JOIN closed USING (claim_slot) "
@@ -47,6 +49,11 @@ const char *const kTakeReceiptSql =
 	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq "
 	"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
 	"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
+
+/* Lock the receipt (job_id $1, run_lease $2) before deciding whether it is open. */
+const char *const kLockReceiptSql =
+	"SELECT 1 FROM awa.lease_claims c WHERE c.job_id = $1 AND c.run_lease = $2 AND c.materialized_at IS NULL "
+	"   FOR UPDATE OF c";
 
 /* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
 const char *const kTakeLeaseSql =
@@ -59,12 +66,9 @@ const char *const kTakeLeaseSql =
 /* A taken attempt's heartbeat and progress go with it. */
 const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job_id = $1 AND run_lease = $2";
 
-/* The newest open receipt of job $1 (no closure, not materialised). */
+/* The newest open receipt of job $1. */
 const char *const kOpenReceiptSql =
-	"SELECT c.run_lease FROM awa.lease_claims c WHERE c.job_id = $1 AND c.materialized_at IS NULL "
-	"   AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x "
-	"                    WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease) "
-	" ORDER BY c.run_lease DESC LIMIT 1";
+	"SELECT c.run_lease FROM awa._open_receipts c WHERE c.job_id = $1 ORDER BY c.run_lease DESC LIMIT 1";
 
 /* The newest running lease of job $1. */
 const char *const kOpenLeaseSql =
@@ -79,11 +83,9 @@ const char *const kHeartbeatReceiptsSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
 	"open_receipts AS (SELECT i.job_id, i.run_lease FROM input i "
-	"  WHERE EXISTS (SELECT 1 FROM awa.lease_claims c "
-	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
-	"      AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x "
-	"        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease))) "
+	"  WHERE EXISTS (SELECT 1 FROM awa._open_receipts c "
+	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease "
+	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6))) "
 	"INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
 	"SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
 	"ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
@@ -132,12 +134,15 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken)
 	bool found;
 	int level;
 
+	awa::keep_generic_plan(&lock_receipt_plan, kLockReceiptSql, 2, pair_types);
 	awa::keep_generic_plan(&take_receipt_plan, kTakeReceiptSql, 3, receipt_types);
 	awa::keep_generic_plan(&take_lease_plan, kTakeLeaseSql, 2, pair_types);
 	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
 
 	level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(take_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt take");
+	awa::exec_plan_latest(lock_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	if (SPI_processed > 0)
+		awa::exec_plan_latest(take_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt take");
 	found = awa::spi_single_value(taken);
 	if (!found)
 	{

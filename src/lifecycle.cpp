@@ -1,12 +1,15 @@
 /*
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
- * Receipts are closed by appending a closure (ON CONFLICT DO NOTHING: exactly one
- * closer wins), leases are deleted, both looked up only in the live slots of their ring
- * and taken in (job_id, run_lease) order, the order of every exit that closes several
- * attempts in one statement, so two of them never deadlock;
- * the winners get one done_entries row keyed by the ready row's lane identity
- * (ready_slot, queue, lane priority, enqueue_shard, lane_seq). A stale or repeated
- * completion finds nothing to close and writes nothing.
+ * A success writes one row per job: the done_entries row keyed by the ready row's lane
+ * identity (ready_slot, queue, lane priority, enqueue_shard, lane_seq), which is also what
+ * ends the receipt (awa._open_receipts); no closure. Exactly one closer wins because every
+ * closer locks the receipts first (FOR UPDATE, in (job_id, run_lease) order, the order of
+ * every exit that closes several attempts, so two of them never deadlock) and decides in a
+ * second statement, on a snapshot taken after the locks: what a closer that held one of them
+ * committed is visible there. Leases are deleted, in the same order. Everything is looked
+ * up only in the live slots of its ring. A stale or repeated completion finds nothing open
+ * and writes nothing. On a 1.0 catalog, whose readers know only closures, a completion still
+ * closes each receipt with a closure (ON CONFLICT DO NOTHING the arbiter), as 1.0 did.
  * Rows of the tables that grow with the running or waiting jobs (leases, heartbeats, unique
  * claims) are reached only through `job_id = ANY (ARRAY(...))` of the batch's ids, an index
  * condition: a join left to the planner hashed the whole table on every call.
@@ -17,57 +20,96 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 }
 
 namespace
 {
 
-SPIPlanPtr complete_plan = nullptr;
-
-const char *const kCompleteSql =
-	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
+/* The (job_id, run_lease) pairs of a completion, distinct and sorted. */
+#define COMPLETE_INPUT_SQL                                                                                             \
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
+
+/* The running leases among the pairs, locked in pair order, then deleted. */
+#define COMPLETE_LEASES_SQL                                                                                            \
+	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("                                         \
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id FROM awa.leases l "             \
+	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "        \
+	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "                \
+	"leased AS (DELETE FROM awa.leases l USING lease_keys k "                                                          \
+	"  WHERE l.job_id = ANY (ARRAY(SELECT x.job_id FROM lease_keys x)) AND l.queue = k.queue AND l.priority = "        \
+	"k.priority "                                                                                                      \
+	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "             \
+	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "                                       \
+	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
+
+/* The end of the finished attempts: the deleted leases. */
+#define COMPLETE_LEASES_FINISHED_SQL                                                                                   \
+	"  UNION ALL "                                                                                                     \
+	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "          \
+	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
+
+/* What every completion does with its finished attempts: terminal rows, heartbeats and unique claims go. */
+#define COMPLETE_TAIL_SQL                                                                                              \
+	"done AS (INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, "    \
+	"  lane_seq, state, attempt, run_lease, attempted_at) "                                                            \
+	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "  \
+	"         run_lease, attempted_at FROM finished RETURNING job_id, run_lease, queue, enqueue_shard), "              \
+	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "                                                 \
+	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "       \
+	"f.run_lease), "                                                                                                   \
+	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f "                                         \
+	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND u.job_id = f.job_id "                         \
+	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "         \
+	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "               \
+	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "               \
+	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id"
+
+SPIPlanPtr lock_receipts_plan = nullptr;
+SPIPlanPtr complete_plan = nullptr;
+SPIPlanPtr complete_with_closures_plan = nullptr;
+
+/* The receipts among the pairs ($1, $2), locked in (job_id, run_lease) order; $3..$6: the claim ring's live arc. */
+const char *const kLockReceiptsSql =
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease) "
+	"SELECT c.claim_slot FROM input i CROSS JOIN LATERAL (SELECT c.claim_slot FROM awa.lease_claims c "
+	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
+
+/* The completion: open receipts get their terminal row and no closure, leases are deleted. */
+const char *const kCompleteSql = COMPLETE_INPUT_SQL
+	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa._open_receipts c "
+	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) OFFSET 0) c), " COMPLETE_LEASES_SQL
+	"finished AS ("
+	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
+	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts c " COMPLETE_LEASES_FINISHED_SQL
+		COMPLETE_TAIL_SQL;
+
+/*
+ * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
+ * UPDATE), whose readers know only closures: each receipt is closed by appending its
+ * closure, ON CONFLICT DO NOTHING being the arbiter there.
+ */
+const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) OFFSET 0) c), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
-	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), "
-	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
-	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id FROM awa.leases l "
-	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
-	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "
-	"leased AS (DELETE FROM awa.leases l USING lease_keys k "
-	"  WHERE l.job_id = ANY (ARRAY(SELECT x.job_id FROM lease_keys x)) AND l.queue = k.queue AND l.priority = "
-	"k.priority "
-	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "
-	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "
-	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
-	"finished AS ("
+	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), " COMPLETE_LEASES_SQL "finished AS ("
 	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
 	"  FROM closed k CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c WHERE c.claim_slot = k.claim_slot "
-	"    AND c.job_id = k.job_id AND c.run_lease = k.run_lease OFFSET 0) c "
-	"  UNION ALL "
-	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "
-	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
-	"done AS (INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, "
-	"  lane_seq, state, attempt, run_lease, attempted_at) "
-	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "
-	"         run_lease, attempted_at FROM finished RETURNING job_id, run_lease, queue, enqueue_shard), "
-	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "
-	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "
-	"f.run_lease), "
-	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f "
-	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND u.job_id = f.job_id "
-	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "
-	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "
-	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "
-	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id";
+	"    AND c.job_id = k.job_id AND c.run_lease = k.run_lease OFFSET 0) c " COMPLETE_LEASES_FINISHED_SQL
+		COMPLETE_TAIL_SQL;
 
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring and of the
@@ -113,6 +155,19 @@ same_shard(uint64 i, uint64 j)
 		   memcmp(VARDATA_ANY(qa), VARDATA_ANY(qb), VARSIZE_ANY_EXHDR(qa)) == 0;
 }
 
+/*
+ * Whether this database's catalog ends a completed receipt by its terminal row alone
+ * (awa._open_receipts exists: 1.1 and later). One syscache look-up per call, so a backend
+ * that outlives ALTER EXTENSION UPDATE switches at once.
+ */
+bool
+receipts_end_without_closure()
+{
+	Oid nsp = get_namespace_oid("awa", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("_open_receipts", nsp));
+}
+
 } // namespace
 
 /* awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this call. */
@@ -130,6 +185,7 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	int claim_arc[4];
 	int lease_arc[4];
 	int planner_level;
+	bool closure_free;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
@@ -137,7 +193,14 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 		return (Datum)0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+	closure_free = receipts_end_without_closure();
+	if (closure_free)
+	{
+		awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_CLAIM_ARC + 4, types);
+		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+	}
+	else
+		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
 	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
@@ -155,11 +218,18 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 * the pinned settings keep those probes on index scans. Joins of two per-job sets,
 	 * which a generic plan estimates at a row each, became nested loops comparing every
 	 * row with every other: 10 000 ids took 3-10 s (regression test claim_batch_cost).
-	 * The statement runs on the latest committed state, like the claim's: a REPEATABLE READ
-	 * worker whose snapshot predates the claim of its jobs still completes them.
+	 * Both statements run on the latest committed state, like the claim's: a REPEATABLE READ
+	 * worker whose snapshot predates the claim of its jobs still completes them. The second
+	 * one's snapshot is taken after the first holds every receipt lock it waited for.
 	 */
 	planner_level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	if (closure_free)
+	{
+		awa::exec_plan_latest(lock_receipts_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+		awa::exec_plan_latest(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	}
+	else
+		awa::exec_plan_latest(complete_with_closures_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
