@@ -135,18 +135,25 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
 -- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
 -- ended first) is not open either. Every reader of "running" goes through this view.
+-- Each test is a subquery of its own (OFFSET 0 keeps it from becoming a join), probed per
+-- receipt with the receipt's slot as a parameter, so it reads the one partition that can
+-- hold the row; as joins, the planner probed every partition of the three tables. The
+-- terminal row comes first: most receipts in a ring ended that way.
 CREATE VIEW awa._open_receipts AS
     SELECT c.* FROM awa.lease_claims c
      WHERE c.materialized_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
+                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.run_lease = c.run_lease
+                       OFFSET 0)
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
+                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease
+                       OFFSET 0)
        AND EXISTS (SELECT 1 FROM awa.ready_entries r
                     WHERE r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard
                       AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-                      AND r.ready_generation = c.ready_generation)
-       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
-                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.run_lease = c.run_lease);
+                      AND r.ready_generation = c.ready_generation
+                   OFFSET 0);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
