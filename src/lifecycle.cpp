@@ -83,12 +83,30 @@ const char *const kLockReceiptsSql =
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
 
-/* The completion: open receipts get their terminal row and no closure, leases are deleted. */
+/*
+ * The completion: open receipts get their terminal row and no closure, leases are deleted.
+ * A receipt is open by the test of the view awa._open_receipts, spelled out here so that each
+ * of its three look-ups reads only the live slots of its ring ($11..$14: the queue ring's
+ * arc; an open receipt's ready row is always in it, since a queue slot is pruned only once
+ * every receipt of it has ended): through the view a completion prepared all 41 partitions
+ * of the three tables on every call.
+ */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
-	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa._open_receipts c "
-	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) OFFSET 0) c), " COMPLETE_LEASES_SQL
-	"finished AS ("
+	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
+	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
+	"    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "
+	"      AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "
+	"      AND d.run_lease = c.run_lease AND (d.ready_slot BETWEEN $11 AND $12 OR d.ready_slot BETWEEN $13 AND $14) "
+	"      OFFSET 0) "
+	"    AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "
+	"      AND x.job_id = c.job_id AND x.run_lease = c.run_lease "
+	"      AND (x.claim_slot BETWEEN $3 AND $4 OR x.claim_slot BETWEEN $5 AND $6) OFFSET 0) "
+	"    AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "
+	"      AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "
+	"      AND r.ready_generation = c.ready_generation "
+	"      AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0) "
+	"  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
 	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts c " COMPLETE_LEASES_FINISHED_SQL
 		COMPLETE_TAIL_SQL;
@@ -112,9 +130,9 @@ const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 		COMPLETE_TAIL_SQL;
 
 /*
- * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring and of the
- * lease ring (two inclusive ranges each), so that only the partitions that can hold an
- * open attempt are read.
+ * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
+ * and the queue ring (two inclusive ranges each), so that only the partitions that can hold
+ * an open attempt are read. (kCompleteWithClosuresSql does not read the queue ring's arc.)
  */
 enum CompleteParam
 {
@@ -122,7 +140,8 @@ enum CompleteParam
 	CP_RUN_LEASES,
 	CP_CLAIM_ARC,
 	CP_LEASE_ARC = CP_CLAIM_ARC + 4,
-	CP_NPARAMS = CP_LEASE_ARC + 4
+	CP_QUEUE_ARC = CP_LEASE_ARC + 4,
+	CP_NPARAMS = CP_QUEUE_ARC + 4
 };
 
 /* Result columns of kCompleteSql (SPI attribute numbers): the completed pairs, then their lane. */
@@ -173,8 +192,8 @@ receipts_end_without_closure()
 /* awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this call. */
 AWA_SQL_FUNCTION(awa_complete_jobs)
 {
-	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
-										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID};
+	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
 	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
@@ -184,6 +203,7 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	uint64 run_start = 0;
 	int claim_arc[4];
 	int lease_arc[4];
+	int queue_arc[4];
 	int planner_level;
 	bool closure_free;
 
@@ -205,10 +225,12 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
 	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
 	awa::live_slot_ranges(awa::Ring::Lease, lease_arc);
+	awa::live_slot_ranges(awa::Ring::Queue, queue_arc);
 	for (int k = 0; k < 4; k++)
 	{
 		values[CP_CLAIM_ARC + k] = Int32GetDatum(claim_arc[k]);
 		values[CP_LEASE_ARC + k] = Int32GetDatum(lease_arc[k]);
+		values[CP_QUEUE_ARC + k] = Int32GetDatum(queue_arc[k]);
 	}
 	/*
 	 * A plan made while the attempt tables looked empty must still probe them by index
