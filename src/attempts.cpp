@@ -77,19 +77,23 @@ const char *const kOpenLeaseSql =
 
 /*
  * Heartbeats of the open receipts among the pairs ($1, $2): an attempt_state row per
- * attempt, created or refreshed. Rows are reached only through `job_id = ANY ($1)`.
+ * attempt, created or refreshed. Rows are reached only through `job_id = ANY ($1)`; $3..$6
+ * is the claim ring's live arc, $7..$10 the queue ring's.
  */
 const char *const kHeartbeatReceiptsSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
 	"open_receipts AS (SELECT i.job_id, i.run_lease FROM input i "
-	"  WHERE EXISTS (SELECT 1 FROM awa._open_receipts c "
-	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease "
-	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6))) "
-	"INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
-	"SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
-	"ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-	"  updated_at = EXCLUDED.updated_at";
+	"  WHERE EXISTS (SELECT 1 FROM awa.lease_claims c "
+	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
+	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
+	"AND " AWA_OPEN_RECEIPT_TEST(
+		"3", "4", "5", "6", "7", "8", "9",
+		"10") ")) "
+			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
+			  "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
+			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+			  "  updated_at = EXCLUDED.updated_at";
 
 /*
  * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in
@@ -239,8 +243,9 @@ AWA_SQL_FUNCTION(awa_take_open_attempt)
  */
 AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 {
-	static const Oid types[6] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID};
-	Datum args[6];
+	static const Oid types[10] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
+								  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID};
+	Datum args[10];
 	uint64 alive;
 	int level;
 
@@ -249,10 +254,11 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
 	spi_connect();
-	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 6, types);
+	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 10, types);
 	awa::keep_generic_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 6, types);
 	level = awa::push_hot_path_planner();
 	put_live_arc(awa::Ring::Claim, args, 2);
+	put_live_arc(awa::Ring::Queue, args, 6);
 	awa::exec_plan_latest(heartbeat_receipts_plan, args, nullptr, false, 0, SPI_OK_INSERT, "receipt heartbeat");
 	alive = SPI_processed;
 	put_live_arc(awa::Ring::Lease, args, 2);

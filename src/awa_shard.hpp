@@ -226,6 +226,27 @@ RingSlot ring_write_slot(Ring ring);
 /* The live slots of a ring as two inclusive ranges (the second empty unless the arc wraps). */
 void live_slot_ranges(Ring ring, int ranges[4]);
 
+/*
+ * SQL: whether the receipt `c` (awa.lease_claims) is open, the test of the view
+ * awa._open_receipts with each look-up restricted to the live arc of its ring, so that a
+ * statement prepares only the live partitions: no terminal row for its attempt, no closure,
+ * its ready row still there. C1..C4 and Q1..Q4 are the parameter numbers (string literals)
+ * of the claim ring's and the queue ring's arcs. An open receipt's ready row is always in the
+ * queue ring's arc: a queue slot is pruned only once every receipt of it has ended.
+ */
+#define AWA_OPEN_RECEIPT_TEST(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                          \
+	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
+	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
+	"   AND d.run_lease = c.run_lease AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3      \
+	"   AND $" Q4 ") OFFSET 0) "                                                                                       \
+	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease "                                                        \
+	"   AND (x.claim_slot BETWEEN $" C1 " AND $" C2 " OR x.claim_slot BETWEEN $" C3 " AND $" C4 ") OFFSET 0) "         \
+	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
+	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
+	"   AND r.ready_generation = c.ready_generation "                                                                  \
+	"   AND (r.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR r.ready_slot BETWEEN $" Q3 " AND $" Q4 ") OFFSET 0) "
+
 /* ---- enqueue.cpp ---- */
 
 /* Register the invalidation hook of the cached job id sequence. */

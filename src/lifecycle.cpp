@@ -85,31 +85,19 @@ const char *const kLockReceiptsSql =
 
 /*
  * The completion: open receipts get their terminal row and no closure, leases are deleted.
- * A receipt is open by the test of the view awa._open_receipts, spelled out here so that each
- * of its three look-ups reads only the live slots of its ring ($11..$14: the queue ring's
- * arc; an open receipt's ready row is always in it, since a queue slot is pruned only once
- * every receipt of it has ended): through the view a completion prepared all 41 partitions
- * of the three tables on every call.
+ * A receipt is open by the test of the view awa._open_receipts on the live arcs of the rings
+ * (AWA_OPEN_RECEIPT_TEST; $11..$14: the queue ring's arc): through the view a completion
+ * prepared all 41 partitions of the three tables on every call.
  */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
 	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
-	"    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "
-	"      AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "
-	"      AND d.run_lease = c.run_lease AND (d.ready_slot BETWEEN $11 AND $12 OR d.ready_slot BETWEEN $13 AND $14) "
-	"      OFFSET 0) "
-	"    AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "
-	"      AND x.job_id = c.job_id AND x.run_lease = c.run_lease "
-	"      AND (x.claim_slot BETWEEN $3 AND $4 OR x.claim_slot BETWEEN $5 AND $6) OFFSET 0) "
-	"    AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "
-	"      AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "
-	"      AND r.ready_generation = c.ready_generation "
-	"      AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0) "
-	"  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
-	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
-	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts c " COMPLETE_LEASES_FINISHED_SQL
-		COMPLETE_TAIL_SQL;
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST(
+		"3", "4", "5", "6", "11", "12", "13",
+		"14") "  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
+			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
+			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
+			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_TAIL_SQL;
 
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
