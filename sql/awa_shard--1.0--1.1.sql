@@ -134,26 +134,26 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- closer locks the receipt (FOR UPDATE, in (job_id, run_lease) order) and decides on the
 -- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
 -- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
--- ended first) is not open either. Every reader of "running" goes through this view.
--- Each test is a subquery of its own (OFFSET 0 keeps it from becoming a join), probed per
--- receipt with the receipt's slot as a parameter, so it reads the one partition that can
--- hold the row; as joins, the planner probed every partition of the three tables. The
--- terminal row comes first: most receipts in a ring ended that way.
+-- ended first; its job deleted) is not open either. The ready and terminal rows are matched
+-- on the job id as well as the lane identity: a queue dropped and created again numbers its
+-- lanes from 1, and a receipt of the old queue must not take a new job's row for its own.
+-- Every reader of "running" goes through this view. The tests are plain (NOT) EXISTS, so a
+-- reader of many receipts may join them by hash; the C++ statements, which test receipts
+-- one at a time, spell the same test as subqueries probed on one partition each
+-- (AWA_OPEN_RECEIPT_TEST, src/awa_shard.hpp).
 CREATE VIEW awa._open_receipts AS
     SELECT c.* FROM awa.lease_claims c
      WHERE c.materialized_at IS NULL
        AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                         WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
-                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.run_lease = c.run_lease
-                       OFFSET 0)
+                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.job_id = c.job_id
+                          AND d.run_lease = c.run_lease)
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease
-                       OFFSET 0)
+                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
        AND EXISTS (SELECT 1 FROM awa.ready_entries r
                     WHERE r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard
                       AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-                      AND r.ready_generation = c.ready_generation
-                   OFFSET 0);
+                      AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
@@ -1921,7 +1921,7 @@ $$;
 CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
     RETURNS SETOF awa.job_row
     LANGUAGE plpgsql STABLE ROWS 100
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
@@ -1943,7 +1943,7 @@ CREATE FUNCTION awa._queues()
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
     LANGUAGE sql STABLE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
     WITH names AS (
         SELECT m.queue FROM awa.queue_meta m
@@ -2561,7 +2561,7 @@ CREATE OR REPLACE FUNCTION awa.queue_counts_exact(p_queue text,
     OUT available bigint, OUT scheduled bigint, OUT retryable bigint, OUT running bigint,
     OUT completed bigint, OUT failed bigint, OUT cancelled bigint, OUT dlq bigint)
     LANGUAGE plpgsql STABLE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 BEGIN
     PERFORM awa._check_queue(p_queue, 'p_queue');

@@ -183,4 +183,23 @@ SELECT state, count(*), count(*) FILTER (WHERE enqueue_shard = 3 AND ordering_ke
 SELECT cardinality(awa.insert_jobs('q_batch', ARRAY['narrow'], p_args => ARRAY['{}', '{}']::jsonb[], p_spread_keyless => true)) AS s1_jobs;
 SELECT DISTINCT enqueue_shard AS s1_shard FROM awa.jobs WHERE queue = 'q_batch' AND kind = 'narrow';
 
+-- A queue dropped and created again numbers its lanes from 1, so its first job has the lane
+-- identity of the old queue's first job. The old job was completed (its receipt ended by its
+-- terminal row, which the drop removed): it must not come back as running, a stale repeat of
+-- its completion must complete nothing, and the new job runs and completes normally.
+SELECT awa.create_queue('q_reuse') AS created;
+SELECT id AS reuse_old FROM awa.insert_job_compat('old', 'q_reuse') \gset
+SELECT count(*) AS old_claimed FROM awa.claim_ready_runtime('q_reuse', 1);
+SELECT count(*) AS old_completed FROM awa.complete_jobs(ARRAY[:reuse_old]::bigint[], ARRAY[1]::bigint[]);
+SELECT awa.drop_queue('q_reuse') >= 0 AS dropped, awa.create_queue('q_reuse') AS created_again;
+SELECT id AS reuse_new FROM awa.insert_job_compat('new', 'q_reuse') \gset
+SELECT id = :reuse_new AS is_new_job, kind, state FROM awa.jobs WHERE queue = 'q_reuse' ORDER BY id;
+SELECT count(*) AS stale_repeat FROM awa.complete_jobs(ARRAY[:reuse_old]::bigint[], ARRAY[1]::bigint[]);
+SELECT available, running, completed FROM awa.queue_counts_exact('q_reuse');
+SELECT awa.rescue_stale_heartbeats('1 microsecond') AS rescued_old;
+SELECT count(*) AS new_claimed FROM awa.claim_ready_runtime('q_reuse', 1);
+SELECT count(*) AS new_completed FROM awa.complete_jobs(ARRAY[:reuse_new]::bigint[], ARRAY[1]::bigint[]);
+SELECT id = :reuse_new AS is_new_job, state FROM awa.jobs WHERE queue = 'q_reuse' ORDER BY id;
+SELECT awa.drop_queue('q_reuse') >= 0 AS dropped;
+
 UPDATE awa.plane_settings SET receipts = (SELECT receipts FROM q_saved);

@@ -41,7 +41,8 @@ SPIPlanPtr heartbeat_leases_plan = nullptr;
  * ready row's job overridden by the receipt's own columns, its claim time as attempted_at.
  */
 const char *const kTakeReceiptSql =
-	"WITH c AS MATERIALIZED (SELECT c.* FROM awa._open_receipts c WHERE c.job_id = $1 AND c.run_lease = $2), "
+	"WITH c AS MATERIALIZED (SELECT c.* FROM awa.lease_claims c WHERE c.job_id = $1 AND c.run_lease = $2 "
+	"  AND c.materialized_at IS NULL AND " AWA_OPEN_RECEIPT_TEST "), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
 	"SELECT x FROM c JOIN closed USING (claim_slot) "
@@ -68,7 +69,8 @@ const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job
 
 /* The newest open receipt of job $1. */
 const char *const kOpenReceiptSql =
-	"SELECT c.run_lease FROM awa._open_receipts c WHERE c.job_id = $1 ORDER BY c.run_lease DESC LIMIT 1";
+	"SELECT c.run_lease FROM awa.lease_claims c WHERE c.job_id = $1 AND c.materialized_at IS NULL "
+	"   AND " AWA_OPEN_RECEIPT_TEST " ORDER BY c.run_lease DESC LIMIT 1";
 
 /* The newest running lease of job $1. */
 const char *const kOpenLeaseSql =
@@ -87,7 +89,7 @@ const char *const kHeartbeatReceiptsSql =
 	"  WHERE EXISTS (SELECT 1 FROM awa.lease_claims c "
 	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
-	"AND " AWA_OPEN_RECEIPT_TEST(
+	"AND " AWA_OPEN_RECEIPT_TEST_LIVE(
 		"3", "4", "5", "6", "7", "8", "9",
 		"10") ")) "
 			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "

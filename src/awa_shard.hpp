@@ -228,24 +228,37 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 
 /*
  * SQL: whether the receipt `c` (awa.lease_claims) is open, the test of the view
- * awa._open_receipts with each look-up restricted to the live arc of its ring, so that a
- * statement prepares only the live partitions: no terminal row for its attempt, no closure,
- * its ready row still there. C1..C4 and Q1..Q4 are the parameter numbers (string literals)
- * of the claim ring's and the queue ring's arcs. An open receipt's ready row is always in the
- * queue ring's arc: a queue slot is pruned only once every receipt of it has ended.
+ * awa._open_receipts as three subqueries probed per receipt, each with the receipt's slot as a
+ * parameter so that run-time pruning leaves one partition (as joins, the planner probed every
+ * partition of the three tables per receipt): no terminal row for its attempt, no closure, its
+ * ready row still there (both rows matched on the job id too: lane numbers restart when a
+ * queue is dropped and created again). DONE_ARC, CLOSURE_ARC and READY_ARC are extra
+ * conditions ("" for none) that restrict each look-up to its ring's live arc, so that a
+ * statement run with the arcs also prepares only the live partitions.
  */
-#define AWA_OPEN_RECEIPT_TEST(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                          \
+#define AWA_OPEN_RECEIPT_TEST_ON(DONE_ARC, CLOSURE_ARC, READY_ARC)                                                     \
 	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
 	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
-	"   AND d.run_lease = c.run_lease AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3      \
-	"   AND $" Q4 ") OFFSET 0) "                                                                                       \
+	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease " DONE_ARC " OFFSET 0) "                                 \
 	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
-	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease "                                                        \
-	"   AND (x.claim_slot BETWEEN $" C1 " AND $" C2 " OR x.claim_slot BETWEEN $" C3 " AND $" C4 ") OFFSET 0) "         \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " CLOSURE_ARC " OFFSET 0) "                              \
 	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
 	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
-	"   AND r.ready_generation = c.ready_generation "                                                                  \
-	"   AND (r.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR r.ready_slot BETWEEN $" Q3 " AND $" Q4 ") OFFSET 0) "
+	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " READY_ARC " OFFSET 0) "
+
+/* The open-receipt test probing every partition (a statement about one job). */
+#define AWA_OPEN_RECEIPT_TEST AWA_OPEN_RECEIPT_TEST_ON("", "", "")
+
+/*
+ * The open-receipt test on the live arcs: C1..C4 and Q1..Q4 are the parameter numbers (string
+ * literals) of the claim ring's and the queue ring's arcs. An open receipt's ready row is
+ * always in the queue ring's arc: a queue slot is pruned only once every receipt of it ended.
+ */
+#define AWA_OPEN_RECEIPT_TEST_LIVE(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                     \
+	AWA_OPEN_RECEIPT_TEST_ON(                                                                                          \
+		"AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3 " AND $" Q4 ")",                  \
+		"AND (x.claim_slot BETWEEN $" C1 " AND $" C2 " OR x.claim_slot BETWEEN $" C3 " AND $" C4 ")",                  \
+		"AND (r.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR r.ready_slot BETWEEN $" Q3 " AND $" Q4 ")")
 
 /* ---- enqueue.cpp ---- */
 

@@ -86,13 +86,13 @@ const char *const kLockReceiptsSql =
 /*
  * The completion: open receipts get their terminal row and no closure, leases are deleted.
  * A receipt is open by the test of the view awa._open_receipts on the live arcs of the rings
- * (AWA_OPEN_RECEIPT_TEST; $11..$14: the queue ring's arc): through the view a completion
+ * (AWA_OPEN_RECEIPT_TEST_LIVE; $11..$14: the queue ring's arc): through the view a completion
  * prepared all 41 partitions of the three tables on every call.
  */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
 	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST(
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST_LIVE(
 		"3", "4", "5", "6", "11", "12", "13",
 		"14") "  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
 			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
@@ -102,12 +102,17 @@ const char *const kCompleteSql = COMPLETE_INPUT_SQL
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
  * UPDATE), whose readers know only closures: each receipt is closed by appending its
- * closure, ON CONFLICT DO NOTHING being the arbiter there.
+ * closure, ON CONFLICT DO NOTHING being the arbiter there. It locks the receipts first too and
+ * skips one that has a terminal row: a call that chose this statement and then waited for the
+ * update's locks runs on a 1.1 catalog, beside completions that write no closure.
  */
 const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) OFFSET 0) c), "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
+	"    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "
+	"      AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "
+	"      AND d.job_id = c.job_id AND d.run_lease = c.run_lease OFFSET 0) OFFSET 0) c), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
 	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), " COMPLETE_LEASES_SQL "finished AS ("
@@ -202,11 +207,9 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	closure_free = receipts_end_without_closure();
+	awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_CLAIM_ARC + 4, types);
 	if (closure_free)
-	{
-		awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_CLAIM_ARC + 4, types);
 		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
-	}
 	else
 		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
@@ -233,13 +236,9 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 * one's snapshot is taken after the first holds every receipt lock it waited for.
 	 */
 	planner_level = awa::push_hot_path_planner();
-	if (closure_free)
-	{
-		awa::exec_plan_latest(lock_receipts_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
-		awa::exec_plan_latest(complete_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
-	}
-	else
-		awa::exec_plan_latest(complete_with_closures_plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	awa::exec_plan_latest(lock_receipts_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	awa::exec_plan_latest(closure_free ? complete_plan : complete_with_closures_plan, values, nullptr, false, 0,
+						  SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
