@@ -1867,6 +1867,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
        AND r.priority = d.priority AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+       AND r.job_id = d.job_id
      WHERE d.state <> 'completed' OR d.kind IS NOT NULL
     UNION ALL
     -- Completions without a body of their own: found by id through their ready row.
@@ -1880,6 +1881,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
       JOIN awa.done_entries d
         ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
+       AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
     UNION ALL
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
