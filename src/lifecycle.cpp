@@ -34,7 +34,7 @@ namespace
 /* The (job_id, run_lease) pairs of a completion, distinct and sorted. */
 #define COMPLETE_INPUT_SQL                                                                                             \
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
-	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease) "
 
 /* The running leases among the pairs, locked in pair order, then deleted. */
 #define COMPLETE_LEASES_SQL                                                                                            \
@@ -76,9 +76,7 @@ SPIPlanPtr complete_plan = nullptr;
 SPIPlanPtr complete_with_closures_plan = nullptr;
 
 /* The receipts among the pairs ($1, $2), locked in (job_id, run_lease) order; $3..$6: the claim ring's live arc. */
-const char *const kLockReceiptsSql =
-	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
-	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease) "
+const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	"SELECT c.claim_slot FROM input i CROSS JOIN LATERAL (SELECT c.claim_slot FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
@@ -90,7 +88,7 @@ const char *const kLockReceiptsSql =
  * prepared all 41 partitions of the three tables on every call.
  */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
-	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
+	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST_LIVE(
 		"3", "4", "5", "6", "11", "12", "13",
@@ -102,17 +100,16 @@ const char *const kCompleteSql = COMPLETE_INPUT_SQL
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
  * UPDATE), whose readers know only closures: each receipt is closed by appending its
- * closure, ON CONFLICT DO NOTHING being the arbiter there. It locks the receipts first too and
- * skips one that has a terminal row: a call that chose this statement and then waited for the
- * update's locks runs on a 1.1 catalog, beside completions that write no closure.
+ * closure, ON CONFLICT DO NOTHING being the arbiter there. It locks the receipts first and tests
+ * them like the 1.1 statement (the test reads only tables 1.0 has): a call that chose this
+ * statement and then waited for the update's locks runs on a 1.1 catalog, beside completions
+ * that write no closure.
  */
 const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
-	"receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
+	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
-	"    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "
-	"      AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "
-	"      AND d.job_id = c.job_id AND d.run_lease = c.run_lease OFFSET 0) OFFSET 0) c), "
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST
+	" OFFSET 0) c), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
 	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), " COMPLETE_LEASES_SQL "finished AS ("
