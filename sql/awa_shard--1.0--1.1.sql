@@ -68,12 +68,68 @@ DROP INDEX awa.leases_lane_shard_idx;
 ALTER TABLE awa.lease_claims DROP CONSTRAINT lease_claims_pkey,
     ADD CONSTRAINT lease_claims_pkey PRIMARY KEY (job_id, run_lease, claim_slot);
 DROP INDEX awa.lease_claims_job_idx;
--- A completion's terminal row has no body (its ready row, same identity and partition, holds
--- it), so a look-up by job id finds it through the ready row's job index and the key. Only
--- the other terminal rows, and rows that carry their own body, need an index of their own:
--- the most frequent write of the plane, a completion, adds one index entry instead of two.
-DROP INDEX awa.done_entries_job_idx;
-CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id) WHERE state <> 'completed' OR kind IS NOT NULL;
+-- The job index of the terminal rows stays whole: a completion writes no terminal row any
+-- more (awa.completion_batches below), so the rows it indexes are the rare exits' and 1.0's
+-- completions, and every look-up by id has an index condition, whatever the planner
+-- estimates of a table that is mostly empty.
+
+-- Completions, one row per (completion call, lane, block of 64 lane_seqs): the completed
+-- attempts of the block as parallel arrays, in lane order. A success writes no row of its
+-- own: a completion of ten jobs of one lane appends one row, not ten. The block
+-- (lane_seq / 64) bounds every look-up of one attempt to the few rows of its block, found by
+-- the key; the arrays are read only there. Partitioned by queue-ring slot like the ready
+-- rows whose bodies they point at, and pruned with them. Failed and cancelled attempts keep
+-- their per-job done_entries rows (the rare exits).
+CREATE TABLE awa.completion_batches (
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    lane_block bigint NOT NULL,
+    lane_seqs bigint[] NOT NULL,
+    job_ids bigint[] NOT NULL,
+    run_leases bigint[] NOT NULL,
+    attempts smallint[] NOT NULL,
+    attempted_at timestamptz[] NOT NULL,
+    finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
+    PARTITION BY LIST (ready_slot);
+DO $$
+BEGIN
+    FOR s IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.completion_batches FOR VALUES IN (%s)',
+                       'completion_batches_' || s, s);
+        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'completion_batches_' || s);
+    END LOOP;
+END
+$$;
+CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
+GRANT SELECT ON awa.completion_batches TO awa_admin;
+
+-- One row per completed attempt of awa.completion_batches (internal; what readers of many
+-- attempts join with).
+CREATE VIEW awa._batch_completions AS
+    SELECT b.ready_slot, b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block,
+           u.lane_seq, u.job_id, u.run_lease, u.attempt, u.attempted_at, b.finalized_at
+      FROM awa.completion_batches b
+     CROSS JOIN LATERAL unnest(b.lane_seqs, b.job_ids, b.run_leases, b.attempts, b.attempted_at)
+                        AS u(lane_seq, job_id, run_lease, attempt, attempted_at);
+COMMENT ON VIEW awa._batch_completions IS 'Internal: one row per completed attempt of awa.completion_batches.';
+GRANT SELECT ON awa._batch_completions TO awa_admin;
+
+-- Every attempt that ended in a terminal state, one row each: the terminal rows (failed,
+-- cancelled, and completions of 1.0) and the completions in batches (internal; for readers
+-- of many attempts and for checks).
+CREATE VIEW awa._terminal_attempts AS
+    SELECT d.ready_slot, d.ready_generation, d.job_id, d.queue, d.priority, d.enqueue_shard, d.lane_seq, d.state,
+           d.attempt, d.run_lease, d.attempted_at, d.finalized_at
+      FROM awa.done_entries d
+    UNION ALL
+    SELECT b.ready_slot, b.ready_generation, b.job_id, b.queue, b.priority, b.enqueue_shard, b.lane_seq,
+           'completed'::awa.job_state, b.attempt, b.run_lease, b.attempted_at, b.finalized_at
+      FROM awa._batch_completions b;
+COMMENT ON VIEW awa._terminal_attempts IS 'Internal: every attempt that ended in a terminal state (terminal rows and batch completions).';
+GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
 -- head (FOR UPDATE SKIP LOCKED, as before) and appends a claim mark, the lane's cursor after
@@ -129,8 +185,9 @@ GRANT SELECT ON awa.claim_marks, awa.lane_cursors TO awa_admin;
 GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 
 -- The open receipts: running attempts of receipts mode. A receipt ends with a closure
--- (fail, retry, snooze, dead letter, cancel, rescue, drop), or, for a success, with the
--- completed terminal row of its ready row alone: complete_jobs writes no closure. Every
+-- (fail, retry, snooze, dead letter, cancel, rescue, drop), or, for a success, with its
+-- entry in a completion batch alone (awa.completion_batches): complete_jobs writes no
+-- closure. (A 1.0 completion ended it with a completed terminal row.) Every
 -- closer locks the receipt (FOR UPDATE, in (job_id, run_lease) order) and decides on the
 -- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
 -- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
@@ -148,6 +205,10 @@ CREATE VIEW awa._open_receipts AS
                         WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
                           AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.job_id = c.job_id
                           AND d.run_lease = c.run_lease)
+       AND NOT EXISTS (SELECT 1 FROM awa._batch_completions b
+                        WHERE b.queue = c.queue AND b.priority = c.priority AND b.enqueue_shard = c.enqueue_shard
+                          AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot
+                          AND b.lane_seq = c.lane_seq AND b.job_id = c.job_id AND b.run_lease = c.run_lease)
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
                         WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
        AND EXISTS (SELECT 1 FROM awa.ready_entries r
@@ -155,7 +216,7 @@ CREATE VIEW awa._open_receipts AS
                       AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
                       AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id);
 COMMENT ON VIEW awa._open_receipts IS
-    'Internal: receipts of running attempts (no closure, ready row present, no terminal row for the attempt).';
+    'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
 
 -- A lane's claim cursor on the latest committed state, whatever the caller's isolation
@@ -264,7 +325,8 @@ BEGIN
     END IF;
     IF (SELECT s.generation FROM awa.queue_ring_slots s WHERE s.slot = v_next) >= 0
        OR EXISTS (SELECT 1 FROM awa.ready_entries WHERE ready_slot = v_next)
-       OR EXISTS (SELECT 1 FROM awa.done_entries WHERE ready_slot = v_next) THEN
+       OR EXISTS (SELECT 1 FROM awa.done_entries WHERE ready_slot = v_next)
+       OR EXISTS (SELECT 1 FROM awa.completion_batches WHERE ready_slot = v_next) THEN
         RETURN 'skipped_busy';
     END IF;
     UPDATE awa.queue_ring_state SET current_slot = v_next, generation = st.generation + 1;
@@ -365,7 +427,8 @@ BEGIN
              WHERE k.locktype = 'relation' AND k.database = (SELECT oid FROM pg_catalog.pg_database
                                                             WHERE datname = pg_catalog.current_database())
                AND k.relation IN (format('awa.%I', 'ready_entries_' || v_slot)::regclass,
-                                  format('awa.%I', 'done_entries_' || v_slot)::regclass)
+                                  format('awa.%I', 'done_entries_' || v_slot)::regclass,
+                                  format('awa.%I', 'completion_batches_' || v_slot)::regclass)
                AND k.pid IS DISTINCT FROM pg_catalog.pg_backend_pid()
                AND (a.xact_start IS NULL
                     OR a.xact_start < pg_catalog.clock_timestamp()
@@ -373,7 +436,8 @@ BEGIN
         IF v_copy_early THEN
             v_failed := awa._retain_failed(v_slot);
         END IF;
-        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot],
+        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
+                                               'completion_batches_' || v_slot],
                                          p_lock_timeout_ms) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
@@ -449,9 +513,12 @@ BEGIN
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
               WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
-                                  WHERE d.ready_slot = v_slot AND d.state IN ('completed', 'cancelled'))
+                                  WHERE d.ready_slot = v_slot AND d.state IN ('completed', 'cancelled')
+                                 UNION ALL
+                                 SELECT unnest(b.job_ids) FROM awa.completion_batches b WHERE b.ready_slot = v_slot)
                 FOR UPDATE SKIP LOCKED));
-        EXECUTE format('TRUNCATE awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot);
+        EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot,
+                       'completion_batches_' || v_slot);
         UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
         PERFORM awa._ring_slot_freed('queue', v_slot);
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
@@ -851,8 +918,8 @@ BEGIN
 END
 $$;
 
--- Delete a job in any state (1.1: a completion's terminal row is found through its ready
--- row, which the partial index done_entries_job_idx leaves out).
+-- Delete a job in any state (1.1: a completion is found through its ready row, its
+-- terminal row (1.0) or its completion batch with it).
 CREATE OR REPLACE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -862,6 +929,7 @@ DECLARE
     t awa.taken_attempt;
     v_found boolean := false;
     v_rows bigint;
+    v_batch record;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     r := awa._take_unclaimed_ready(p_job_id);
@@ -893,6 +961,38 @@ BEGIN
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT count(*) INTO v_rows FROM completion;
     v_found := v_found OR v_rows > 0;
+    -- A completion in a batch: the job leaves the batch's arrays (the batch goes when it is
+    -- left empty), and its ready row goes with it, for the same reason.
+    WITH completion AS (
+        UPDATE awa.completion_batches b
+           SET lane_seqs = b.lane_seqs[:array_position(b.job_ids, p_job_id) - 1]
+                           || b.lane_seqs[array_position(b.job_ids, p_job_id) + 1:],
+               run_leases = b.run_leases[:array_position(b.job_ids, p_job_id) - 1]
+                            || b.run_leases[array_position(b.job_ids, p_job_id) + 1:],
+               attempts = b.attempts[:array_position(b.job_ids, p_job_id) - 1]
+                          || b.attempts[array_position(b.job_ids, p_job_id) + 1:],
+               attempted_at = b.attempted_at[:array_position(b.job_ids, p_job_id) - 1]
+                              || b.attempted_at[array_position(b.job_ids, p_job_id) + 1:],
+               job_ids = b.job_ids[:array_position(b.job_ids, p_job_id) - 1]
+                         || b.job_ids[array_position(b.job_ids, p_job_id) + 1:]
+          FROM awa.ready_entries x
+         WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
+           AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
+           AND b.lane_block = x.lane_seq / 64
+           AND b.lane_seqs[array_position(b.job_ids, p_job_id)] = x.lane_seq
+        RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
+    ready AS (
+        DELETE FROM awa.ready_entries x USING completion c
+         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+           AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
+    SELECT c.ready_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block INTO v_batch FROM completion c;
+    IF v_batch.queue IS NOT NULL THEN
+        v_found := true;
+        DELETE FROM awa.completion_batches b
+         WHERE b.queue = v_batch.queue AND b.priority = v_batch.priority
+           AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
+           AND b.ready_slot = v_batch.ready_slot AND b.job_ids = '{}';
+    END IF;
     DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
@@ -1048,6 +1148,7 @@ BEGIN
     FOR s IN 0..15 LOOP
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'ready_entries_' || s)::regclass, '');
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'done_entries_' || s)::regclass, '');
+        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'completion_batches_' || s)::regclass, '');
     END LOOP;
     FOR s IN 0..7 LOOP
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'leases_' || s)::regclass, '');
@@ -1750,10 +1851,16 @@ BEGIN
            AND (d.lane_seq < 0 OR EXISTS (SELECT 1 FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
                                           WHERE l.priority = d.priority AND l.enqueue_shard = d.enqueue_shard))
         RETURNING d.job_id),
+    b AS (
+        DELETE FROM awa.completion_batches b
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard
+        RETURNING b.job_ids),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
     u AS (DELETE FROM awa.job_unique_claims u
-           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j UNION SELECT job_id FROM e) g
+           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT unnest(job_ids) FROM b UNION SELECT job_id FROM j
+                  UNION SELECT job_id FROM e) g
            WHERE u.job_id = g.job_id)
     SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
               ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
@@ -1870,7 +1977,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND r.job_id = d.job_id
      WHERE d.state <> 'completed' OR d.kind IS NOT NULL
     UNION ALL
-    -- Completions without a body of their own: found by id through their ready row.
+    -- Completions without a body of their own (1.0): found by id through their ready row.
     SELECT r.job_id, r.kind, d.queue, r.args, d.state, d.priority, d.attempt, d.run_lease, r.max_attempts,
            r.run_at, d.attempted_at, d.finalized_at, r.created_at,
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
@@ -1883,6 +1990,17 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+    UNION ALL
+    -- Completions in a batch: found by id through their ready row, then their lane's block.
+    SELECT r.job_id, r.kind, b.queue, r.args, 'completed'::awa.job_state, b.priority, b.attempt, b.run_lease,
+           r.max_attempts, r.run_at, b.attempted_at, b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb),
+           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states,
+           r.ordering_key, b.enqueue_shard, b.lane_seq
+      FROM awa.ready_entries r
+      JOIN awa._batch_completions b
+        ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
+       AND b.lane_block = r.lane_seq / 64 AND b.ready_slot = r.ready_slot
+       AND b.ready_generation = r.ready_generation AND b.lane_seq = r.lane_seq AND b.job_id = r.job_id
     UNION ALL
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
@@ -2139,6 +2257,7 @@ COMMENT ON TABLE awa.lease_ring_slots IS 'Generation held by each lease-ring slo
 COMMENT ON TABLE awa.claim_ring_slots IS 'Generation held by each claim-ring slot (-1: free).';
 COMMENT ON TABLE awa.ready_entries IS 'Jobs put on the ready plane, written once, keyed by lane identity; partitioned by queue-ring slot.';
 COMMENT ON TABLE awa.done_entries IS 'Terminal rows (completed, failed, cancelled) on the lane identity of their ready row; partitioned by queue-ring slot.';
+COMMENT ON TABLE awa.completion_batches IS 'Completed attempts, one row per (completion call, lane, block of 64 lane_seqs), as parallel arrays; partitioned by queue-ring slot.';
 COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
 COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by lease-ring slot.';
 COMMENT ON TABLE awa.lease_claims IS 'Receipts: append-only claim records in receipts mode; partitioned by claim-ring slot.';
@@ -2156,6 +2275,8 @@ BEGIN
                        format('Partition of awa.ready_entries for queue-ring slot %s.', s));
         EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_' || s,
                        format('Partition of awa.done_entries for queue-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'completion_batches_' || s,
+                       format('Partition of awa.completion_batches for queue-ring slot %s.', s));
     END LOOP;
     FOR s IN 0..7 LOOP
         EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'leases_' || s,
@@ -2584,6 +2705,8 @@ BEGIN
            count(*) FILTER (WHERE d.state = 'cancelled')
       INTO completed, failed, cancelled
       FROM awa.done_entries d WHERE d.queue = p_queue;
+    completed := completed + (SELECT coalesce(sum(cardinality(b.job_ids)), 0)
+                                FROM awa.completion_batches b WHERE b.queue = p_queue);
     SELECT count(*) INTO dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
 END
 $$;
@@ -2631,7 +2754,7 @@ AS $$
     finals AS (
         SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
                count(*) FILTER (WHERE d.state = 'failed') AS failed
-          FROM awa.done_entries d
+          FROM awa._terminal_attempts d
          WHERE d.lane_seq > 0
          GROUP BY d.queue, d.enqueue_shard)
     SELECT l.queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0), coalesce(f.failed, 0)

@@ -45,15 +45,15 @@ SELECT format('SELECT FROM awa.insert_job_compat(%L, %L)', 'roundtrip', 'claim_r
   FROM generate_series(1, 16) \gexec
 CALL pg_temp.drain('claim_roundtrip_t2', 10);
 SELECT enqueue_shard, count(*) AS completed
-  FROM awa.done_entries WHERE queue = 'claim_roundtrip_t2' AND state = 'completed'
+  FROM awa._terminal_attempts WHERE queue = 'claim_roundtrip_t2' AND state = 'completed'
  GROUP BY enqueue_shard ORDER BY enqueue_shard;
 -- The shard is load-bearing in the terminal key: one (slot, queue, priority, lane_seq) on several shards.
 SELECT max(n) AS max_shards_per_lane_identity, max(n) >= 2 AS shard_is_load_bearing
-  FROM (SELECT count(*) AS n FROM awa.done_entries WHERE queue = 'claim_roundtrip_t2'
+  FROM (SELECT count(*) AS n FROM awa._terminal_attempts WHERE queue = 'claim_roundtrip_t2'
          GROUP BY ready_slot, queue, priority, lane_seq) s;
 SELECT count(*) AS done_rows, count(DISTINCT job_id) AS distinct_jobs,
        bool_and(d.attempt = 1 AND d.run_lease = 1) AS first_attempt
-  FROM awa.done_entries d WHERE queue = 'claim_roundtrip_t2';
+  FROM awa._terminal_attempts d WHERE queue = 'claim_roundtrip_t2';
 SELECT * FROM pg_temp.lanes('claim_roundtrip_t2');
 SELECT count(*) AS claimable_after FROM awa.claim_ready_runtime('claim_roundtrip_t2', 10);
 
@@ -65,7 +65,7 @@ SELECT cardinality(awa.insert_jobs('claim_roundtrip_t3', array_fill('fair'::text
 SELECT enqueue_shard, count(*) AS ready FROM awa.ready_entries WHERE queue = 'claim_roundtrip_t3'
  GROUP BY enqueue_shard ORDER BY enqueue_shard;
 CALL pg_temp.drain('claim_roundtrip_t3', 5);
-SELECT enqueue_shard, count(*) AS completed FROM awa.done_entries
+SELECT enqueue_shard, count(*) AS completed FROM awa._terminal_attempts
  WHERE queue = 'claim_roundtrip_t3' AND state = 'completed' GROUP BY enqueue_shard ORDER BY enqueue_shard;
 -- Every lane's claim cursor reached its next enqueue value.
 SELECT *, claim_seq = next_enqueue AND claim_seq > 1 AS drained FROM pg_temp.lanes('claim_roundtrip_t3');
@@ -81,7 +81,7 @@ SELECT cardinality(awa.insert_jobs('claim_roundtrip_t4', array_fill('lower'::tex
 UPDATE awa.queue_meta SET enqueue_shards = 2 WHERE queue = 'claim_roundtrip_t4';
 CALL pg_temp.drain('claim_roundtrip_t4', 3);
 SELECT array_agg(DISTINCT enqueue_shard) AS done_shards, count(*) AS completed
-  FROM awa.done_entries WHERE queue = 'claim_roundtrip_t4' AND state = 'completed';
+  FROM awa._terminal_attempts WHERE queue = 'claim_roundtrip_t4' AND state = 'completed';
 
 -- 4. Aging: a priority-4 job that waited is claimed first with priority 1 but lane priority 4,
 -- and completes into its own lane identity (priority 4).
@@ -99,7 +99,7 @@ SELECT d.priority, d.enqueue_shard, d.lane_seq, d.state,
                 WHERE (r.ready_slot, r.queue, r.priority, r.enqueue_shard, r.lane_seq)
                     = (d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq)
                   AND r.job_id = d.job_id) AS matches_ready_identity
-  FROM awa.done_entries d WHERE d.job_id = :aged_id;
+  FROM awa._terminal_attempts d WHERE d.job_id = :aged_id;
 -- Without aging, lane priority decides: the priority-2 job comes before an older priority-4 job.
 SELECT id AS old_low_id FROM awa.insert_job_compat('old-low', 'claim_roundtrip_noaging', p_priority => 4::smallint) \gset
 SELECT pg_sleep(0.05);

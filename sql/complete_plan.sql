@@ -23,7 +23,7 @@ ANALYZE awa.lease_claims;
 -- The counts below are of this session's reads: autovacuum must not read these partitions
 -- meanwhile (the 20 000 rows just written would bring it there).
 SELECT pg_temp.set_autovacuum('lease\_claims\_%', false) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', false) > 0
-       AS autovacuum_off;
+       AND pg_temp.set_autovacuum('completion\_batches\_%', false) > 0 AS autovacuum_off;
 
 -- The plan that reads every receipt: ids and receipts hashed, no parameterised probe.
 SET enable_nestloop = off;
@@ -61,37 +61,55 @@ SELECT count(*) AS completed_rest FROM awa.complete_jobs(
     ARRAY(SELECT run_lease FROM open_attempts WHERE job_id NOT IN (SELECT job_id FROM completed)));
 SELECT state, count(*) FROM awa.jobs WHERE queue = 'cplan_q' GROUP BY 1;
 
--- A completion writes no entry in the job index of the terminal rows (a partial index: the
--- completion's row has no body, its ready row holds it); look-ups by id find it through the
--- ready row's job index and the key, never by scanning the terminal rows.
+-- A completion writes no terminal row: its completion batch names it, and a look-up by id
+-- finds it through the ready row's job index, then the batch's block in the lane, never by
+-- scanning the terminal rows or the batches.
 ANALYZE awa.ready_entries;
 ANALYZE awa.done_entries;
-SELECT count(*) AS completions_in_job_index
-  FROM awa.done_entries d WHERE d.queue = 'cplan_q' AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+ANALYZE awa.completion_batches;
+SELECT count(*) AS terminal_rows_of_completions
+  FROM awa.done_entries d WHERE d.queue = 'cplan_q' AND d.state = 'completed';
+SELECT count(*) AS completion_batches, sum(cardinality(job_ids)) AS completions_in_batches
+  FROM awa.completion_batches b WHERE b.queue = 'cplan_q';
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.buffers_of('done\_entries\_%') AS before_ \gset
+SELECT pg_temp.buffers_of('done\_entries\_%') + pg_temp.buffers_of('completion\_batches\_%') AS before_ \gset
 SELECT count(*) FILTER (WHERE g.state = 'completed') AS found_completed
   FROM (SELECT job_id FROM completed ORDER BY job_id LIMIT 8) c, LATERAL awa.get_job(c.job_id) g;
 SELECT pg_stat_force_next_flush();
--- 8 look-ups probe each terminal partition's index once or twice (~70 buffers each); a
--- scan of the 20 000 terminal rows would read some 250 pages per look-up.
-SELECT pg_temp.buffers_of('done\_entries\_%') - :before_ < 1000 AS terminal_reads_bounded;
--- The plan of a look-up by id (get_job's settings) scans no terminal or ready partition.
+-- A look-up probes the index of each of the 17 terminal and 16 batch partitions from two
+-- branches of awa.jobs (the running attempts' test and the terminal states), two pages a
+-- probe: some 140 buffers, 1 100 for the 8. A scan of the terminal rows of 20 000 jobs
+-- read some 250 pages per look-up.
+SELECT pg_temp.buffers_of('done\_entries\_%') + pg_temp.buffers_of('completion\_batches\_%') - :before_ < 1600
+       AS terminal_reads_bounded;
+-- The plan of a look-up by id (get_job's settings) scans no terminal, batch or ready partition.
 SET enable_seqscan = off;
 CREATE FUNCTION pg_temp.plan_of(p_sql text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || p_sql; END $$;
-SELECT count(*) FILTER (WHERE p ~ 'Seq Scan on (done|ready)_entries') AS scans_of_ring_tables,
-       count(*) FILTER (WHERE p ~ 'Index Scan using done_entries_\d+_job_id_idx') > 0 AS uses_partial_job_index
+SELECT count(*) FILTER (WHERE p ~ 'Seq Scan on (done_entries|ready_entries|completion_batches)') AS scans_of_ring_tables,
+       count(*) FILTER (WHERE p ~ 'Index Scan using completion_batches_\d+_queue_priority_enqueue_shard_lane_\w+_idx') > 0
+         AS uses_batch_block_index
   FROM pg_temp.plan_of(format('SELECT * FROM awa.jobs WHERE id = %s', (SELECT min(job_id) FROM completed))) p;
+-- Every scan of the batches, in the generic plan too, is bounded by its lane's block (at
+-- most 64 attempts, however many completions the lane holds): the line after the scan is
+-- its index condition on lane_block.
+SET plan_cache_mode = force_generic_plan;
+PREPARE job_by_id(bigint) AS SELECT * FROM awa.jobs WHERE id = $1;
+SELECT count(*) FILTER (WHERE p ~ 'Scan .*on completion_batches_') AS batch_scans,
+       count(*) FILTER (WHERE p ~ 'Scan .*on completion_batches_' AND next_line !~ 'lane_block = ') AS batch_scans_without_block
+  FROM (SELECT p, lead(p) OVER (ORDER BY n) AS next_line
+          FROM pg_temp.plan_of(format('EXECUTE job_by_id(%s)', (SELECT min(job_id) FROM completed))) WITH ORDINALITY AS t(p, n)) x;
+RESET plan_cache_mode;
 RESET enable_seqscan;
 -- delete_job removes a completed job (found through its ready row) and a cancelled one.
 SELECT awa.delete_job((SELECT min(job_id) FROM completed)) AS deleted_completed;
 SELECT count(*) AS still_visible FROM awa.jobs WHERE id = (SELECT min(job_id) FROM completed);
-SELECT count(*) AS done_rows_left FROM awa.done_entries WHERE job_id = (SELECT min(job_id) FROM completed);
+SELECT count(*) AS done_rows_left FROM awa._terminal_attempts WHERE job_id = (SELECT min(job_id) FROM completed);
 SELECT cardinality(awa.insert_jobs('cplan_q', ARRAY['c'])) AS enqueued_to_cancel;
 SELECT awa.cancel_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c')) AS cancelled;
 SELECT state FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
 SELECT awa.delete_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c')) AS deleted_cancelled;
 SELECT count(*) AS cancelled_left FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
 SELECT pg_temp.set_autovacuum('lease\_claims\_%', true) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', true) > 0
+       AND pg_temp.set_autovacuum('completion\_batches\_%', true) > 0
        AS autovacuum_back;

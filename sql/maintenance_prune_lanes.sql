@@ -71,7 +71,7 @@ SELECT (SELECT count(*) FROM awa.ready_entries) AS ready_rows,
                               EXCEPT SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, created_at
                                 FROM awa.ready_entries) d) AS pending_lost;
 -- Failed jobs are retained once, in the retained partition; completed ones are gone.
-SELECT ready_slot, state, count(*) FROM awa.done_entries GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT ready_slot, state, count(*) FROM awa._terminal_attempts GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT (SELECT count(*) FROM (SELECT id, kind, queue, args, state, priority, attempt, run_lease, enqueue_shard,
                                      lane_seq, errors FROM awa.jobs WHERE queue LIKE 'pl\_%'
                               EXCEPT SELECT * FROM jobs_before) d) AS jobs_changed,

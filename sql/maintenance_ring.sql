@@ -53,6 +53,8 @@ SELECT awa.prune_queue_ring() AS prune_when_done;
 SELECT ready_slot, count(*) FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT ready_slot, state, kind, args, enqueue_shard, lane_seq, (errors -> -1 ->> 'error') AS last_error
   FROM awa.done_entries WHERE queue = 'ring_q' ORDER BY ready_slot, state;
+-- The first job's completion went with its slot.
+SELECT count(*) AS completions_left FROM awa._batch_completions WHERE queue = 'ring_q';
 SELECT id, state, kind, enqueue_shard, lane_seq FROM awa.jobs WHERE queue = 'ring_q' ORDER BY id;
 SELECT slot, generation FROM awa.queue_ring_slots WHERE generation >= 0 ORDER BY slot;
 -- Nothing sealed is left: the next prune has nothing to do; an empty current slot does not rotate.

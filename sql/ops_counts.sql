@@ -67,7 +67,7 @@ SELECT state, count(*) AS jobs FROM awa.jobs WHERE queue = 'ops_counts' GROUP BY
 SELECT count(*) AS rows, count(DISTINCT id) AS ids FROM awa.jobs WHERE queue = 'ops_counts';
 -- The cancelled running job's terminal row is on the shard its ready row was claimed from.
 SELECT d.enqueue_shard = c.enqueue_shard AS same_shard, d.state
-  FROM awa.done_entries d JOIN ops_claims c USING (job_id) WHERE c.n = 7;
+  FROM awa._terminal_attempts d JOIN ops_claims c USING (job_id) WHERE c.n = 7;
 -- awa.jobs hydrates terminal rows from their ready row (kind is not on narrow done rows).
 SELECT state, bool_and(kind = 'ops') AS kind_hydrated, bool_and(args IS NOT NULL) AS args_hydrated
   FROM awa.jobs WHERE queue = 'ops_counts' GROUP BY state ORDER BY state;
@@ -81,7 +81,7 @@ SELECT count(*) AS lanes,
        bool_and(l.next_seq = 1 + greatest(
            (SELECT max(r.lane_seq) FROM awa.ready_entries r WHERE r.queue = l.queue AND r.priority = l.priority
                AND r.enqueue_shard = l.enqueue_shard),
-           (SELECT max(d.lane_seq) FROM awa.done_entries d WHERE d.queue = l.queue AND d.priority = l.priority
+           (SELECT max(d.lane_seq) FROM awa._terminal_attempts d WHERE d.queue = l.queue AND d.priority = l.priority
                AND d.enqueue_shard = l.enqueue_shard))) AS next_agrees,
        bool_and(l.lag = l.next_seq - l.claim_seq AND l.lag >= l.waiting) AS lag_consistent,
        bool_and(l.oldest_run_at IS NOT DISTINCT FROM (SELECT min(r.run_at) FROM awa.ready_entries r
@@ -100,11 +100,11 @@ SELECT count(*) AS lanes,
 WITH direct AS (
     SELECT s.shard,
            (SELECT count(*) FROM (SELECT r.lane_seq FROM awa.ready_entries r WHERE r.queue = 'ops_counts' AND r.enqueue_shard = s.shard
-                                  UNION SELECT d.lane_seq FROM awa.done_entries d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.lane_seq > 0) p) AS enqueued,
+                                  UNION SELECT d.lane_seq FROM awa._terminal_attempts d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.lane_seq > 0) p) AS enqueued,
            (SELECT count(*) FROM awa.lease_claims c WHERE c.queue = 'ops_counts' AND c.enqueue_shard = s.shard)
            + (SELECT count(*) FROM awa.leases l WHERE l.queue = 'ops_counts' AND l.enqueue_shard = s.shard) AS claimed,
-           (SELECT count(*) FROM awa.done_entries d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.state = 'completed') AS completed,
-           (SELECT count(*) FROM awa.done_entries d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.state = 'failed') AS failed_done,
+           (SELECT count(*) FROM awa._terminal_attempts d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.state = 'completed') AS completed,
+           (SELECT count(*) FROM awa._terminal_attempts d WHERE d.queue = 'ops_counts' AND d.enqueue_shard = s.shard AND d.state = 'failed') AS failed_done,
            (SELECT count(*) FROM awa.lease_claims c JOIN awa.lease_claim_closures x USING (claim_slot, job_id, run_lease)
              WHERE c.queue = 'ops_counts' AND c.enqueue_shard = s.shard AND x.outcome = 'dlq') AS failed_dlq
       FROM generate_series(0, 3) AS s(shard))

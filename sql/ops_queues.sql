@@ -97,7 +97,7 @@ SELECT (SELECT count(*) FROM awa.queues WHERE queue = 'q_purge') AS listed,
        (SELECT count(*) FROM awa.queue_enqueue_heads WHERE queue = 'q_purge') AS lanes,
        (SELECT count(*) FROM awa.queue_claim_heads WHERE queue = 'q_purge') AS claim_heads,
        (SELECT count(*) FROM awa.ready_entries WHERE queue = 'q_purge') AS ready_rows,
-       (SELECT count(*) FROM awa.done_entries WHERE queue = 'q_purge') AS done_rows,
+       (SELECT count(*) FROM awa._terminal_attempts WHERE queue = 'q_purge') AS done_rows,
        (SELECT count(*) FROM pg_class WHERE relname IN (awa.lane_sequence_name('q_purge', 2, 0),
                                                         awa.lane_sequence_name('q_purge', 2, 1))) AS sequences,
        (SELECT count(*) FROM awa.queue_meta WHERE queue = 'q_purge') AS settings;

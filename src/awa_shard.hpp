@@ -228,18 +228,24 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 
 /*
  * SQL: whether the receipt `c` (awa.lease_claims) is open, the test of the view
- * awa._open_receipts as three subqueries probed per receipt, each with the receipt's slot as a
+ * awa._open_receipts as four subqueries probed per receipt, each with the receipt's slot as a
  * parameter so that run-time pruning leaves one partition (as joins, the planner probed every
- * partition of the three tables per receipt): no terminal row for its attempt, no closure, its
- * ready row still there (both rows matched on the job id too: lane numbers restart when a
- * queue is dropped and created again). DONE_ARC, CLOSURE_ARC and READY_ARC are extra
- * conditions ("" for none) that restrict each look-up to its ring's live arc, so that a
- * statement run with the arcs also prepares only the live partitions.
+ * partition of the tables per receipt): no terminal row for its attempt, no completion batch
+ * naming it (found by its lane's block of 64 lane_seqs, then by position in the batch's
+ * arrays), no closure, its ready row still there (rows matched on the job id too: lane
+ * numbers restart when a queue is dropped and created again). DONE_ARC, BATCH_ARC,
+ * CLOSURE_ARC and READY_ARC are extra conditions ("" for none) that restrict each look-up to
+ * its ring's live arc, so that a statement run with the arcs also prepares only the live
+ * partitions.
  */
-#define AWA_OPEN_RECEIPT_TEST_ON(DONE_ARC, CLOSURE_ARC, READY_ARC)                                                     \
+#define AWA_OPEN_RECEIPT_TEST_ON(DONE_ARC, BATCH_ARC, CLOSURE_ARC, READY_ARC)                                          \
 	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
 	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
 	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease " DONE_ARC " OFFSET 0) "                                 \
+	" AND NOT EXISTS (SELECT 1 FROM awa.completion_batches b WHERE b.queue = c.queue AND b.priority = c.priority "     \
+	"   AND b.enqueue_shard = c.enqueue_shard AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot "     \
+	"   AND b.job_ids[array_position(b.lane_seqs, c.lane_seq)] = c.job_id "                                            \
+	"   AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease " BATCH_ARC " OFFSET 0) "              \
 	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
 	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " CLOSURE_ARC " OFFSET 0) "                              \
 	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
@@ -247,7 +253,18 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " READY_ARC " OFFSET 0) "
 
 /* The open-receipt test probing every partition (a statement about one job). */
-#define AWA_OPEN_RECEIPT_TEST AWA_OPEN_RECEIPT_TEST_ON("", "", "")
+#define AWA_OPEN_RECEIPT_TEST AWA_OPEN_RECEIPT_TEST_ON("", "", "", "")
+
+/* The same test on a 1.0 catalog, which has no completion batches (awa.complete_jobs only). */
+#define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
+	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
+	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
+	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease OFFSET 0) "                                              \
+	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease OFFSET 0) "                                              \
+	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
+	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
+	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id OFFSET 0) "
 
 /*
  * The open-receipt test on the live arcs: C1..C4 and Q1..Q4 are the parameter numbers (string
@@ -257,6 +274,7 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 #define AWA_OPEN_RECEIPT_TEST_LIVE(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                     \
 	AWA_OPEN_RECEIPT_TEST_ON(                                                                                          \
 		"AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3 " AND $" Q4 ")",                  \
+		"AND (b.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR b.ready_slot BETWEEN $" Q3 " AND $" Q4 ")",                  \
 		"AND (x.claim_slot BETWEEN $" C1 " AND $" C2 " OR x.claim_slot BETWEEN $" C3 " AND $" C4 ")",                  \
 		"AND (r.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR r.ready_slot BETWEEN $" Q3 " AND $" Q4 ")")
 

@@ -1,15 +1,17 @@
 /*
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
- * A success writes one row per job: the done_entries row keyed by the ready row's lane
- * identity (ready_slot, queue, lane priority, enqueue_shard, lane_seq), which is also what
- * ends the receipt (awa._open_receipts); no closure. Exactly one closer wins because every
- * closer locks the receipts first (FOR UPDATE, in (job_id, run_lease) order, the order of
- * every exit that closes several attempts, so two of them never deadlock) and decides in a
- * second statement, on a snapshot taken after the locks: what a closer that held one of them
- * committed is visible there. Leases are deleted, in the same order. Everything is looked
- * up only in the live slots of its ring. A stale or repeated completion finds nothing open
- * and writes nothing. On a 1.0 catalog, whose readers know only closures, a completion still
- * closes each receipt with a closure (ON CONFLICT DO NOTHING the arbiter), as 1.0 did.
+ * A success writes no row of its own: the completed attempts of one call are appended as
+ * one awa.completion_batches row per (lane, ready slot, block of 64 lane_seqs), their
+ * lane_seqs, job ids, run leases, attempts and claim times as parallel arrays. That entry is
+ * what ends the receipt (awa._open_receipts); no closure. Exactly one closer wins because
+ * every closer locks the receipts first (FOR UPDATE, in (job_id, run_lease) order, the order
+ * of every exit that closes several attempts, so two of them never deadlock) and decides in
+ * a second statement, on a snapshot taken after the locks: what a closer that held one of
+ * them committed is visible there. Leases are deleted, in the same order. Everything is
+ * looked up only in the live slots of its ring. A stale or repeated completion finds nothing
+ * open and writes nothing. On a 1.0 catalog, whose readers know only closures and terminal
+ * rows, a completion closes each receipt with a closure (ON CONFLICT DO NOTHING the
+ * arbiter) and a completed terminal row, as 1.0 did.
  * Rows of the tables that grow with the running or waiting jobs (leases, heartbeats, unique
  * claims) are reached only through `job_id = ANY (ARRAY(...))` of the batch's ids, an index
  * condition: a join left to the planner hashed the whole table on every call.
@@ -55,12 +57,25 @@ namespace
 	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "          \
 	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
 
-/* What every completion does with its finished attempts: terminal rows, heartbeats and unique claims go. */
-#define COMPLETE_TAIL_SQL                                                                                              \
+/* The finished attempts of a 1.1 completion: one completion batch per (lane, ready slot, block of 64 lane_seqs). */
+#define COMPLETE_BATCHES_SQL                                                                                           \
+	"done AS (INSERT INTO awa.completion_batches (ready_slot, ready_generation, queue, priority, enqueue_shard, "      \
+	"  lane_block, lane_seqs, job_ids, run_leases, attempts, attempted_at) "                                           \
+	"  SELECT ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, "                           \
+	"         array_agg(lane_seq ORDER BY lane_seq), array_agg(job_id ORDER BY lane_seq), "                            \
+	"         array_agg(run_lease ORDER BY lane_seq), array_agg(attempt ORDER BY lane_seq), "                          \
+	"         array_agg(attempted_at ORDER BY lane_seq) FROM finished "                                                \
+	"  GROUP BY ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64), "
+
+/* The finished attempts of a completion on a 1.0 catalog: a terminal row each. */
+#define COMPLETE_DONE_ROWS_SQL                                                                                         \
 	"done AS (INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, "    \
 	"  lane_seq, state, attempt, run_lease, attempted_at) "                                                            \
 	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "  \
-	"         run_lease, attempted_at FROM finished RETURNING job_id, run_lease, queue, enqueue_shard), "              \
+	"         run_lease, attempted_at FROM finished), "
+
+/* What every completion does with its finished attempts besides recording them: heartbeats and unique claims go. */
+#define COMPLETE_TAIL_SQL                                                                                              \
 	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "                                                 \
 	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "       \
 	"f.run_lease), "                                                                                                   \
@@ -69,7 +84,7 @@ namespace
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "         \
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "               \
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "               \
-	"SELECT job_id, run_lease, queue, enqueue_shard FROM done ORDER BY queue, enqueue_shard, job_id"
+	"SELECT job_id, run_lease, queue, enqueue_shard FROM finished ORDER BY queue, enqueue_shard, job_id"
 
 SPIPlanPtr lock_receipts_plan = nullptr;
 SPIPlanPtr complete_plan = nullptr;
@@ -82,7 +97,7 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
 
 /*
- * The completion: open receipts get their terminal row and no closure, leases are deleted.
+ * The completion: open receipts get their completion batches and no closure, leases are deleted.
  * A receipt is open by the test of the view awa._open_receipts on the live arcs of the rings
  * (AWA_OPEN_RECEIPT_TEST_LIVE; $11..$14: the queue ring's arc): through the view a completion
  * prepared all 41 partitions of the three tables on every call.
@@ -95,20 +110,20 @@ const char *const kCompleteSql = COMPLETE_INPUT_SQL
 		"14") "  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
 			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
-			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_TAIL_SQL;
+			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
 
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
- * UPDATE), whose readers know only closures: each receipt is closed by appending its
- * closure, ON CONFLICT DO NOTHING being the arbiter there. It locks the receipts first and tests
- * them like the 1.1 statement (the test reads only tables 1.0 has): a call that chose this
- * statement and then waited for the update's locks runs on a 1.1 catalog, beside completions
- * that write no closure.
+ * UPDATE), whose readers know only closures and terminal rows: each receipt is closed by
+ * appending its closure, ON CONFLICT DO NOTHING being the arbiter there, and gets a
+ * completed terminal row. The receipts are locked first, like the 1.1 statement's, and the
+ * catalog is read after the locks, so this statement runs only on a 1.0 catalog (the test
+ * reads only tables 1.0 has; no completion batch exists there).
  */
 const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST
+	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST_1_0
 	" OFFSET 0) c), "
 	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
@@ -117,7 +132,7 @@ const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
 	"  FROM closed k CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c WHERE c.claim_slot = k.claim_slot "
 	"    AND c.job_id = k.job_id AND c.run_lease = k.run_lease OFFSET 0) c " COMPLETE_LEASES_FINISHED_SQL
-		COMPLETE_TAIL_SQL;
+		COMPLETE_DONE_ROWS_SQL COMPLETE_TAIL_SQL;
 
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
@@ -165,9 +180,9 @@ same_shard(uint64 i, uint64 j)
 }
 
 /*
- * Whether this database's catalog ends a completed receipt by its terminal row alone
- * (awa._open_receipts exists: 1.1 and later). One syscache look-up per call, so a backend
- * that outlives ALTER EXTENSION UPDATE switches at once.
+ * Whether this database's catalog ends a completed receipt by its completion batch alone
+ * (awa._open_receipts and awa.completion_batches exist: 1.1 and later). One syscache
+ * look-up per call, so a backend that outlives ALTER EXTENSION UPDATE switches at once.
  */
 bool
 receipts_end_without_closure()
@@ -203,12 +218,7 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 		return (Datum)0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	closure_free = receipts_end_without_closure();
 	awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_CLAIM_ARC + 4, types);
-	if (closure_free)
-		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
-	else
-		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
 	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
@@ -234,6 +244,16 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 */
 	planner_level = awa::push_hot_path_planner();
 	awa::exec_plan_latest(lock_receipts_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	/*
+	 * The catalog is read after the locks: a call that waited for ALTER EXTENSION UPDATE
+	 * (it locks the receipts' table) sees the updated catalog, and an update cannot start
+	 * until this transaction ends.
+	 */
+	closure_free = receipts_end_without_closure();
+	if (closure_free)
+		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+	else
+		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
 	awa::exec_plan_latest(closure_free ? complete_plan : complete_with_closures_plan, values, nullptr, false, 0,
 						  SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);

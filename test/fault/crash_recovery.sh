@@ -18,7 +18,7 @@ psql_q -c "CREATE EXTENSION awa_shard; INSERT INTO awa.queue_meta (queue, enqueu
 # Committed work: 40 jobs over 4 shards (keyed), 10 of them claimed and completed.
 psql_q -c "SELECT count(*) FROM (SELECT awa.insert_job_compat('k', 'crash', p_ordering_key => convert_to('key-' || g, 'UTF8')) FROM generate_series(1, 40) g) s" >/dev/null
 psql_q -c "SELECT count(*) FROM awa.complete_jobs((SELECT array_agg(job_id) FROM awa.claim_ready_runtime('crash', 10, 0, 0)), array_fill(1::bigint, ARRAY[10]))" >/dev/null
-done_before=$(psql_q -c "SELECT count(*) FROM awa.done_entries WHERE queue = 'crash'")
+done_before=$(psql_q -c "SELECT count(*) FROM awa._terminal_attempts WHERE queue = 'crash'")
 max_before=$(psql_q -c "SELECT max(lane_seq) FROM awa.ready_entries WHERE queue = 'crash' AND enqueue_shard = awa.shard_for_ordering_key(convert_to('key-1','UTF8'), 4)")
 
 # In flight at the crash: a producer holding a lane lock with 5 uncommitted rows, and a
@@ -30,7 +30,7 @@ sleep 2
 start || give_up "the server did not restart"
 
 check "no uncommitted row survives" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries WHERE kind = 'ghost'")" "0"
-check "committed terminal rows survive" "$(psql_q -c "SELECT count(*) FROM awa.done_entries WHERE queue = 'crash'")" "$done_before"
+check "committed terminal rows survive" "$(psql_q -c "SELECT count(*) FROM awa._terminal_attempts WHERE queue = 'crash'")" "$done_before"
 check "the uncommitted claim left no receipt" "$(psql_q -c "SELECT count(*) FROM awa.lease_claims")" "10"
 check "no receipt is open" "$(psql_q -c "SELECT count(*) FROM awa._open_receipts")" "0"
 
@@ -43,7 +43,7 @@ for _ in $(seq 1 40); do
   n=$(psql_q -c "WITH c AS (SELECT job_id, run_lease FROM awa.claim_ready_runtime('crash', 10, 0, 0)) SELECT count(*) FROM awa.complete_jobs((SELECT coalesce(array_agg(job_id), '{}') FROM c), (SELECT coalesce(array_agg(run_lease), '{}') FROM c))")
   [ "$n" = "0" ] && break
 done
-check "every committed job completed exactly once" "$(psql_q -c "SELECT count(*) || '/' || count(DISTINCT job_id) FROM awa.done_entries WHERE queue = 'crash'")" "41/41"
+check "every committed job completed exactly once" "$(psql_q -c "SELECT count(*) || '/' || count(DISTINCT job_id) FROM awa._terminal_attempts WHERE queue = 'crash'")" "41/41"
 check "no lane is left with waiting rows" "$(psql_q -c "SELECT count(*) FROM awa.ready_entries r JOIN awa.lane_cursors h USING (queue, priority, enqueue_shard) WHERE r.queue = 'crash' AND r.lane_seq >= h.claim_seq")" "0"
 
 summary

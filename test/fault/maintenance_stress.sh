@@ -289,7 +289,8 @@ check "paused_q has no other rows" "$(psql_q -c "SELECT count(*) FROM awa.jobs W
 live=$(psql_q -c "SELECT count(*) FROM awa.queue_ring_slots WHERE generation >= 0"); live=${live:-99}
 check "live queue ring slots < 16 at the end" "$(( live < 16 ))" "1"
 ready_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.ready_entries') WHERE isleaf"); ready_bytes=${ready_bytes:-999999999999}
-done_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.done_entries') WHERE isleaf"); done_bytes=${done_bytes:-0}
+done_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.done_entries') WHERE isleaf") ; done_bytes=${done_bytes:-0}
+batch_bytes=$(psql_q -c "SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('awa.completion_batches') WHERE isleaf"); done_bytes=$(( done_bytes + ${batch_bytes:-0} ))
 check "ready_entries partitions < 50 MB at the end" "$(( ready_bytes < 50 * 1024 * 1024 ))" "1"
 samples=$(psql_q -F ' ' -c "SELECT count(*), coalesce(max(live_slots), 99), coalesce(max(ready_bytes), 999999999999) FROM public.samples")
 read -r n_samples max_live max_ready <<<"$samples"

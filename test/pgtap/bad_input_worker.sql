@@ -15,7 +15,7 @@ CREATE TEMP TABLE tap_before AS
 SELECT (SELECT claim_seq FROM awa.lane_cursors WHERE queue = 'tap_badw_q') AS claim_seq,
        (SELECT count(*) FROM awa.lease_claims) + (SELECT count(*) FROM awa.leases) AS attempts,
        (SELECT count(*) FROM awa.lease_claim_closures) AS closures,
-       (SELECT count(*) FROM awa.done_entries) AS done,
+       (SELECT count(*) FROM awa._terminal_attempts) AS done,
        (SELECT count(*) FROM awa.deferred_jobs) AS deferred,
        (SELECT count(*) FROM awa.dlq_entries) AS dlq,
        (SELECT count(*) FROM awa.attempt_state) AS heartbeats;
@@ -127,7 +127,7 @@ SELECT throws_ok($$SELECT awa.promote_due(0)$$, '22023', NULL, 'promote_due: p_l
 
 -- Nothing above changed the running attempt or wrote a terminal, deferred, DLQ or heartbeat row.
 SELECT is((SELECT ROW((SELECT count(*) FROM awa.lease_claims) + (SELECT count(*) FROM awa.leases),
-                      (SELECT count(*) FROM awa.lease_claim_closures), (SELECT count(*) FROM awa.done_entries),
+                      (SELECT count(*) FROM awa.lease_claim_closures), (SELECT count(*) FROM awa._terminal_attempts),
                       (SELECT count(*) FROM awa.deferred_jobs), (SELECT count(*) FROM awa.dlq_entries),
                       (SELECT count(*) FROM awa.attempt_state))::text),
           (SELECT ROW(attempts, closures, done, deferred, dlq, heartbeats)::text FROM tap_before),

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(52);
+SELECT plan(54);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -107,6 +107,7 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.insert_jobs('tap_priv_
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.reserve_enqueue_seq('tap_priv_q', 2::smallint, 0::smallint, 1)::text$$), 'ERROR 42501',
           'worker: cannot reserve lane numbers');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.done_entries$$), 'ERROR 42501', 'worker: cannot read awa.done_entries');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.completion_batches$$), 'ERROR 42501', 'worker: cannot read awa.completion_batches');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$UPDATE awa.queue_claim_heads SET claim_seq = 1 RETURNING 1$$), 'ERROR 42501',
           'worker: cannot move claim cursors');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$INSERT INTO awa.claim_marks VALUES ('tap_priv_q', 2, 0, 1000) RETURNING 1$$), 'ERROR 42501',
@@ -120,7 +121,9 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.promote_due()::text$$)
 -- The admin: reads and configures queues, runs maintenance; no direct writes to the plane.
 SELECT is(pg_temp.as_role('tap_priv_admin', $$INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('tap_priv_q', 4) RETURNING enqueue_shards::text$$), '4',
           'admin: writes awa.queue_meta');
-SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.done_entries WHERE queue = 'tap_priv_q'$$), '3', 'admin: reads awa.done_entries');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.done_entries WHERE queue = 'tap_priv_q'$$), '0', 'admin: reads awa.done_entries');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT sum(cardinality(job_ids))::text FROM awa.completion_batches WHERE queue = 'tap_priv_q'$$), '3',
+          'admin: reads awa.completion_batches (the three completions)');
 SELECT ok(pg_temp.as_role('tap_priv_admin', $$SELECT awa.promote_due()::text$$) ~ '^[0-9]+$', 'admin: promote_due');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$DELETE FROM awa.ready_entries RETURNING 1$$), 'ERROR 42501', 'admin: cannot delete ready rows directly');
 
