@@ -195,8 +195,10 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- on the job id as well as the lane identity: a queue dropped and created again numbers its
 -- lanes from 1, and a receipt of the old queue must not take a new job's row for its own.
 -- Every reader of "running" goes through this view. The tests are plain (NOT) EXISTS, so a
--- reader of many receipts may join them by hash; the C++ statements, which test receipts
--- one at a time, spell the same test as subqueries probed on one partition each
+-- reader of many receipts may join them by hash (a completion batch on its lane and block,
+-- the attempt then found by its position in the arrays, which costs less than unnesting
+-- the batch for each receipt a probe visits); the C++ statements, which test receipts one
+-- at a time, spell the same test as subqueries probed on one partition each
 -- (AWA_OPEN_RECEIPT_TEST, src/awa_shard.hpp).
 CREATE VIEW awa._open_receipts AS
     SELECT c.* FROM awa.lease_claims c
@@ -205,10 +207,11 @@ CREATE VIEW awa._open_receipts AS
                         WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
                           AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.job_id = c.job_id
                           AND d.run_lease = c.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM awa._batch_completions b
+       AND NOT EXISTS (SELECT 1 FROM awa.completion_batches b
                         WHERE b.queue = c.queue AND b.priority = c.priority AND b.enqueue_shard = c.enqueue_shard
                           AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot
-                          AND b.lane_seq = c.lane_seq AND b.job_id = c.job_id AND b.run_lease = c.run_lease)
+                          AND b.job_ids[array_position(b.lane_seqs, c.lane_seq)] = c.job_id
+                          AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease)
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
                         WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
        AND EXISTS (SELECT 1 FROM awa.ready_entries r
