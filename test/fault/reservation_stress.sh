@@ -300,7 +300,7 @@ lanes=$(psql_q -c "SELECT count(DISTINCT (queue, lane_priority, enqueue_shard)) 
 check "claims came from all 10 lanes (rs1/1, rs1/2, rs4/2 x 4, rs4/3 x 4)" "${lanes:-0}" "10"
 
 # The queue agrees: every claimed job completed, nothing waiting or running.
-check "every claimed job completed once" "$(psql_q -c "SELECT count(*) FROM public.stress_claims k JOIN awa.jobs j ON j.id = k.job_id WHERE j.state = 'completed'")/$(psql_q -c "SELECT count(*) FROM awa.done_entries WHERE queue IN ('rs1', 'rs4')")" "$n_claims/$n_claims"
+check "every claimed job completed once" "$(psql_q -c "SELECT count(*) FROM public.stress_claims k JOIN awa.jobs j ON j.id = k.job_id WHERE j.state = 'completed'")/$(psql_q -c "SELECT count(*) FROM awa._terminal_attempts WHERE queue IN ('rs1', 'rs4') AND state = 'completed'")" "$n_claims/$n_claims"
 check "nothing waiting (shard_lag) or available/running (awa.jobs)" "$(psql_q -c "SELECT coalesce(sum(waiting), 0) FROM awa.shard_lag WHERE queue IN ('rs1', 'rs4')")/$(psql_q -c "SELECT count(*) FROM awa.jobs WHERE queue IN ('rs1', 'rs4') AND state IN ('available', 'running')")" "0/0"
 
 # Client errors other than the lost connections of the crash.
