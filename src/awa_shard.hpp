@@ -239,32 +239,34 @@ void live_slot_ranges(Ring ring, int ranges[4]);
  * partitions.
  */
 #define AWA_OPEN_RECEIPT_TEST_ON(DONE_ARC, BATCH_ARC, CLOSURE_ARC, READY_ARC)                                          \
+	AWA_RECEIPT_NO_TERMINAL_ROW(DONE_ARC)                                                                              \
+	" AND " AWA_RECEIPT_NOT_IN_BATCH(BATCH_ARC) " AND " AWA_RECEIPT_NO_CLOSURE(                                        \
+		CLOSURE_ARC) " AND " AWA_RECEIPT_READY_ROW(READY_ARC)
+
+/* The four parts of the test (each a subquery on the receipt `c`, ARC an extra condition). */
+#define AWA_RECEIPT_NO_TERMINAL_ROW(ARC)                                                                               \
 	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
 	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
-	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease " DONE_ARC " OFFSET 0) "                                 \
-	" AND NOT EXISTS (SELECT 1 FROM awa.completion_batches b WHERE b.queue = c.queue AND b.priority = c.priority "     \
+	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease " ARC " OFFSET 0) "
+#define AWA_RECEIPT_NOT_IN_BATCH(ARC)                                                                                  \
+	" NOT EXISTS (SELECT 1 FROM awa.completion_batches b WHERE b.queue = c.queue AND b.priority = c.priority "         \
 	"   AND b.enqueue_shard = c.enqueue_shard AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot "     \
 	"   AND b.job_ids[array_position(b.lane_seqs, c.lane_seq)] = c.job_id "                                            \
-	"   AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease " BATCH_ARC " OFFSET 0) "              \
-	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
-	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " CLOSURE_ARC " OFFSET 0) "                              \
-	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
+	"   AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease " ARC " OFFSET 0) "
+#define AWA_RECEIPT_NO_CLOSURE(ARC)                                                                                    \
+	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " ARC " OFFSET 0) "
+#define AWA_RECEIPT_READY_ROW(ARC)                                                                                     \
+	" EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "                  \
 	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
-	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " READY_ARC " OFFSET 0) "
+	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " ARC " OFFSET 0) "
 
 /* The open-receipt test probing every partition (a statement about one job). */
 #define AWA_OPEN_RECEIPT_TEST AWA_OPEN_RECEIPT_TEST_ON("", "", "", "")
 
 /* The same test on a 1.0 catalog, which has no completion batches (awa.complete_jobs only). */
 #define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
-	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
-	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
-	"   AND d.job_id = c.job_id AND d.run_lease = c.run_lease OFFSET 0) "                                              \
-	" AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                     \
-	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease OFFSET 0) "                                              \
-	" AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "              \
-	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
-	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id OFFSET 0) "
+	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE("") " AND " AWA_RECEIPT_READY_ROW("")
 
 /*
  * The open-receipt test on the live arcs: C1..C4 and Q1..Q4 are the parameter numbers (string
