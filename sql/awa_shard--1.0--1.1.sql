@@ -53,9 +53,8 @@ GRANT SELECT ON awa.done_entries_retained TO awa_admin;
 -- enqueue_shard, lane_seq) were the same order twice, and every row paid two index entries
 -- for one. The key now leads with the lane and ends with the slot (a key of a partitioned
 -- table must contain its partition column): it serves the identity look-ups and the ordered
--- lane scans, and the lane indexes go. A receipt's key likewise leads with (job_id,
--- run_lease), the way receipts are looked up, and its job index goes. The column sets, and
--- so what each key makes unique, do not change.
+-- lane scans, and the lane indexes go. The column sets, and so what each key makes
+-- unique, do not change. (Receipts move to claim batches, below.)
 ALTER TABLE awa.ready_entries DROP CONSTRAINT ready_entries_pkey,
     ADD CONSTRAINT ready_entries_pkey PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot);
 DROP INDEX awa.ready_entries_lane_shard_idx;
@@ -65,9 +64,6 @@ DROP INDEX awa.done_entries_lane_shard_idx;
 ALTER TABLE awa.leases DROP CONSTRAINT leases_pkey,
     ADD CONSTRAINT leases_pkey PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, lease_slot);
 DROP INDEX awa.leases_lane_shard_idx;
-ALTER TABLE awa.lease_claims DROP CONSTRAINT lease_claims_pkey,
-    ADD CONSTRAINT lease_claims_pkey PRIMARY KEY (job_id, run_lease, claim_slot);
-DROP INDEX awa.lease_claims_job_idx;
 -- The job index of the terminal rows stays whole: a completion writes no terminal row any
 -- more (awa.completion_batches below), so the rows it indexes are the rare exits' and 1.0's
 -- completions, and every look-up by id has an index condition, whatever the planner
@@ -131,6 +127,83 @@ CREATE VIEW awa._terminal_attempts AS
 COMMENT ON VIEW awa._terminal_attempts IS 'Internal: every attempt that ended in a terminal state (terminal rows and batch completions).';
 GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 
+-- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the attempts a
+-- claim took from one block of one lane, as parallel arrays in lane order. A claim of ten
+-- jobs of one lane appends one row (two when its window crosses a block), not ten. The
+-- receipt of one attempt is found through its ready row (the ready rows' job index gives
+-- the lane, the lane_seq and the ready slot), then by the key of its block and by position
+-- in the arrays, like a completion in awa.completion_batches. The k-th attempt of a row has
+-- receipt id receipt_base + k - 1: a claim draws one value of awa.receipt_id_seq per row,
+-- and the sequence steps by 64, the most attempts a row can hold. A closer locks the row of
+-- the attempts it ends (FOR UPDATE), rows in key order, so batch-mates' closers queue for
+-- each other and exactly one closer of each attempt wins (awa._open_receipts). A closure,
+-- a completion batch, a terminal row or the absence of the ready row ends a receipt; the
+-- row itself is never updated. Partitioned by claim-ring slot, pruned with the closures.
+CREATE TABLE awa.claim_batches (
+    claim_slot integer NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    lane_block bigint NOT NULL,
+    receipt_base bigint NOT NULL,
+    claimed_at timestamptz NOT NULL,
+    deadline_at timestamptz,
+    lane_seqs bigint[] NOT NULL,
+    job_ids bigint[] NOT NULL,
+    run_leases bigint[] NOT NULL,
+    attempts smallint[] NOT NULL,
+    max_attempts smallint[] NOT NULL,
+    effective_priorities smallint[] NOT NULL)
+    PARTITION BY LIST (claim_slot);
+DO $$
+BEGIN
+    FOR s IN 0..7 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.claim_batches FOR VALUES IN (%s)',
+                       'claim_batches_' || s, s);
+        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'claim_batches_' || s);
+    END LOOP;
+END
+$$;
+CREATE INDEX claim_batches_block_idx ON awa.claim_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
+CREATE INDEX claim_batches_deadline_idx ON awa.claim_batches (deadline_at) WHERE deadline_at IS NOT NULL;
+GRANT SELECT ON awa.claim_batches TO awa_admin;
+
+-- The receipts of 1.0, one row each, become claim batches of one attempt with the same
+-- receipt id; receipt ids drawn from now on are above every one of them. (materialized_at
+-- was never set by any release; a receipt that carried one was not open, and gets the
+-- closure that says so.)
+INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_block,
+                               receipt_base, claimed_at, deadline_at, lane_seqs, job_ids, run_leases, attempts,
+                               max_attempts, effective_priorities)
+SELECT c.claim_slot, c.ready_slot, c.ready_generation, c.queue, c.priority, c.enqueue_shard, c.lane_seq / 64,
+       c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[c.lane_seq], ARRAY[c.job_id], ARRAY[c.run_lease],
+       ARRAY[c.attempt], ARRAY[c.max_attempts], ARRAY[c.effective_priority]
+  FROM awa.lease_claims c;
+INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at)
+SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at
+  FROM awa.lease_claims c WHERE c.materialized_at IS NOT NULL
+ON CONFLICT DO NOTHING;
+SELECT pg_catalog.setval('awa.receipt_id_seq', greatest(1, (SELECT max(c.receipt_id) FROM awa.lease_claims c)));
+ALTER SEQUENCE awa.receipt_id_seq INCREMENT BY 64;
+-- The table goes once nothing of 1.0 reads it any more (awa.jobs is redefined below).
+ALTER TABLE awa.lease_claims RENAME TO lease_claims_1_0;
+
+-- Every receipt, one row per claimed attempt (the claim batches unnested): what the
+-- receipts table of 1.0 held, minus materialized_at, plus the block and the batch's
+-- receipt_base (its identity, and the order in which closers of several attempts lock).
+CREATE VIEW awa.lease_claims AS
+    SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, u.job_id, u.run_lease, b.ready_slot,
+           b.ready_generation, b.queue, b.priority, u.effective_priority, u.attempt, u.max_attempts, u.lane_seq,
+           b.enqueue_shard, b.claimed_at, b.deadline_at, b.lane_block, b.receipt_base
+      FROM awa.claim_batches b
+     CROSS JOIN LATERAL unnest(b.lane_seqs, b.job_ids, b.run_leases, b.attempts, b.max_attempts,
+                               b.effective_priorities) WITH ORDINALITY
+                        AS u(lane_seq, job_id, run_lease, attempt, max_attempts, effective_priority, k);
+COMMENT ON VIEW awa.lease_claims IS 'Receipts: one row per claimed attempt of receipts mode (awa.claim_batches unnested).';
+GRANT SELECT ON awa.lease_claims TO awa_admin;
+
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
 -- head (FOR UPDATE SKIP LOCKED, as before) and appends a claim mark, the lane's cursor after
 -- this claim and the run_at hint of the next waiting row. A lane's cursor is the greater of
@@ -184,40 +257,47 @@ COMMENT ON VIEW awa.lane_cursors IS
 GRANT SELECT ON awa.claim_marks, awa.lane_cursors TO awa_admin;
 GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 
--- The open receipts: running attempts of receipts mode. A receipt ends with a closure
--- (fail, retry, snooze, dead letter, cancel, rescue, drop), or, for a success, with its
--- entry in a completion batch alone (awa.completion_batches): complete_jobs writes no
--- closure. (A 1.0 completion ended it with a completed terminal row.) Every
--- closer locks the receipt (FOR UPDATE, in (job_id, run_lease) order) and decides on the
+-- The open receipts: running attempts of receipts mode. A receipt (awa.lease_claims, one
+-- attempt of a claim batch) ends with a closure (fail, retry, snooze, dead letter, cancel,
+-- rescue, drop), or, for a success, with its entry in a completion batch alone
+-- (awa.completion_batches): complete_jobs writes no closure. (A 1.0 completion ended it
+-- with a completed terminal row.) Every closer locks the claim batch of the receipt (FOR
+-- UPDATE; closers of several attempts lock their batches in key order) and decides on the
 -- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
 -- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
 -- ended first; its job deleted) is not open either. The ready and terminal rows are matched
 -- on the job id as well as the lane identity: a queue dropped and created again numbers its
 -- lanes from 1, and a receipt of the old queue must not take a new job's row for its own.
--- Every reader of "running" goes through this view. The tests are plain (NOT) EXISTS, so a
--- reader of many receipts may join them by hash (a completion batch on its lane and block,
--- the attempt then found by its position in the arrays, which costs less than unnesting
--- the batch for each receipt a probe visits); the C++ statements, which test receipts one
--- at a time, spell the same test as subqueries probed on one partition each
--- (AWA_OPEN_RECEIPT_TEST, src/awa_shard.hpp).
+-- Every reader of "running" goes through this view. It starts from the ready rows and finds
+-- each one's attempt in the claim batch of its block by position (as the C++ statements do,
+-- AWA_RECEIPT_FROM_READY in src/awa_shard.hpp), so a reader of one job starts from the
+-- ready rows' job index; the block's lane_seq range is spelled out too, so a reader of a
+-- claim slot starts from its batches and reads each block's ready rows by key. The other
+-- tests are plain NOT EXISTS, so a reader of many receipts may join them by hash. `ready`
+-- is the whole ready row, for awa.jobs.
 CREATE VIEW awa._open_receipts AS
-    SELECT c.* FROM awa.lease_claims c
-     WHERE c.materialized_at IS NULL
+    SELECT b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, b.run_leases[x.k] AS run_lease,
+           b.ready_slot, b.ready_generation, b.queue, b.priority, b.effective_priorities[x.k] AS effective_priority,
+           b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard,
+           b.claimed_at, b.deadline_at, b.lane_block, b.receipt_base, r AS ready
+      FROM awa.claim_batches b
+      JOIN awa.ready_entries r
+        ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
+       AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x
+     WHERE b.job_ids[x.k] = r.job_id
        AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.queue = c.queue AND d.priority = c.priority AND d.enqueue_shard = c.enqueue_shard
-                          AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot AND d.job_id = c.job_id
-                          AND d.run_lease = c.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM awa.completion_batches b
-                        WHERE b.queue = c.queue AND b.priority = c.priority AND b.enqueue_shard = c.enqueue_shard
-                          AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot
-                          AND b.job_ids[array_position(b.lane_seqs, c.lane_seq)] = c.job_id
-                          AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x
-                        WHERE x.claim_slot = c.claim_slot AND x.job_id = c.job_id AND x.run_lease = c.run_lease)
-       AND EXISTS (SELECT 1 FROM awa.ready_entries r
-                    WHERE r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard
-                      AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-                      AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id);
+                        WHERE d.queue = r.queue AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard
+                          AND d.lane_seq = r.lane_seq AND d.ready_slot = r.ready_slot AND d.job_id = r.job_id
+                          AND d.run_lease = b.run_leases[x.k])
+       AND NOT EXISTS (SELECT 1 FROM awa.completion_batches f
+                        WHERE f.queue = r.queue AND f.priority = r.priority AND f.enqueue_shard = r.enqueue_shard
+                          AND f.lane_block = r.lane_seq / 64 AND f.ready_slot = r.ready_slot
+                          AND f.job_ids[array_position(f.lane_seqs, r.lane_seq)] = r.job_id
+                          AND f.run_leases[array_position(f.lane_seqs, r.lane_seq)] = b.run_leases[x.k])
+       AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
+                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = b.run_leases[x.k]);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
@@ -560,11 +640,11 @@ BEGIN
     END;
     v_next := (v_slot + 1) % v_count;
     IF p_ring = 'claim' THEN
-        IF NOT EXISTS (SELECT 1 FROM awa.lease_claims WHERE claim_slot = v_slot) THEN
+        IF NOT EXISTS (SELECT 1 FROM awa.claim_batches WHERE claim_slot = v_slot) THEN
             RETURN 'skipped_idle';
         END IF;
         IF (SELECT generation FROM awa.claim_ring_slots WHERE slot = v_next) >= 0
-           OR EXISTS (SELECT 1 FROM awa.lease_claims WHERE claim_slot = v_next)
+           OR EXISTS (SELECT 1 FROM awa.claim_batches WHERE claim_slot = v_next)
            OR EXISTS (SELECT 1 FROM awa.lease_claim_closures WHERE claim_slot = v_next) THEN
             RETURN 'skipped_busy';
         END IF;
@@ -625,23 +705,24 @@ BEGIN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
         -- rotation may still commit), and an ended receipt never opens again. So under the
         -- partition locks, which every worker statement on the claim ring waits for, the
-        -- prune only compares the slot's count of receipts with the one it tested, and steps
-        -- back if it grew: a receipt that committed since is one just claimed, open in all
+        -- prune only compares the slot's count of claim batches with the one it counted
+        -- before its test, and steps back if it grew: a receipt that committed since is one
+        -- just claimed (a claim appends at least one batch), open in all
         -- likelihood, and testing the slot again there (a probe per receipt, 0.4 s at
         -- 100 000 receipts) would hold every worker for that long.
-        v_receipts := (SELECT count(*) FROM awa.lease_claims WHERE claim_slot = v_slot);
+        v_receipts := (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot);
         IF awa._claim_slot_has_open_receipts(v_slot) THEN
             RETURN 'skipped_open_receipts';
         END IF;
         BEGIN
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['lease_claims_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
-            IF (SELECT count(*) FROM awa.lease_claims WHERE claim_slot = v_slot) <> v_receipts THEN
+            IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
             END IF;
-            EXECUTE format('TRUNCATE awa.%I, awa.%I', 'lease_claims_' || v_slot, 'lease_claim_closures_' || v_slot);
+            EXECUTE format('TRUNCATE awa.%I, awa.%I', 'claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
             PERFORM awa._ring_slot_freed('claim', v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
@@ -740,9 +821,10 @@ $$;
 
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
--- taken in ONE (job_id, run_lease) order, the order of every exit that closes several
--- attempts in a transaction. Two passes, each in that order, could deadlock a completion:
--- the second pass may go back to a lower job id than one the first holds (spec
+-- taken in ONE order, the order of every exit that closes several attempts in a
+-- transaction: receipts first, by their claim batch (receipt_base), then leases by
+-- (job_id, run_lease). Two passes, each in that order, could deadlock a completion: the
+-- second pass may go back to a lower batch than one the first holds (spec
 -- maintenance_vs_complete_order). An attempt in both lists counts as a deadline rescue (one
 -- past its deadline that only the heartbeat list reached, the deadline list being full, is
 -- rescued as stale, as two passes would have done).
@@ -762,28 +844,28 @@ BEGIN
     heartbeat_rescued := 0;
     FOR r IN
         WITH deadlines AS (
-            SELECT c.job_id, c.run_lease FROM awa._open_receipts c
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
              WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now
             UNION ALL
-            SELECT l.job_id, l.run_lease FROM awa.leases l
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
-            ORDER BY 1, 2
+            ORDER BY 1 NULLS LAST, 2, 3
             LIMIT p_limit),
         stale AS (
-            SELECT c.job_id, c.run_lease FROM awa._open_receipts c
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
               LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
              WHERE v_cutoff IS NOT NULL AND c.claimed_at < v_cutoff
                AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
             UNION ALL
-            SELECT l.job_id, l.run_lease FROM awa.leases l
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE v_cutoff IS NOT NULL AND l.state = 'running' AND l.heartbeat_at < v_cutoff
-            ORDER BY 1, 2
+            ORDER BY 1 NULLS LAST, 2, 3
             LIMIT p_limit)
-        SELECT DISTINCT ON (job_id, run_lease) job_id, run_lease, due_deadline
-          FROM (SELECT job_id, run_lease, true AS due_deadline FROM deadlines
+        SELECT DISTINCT ON (receipt_base, job_id, run_lease) job_id, run_lease, due_deadline
+          FROM (SELECT receipt_base, job_id, run_lease, true AS due_deadline FROM deadlines
                 UNION ALL
-                SELECT job_id, run_lease, false FROM stale) due
-         ORDER BY job_id, run_lease, due_deadline DESC
+                SELECT receipt_base, job_id, run_lease, false FROM stale) due
+         ORDER BY receipt_base NULLS LAST, job_id, run_lease, due_deadline DESC
     LOOP
         t := awa._take_attempt(r.job_id, r.run_lease, CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END);
         CONTINUE WHEN t.job_id IS NULL;
@@ -814,7 +896,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._rescue(interval, boolean, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one (job_id, run_lease) order.';
+COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one order (receipts by claim batch, then leases by job).';
 
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).
@@ -1156,7 +1238,7 @@ BEGIN
     END LOOP;
     FOR s IN 0..7 LOOP
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'leases_' || s)::regclass, '');
-        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'lease_claims_' || s)::regclass, '');
+        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'claim_batches_' || s)::regclass, '');
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'lease_claim_closures_' || s)::regclass, '');
     END LOOP;
 END
@@ -1756,8 +1838,7 @@ DECLARE
     v_dlq bigint;
     v_seqs text[];
     v_seq text;
-    v_receipt_jobs bigint[];
-    v_receipt_leases bigint[];
+    v_batches bigint[];
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_force IS NULL, 'p_force');
@@ -1811,21 +1892,21 @@ BEGIN
     END LOOP;
 
     -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
-    -- Both in (job_id, run_lease) order, like every exit that closes several attempts
-    -- (docs/design.md §5), so a completion racing the drop cannot deadlock with it. The
-    -- receipts are locked first and closed by the next statement, whose snapshot sees what
-    -- a closer that held one of them committed (awa._open_receipts).
-    SELECT array_agg(c.job_id ORDER BY c.job_id, c.run_lease), array_agg(c.run_lease ORDER BY c.job_id, c.run_lease)
-      INTO v_receipt_jobs, v_receipt_leases
-      FROM (SELECT c.job_id, c.run_lease FROM awa._open_receipts c WHERE c.queue = p_queue
-             ORDER BY c.job_id, c.run_lease FOR UPDATE OF c) c;
+    -- Claim batches in receipt_base order, then leases in (job_id, run_lease) order, like
+    -- every exit that closes several attempts (docs/design.md §5), so a completion racing
+    -- the drop cannot deadlock with it. The batches are locked first and their receipts
+    -- closed by the next statement, whose snapshot sees what a closer that held one of
+    -- them committed (awa._open_receipts).
+    SELECT array_agg(b.receipt_base ORDER BY b.receipt_base) INTO v_batches
+      FROM (SELECT b.receipt_base FROM awa.claim_batches b
+             WHERE b.queue = p_queue
+               AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
+             ORDER BY b.receipt_base FOR UPDATE OF b) b;
     WITH closed AS (
         INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
         SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
-          JOIN unnest(v_receipt_jobs, v_receipt_leases) AS k(job_id, run_lease)
-            ON k.job_id = c.job_id AND k.run_lease = c.run_lease
-         WHERE c.queue = p_queue
-         ORDER BY c.job_id, c.run_lease
+         WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
+         ORDER BY c.receipt_base, c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
         RETURNING job_id, run_lease),
     lease_keys AS MATERIALIZED (
@@ -1948,14 +2029,12 @@ CREATE OR REPLACE VIEW awa.jobs AS
            j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint
       FROM awa.deferred_jobs j
     UNION ALL
-    SELECT c.job_id, r.kind, c.queue, r.args, 'running'::awa.job_state, c.priority, c.attempt, c.run_lease,
-           c.max_attempts, r.run_at, c.claimed_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
-           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, c.enqueue_shard, c.lane_seq
+    SELECT c.job_id, (c.ready).kind, c.queue, (c.ready).args, 'running'::awa.job_state, c.priority, c.attempt,
+           c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
+           coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
+           coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq
       FROM awa._open_receipts c
-      JOIN awa.ready_entries r
-        ON r.ready_slot = c.ready_slot AND r.ready_generation = c.ready_generation AND r.queue = c.queue
-       AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
@@ -2011,6 +2090,9 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
            e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint
       FROM awa.dlq_entries e;
+
+-- 1.0's receipts table, converted to claim batches above, and its partitions.
+DROP TABLE awa.lease_claims_1_0;
 
 -- One job by id, in its current state (awa.jobs): one row, or none when the id is unknown
 -- or the job's terminal row has been pruned. For producers and workers, who cannot read
@@ -2264,14 +2346,14 @@ COMMENT ON TABLE awa.done_entries IS 'Terminal rows (completed, failed, cancelle
 COMMENT ON TABLE awa.completion_batches IS 'Completed attempts, one row per (completion call, lane, block of 64 lane_seqs), as parallel arrays; partitioned by queue-ring slot.';
 COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
 COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by lease-ring slot.';
-COMMENT ON TABLE awa.lease_claims IS 'Receipts: append-only claim records in receipts mode; partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.claim_batches IS 'Receipts: running attempts of receipts mode, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
 COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer wins); partitioned by claim-ring slot.';
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
 COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
 COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
 COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
 COMMENT ON SEQUENCE awa.job_id_seq IS 'Job ids.';
-COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids of lease_claims.';
+COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids: each claim batch takes one value and the 63 after it.';
 DO $$
 BEGIN
     FOR s IN 0..15 LOOP
@@ -2285,8 +2367,8 @@ BEGIN
     FOR s IN 0..7 LOOP
         EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'leases_' || s,
                        format('Partition of awa.leases for lease-ring slot %s.', s));
-        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claims_' || s,
-                       format('Partition of awa.lease_claims for claim-ring slot %s.', s));
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'claim_batches_' || s,
+                       format('Partition of awa.claim_batches for claim-ring slot %s.', s));
         EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'lease_claim_closures_' || s,
                        format('Partition of awa.lease_claim_closures for claim-ring slot %s.', s));
     END LOOP;

@@ -14,7 +14,7 @@ CREATE TEMP TABLE open_attempts AS
     SELECT c.job_id, c.run_lease FROM generate_series(1, 20) g,
            LATERAL awa.claim_ready_runtime('cplan_q', 1000 + 0 * g) c;
 SELECT count(*) AS claimed, count(DISTINCT job_id) AS distinct_jobs FROM open_attempts;
-ANALYZE awa.lease_claims;
+ANALYZE awa.claim_batches;
 
 \set ECHO none
 \i sql/buffers_of.psql
@@ -22,7 +22,7 @@ ANALYZE awa.lease_claims;
 
 -- The counts below are of this session's reads: autovacuum must not read these partitions
 -- meanwhile (the 20 000 rows just written would bring it there).
-SELECT pg_temp.set_autovacuum('lease\_claims\_%', false) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', false) > 0
+SELECT pg_temp.set_autovacuum('claim\_batches\_%', false) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', false) > 0
        AND pg_temp.set_autovacuum('completion\_batches\_%', false) > 0 AS autovacuum_off;
 
 -- The plan that reads every receipt: ids and receipts hashed, no parameterised probe.
@@ -31,7 +31,7 @@ SET enable_mergejoin = off;
 SET enable_hashjoin = on;
 
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.buffers_of('lease\_claims\_%') AS before_ \gset
+SELECT pg_temp.buffers_of('claim\_batches\_%') + pg_temp.buffers_of('ready\_entries\_%') AS before_ \gset
 -- Eight completions of 10 (custom and generic plans both run).
 CREATE TEMP TABLE completed AS
     SELECT d.job_id
@@ -41,18 +41,24 @@ CREATE TEMP TABLE completed AS
                ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id OFFSET 10 * g LIMIT 10)) d;
 SELECT count(*) AS completed, count(DISTINCT job_id) AS distinct_jobs FROM completed;
 SELECT pg_stat_force_next_flush();
--- 8 completions of 10 among 20 000 receipts: a few index and heap pages per job, never the slot.
-SELECT pg_temp.buffers_of('lease\_claims\_%') - :before_ < 1000 AS reads_bounded_by_batch;
+-- 8 completions of 10 among 20 000 receipts: a few index and heap pages per job, never the
+-- slot. A receipt is reached through its ready row (the job index) and then its claim batch
+-- (the block index), in the lock statement and again in the completion: some 14 buffers a
+-- job, 1 130 for the 80. A scan of the 20 000 ready rows alone reads 650 pages a call.
+SELECT pg_temp.buffers_of('claim\_batches\_%') + pg_temp.buffers_of('ready\_entries\_%') - :before_ < 1800
+       AS reads_bounded_by_batch;
 
 -- Heartbeats of open attempts look receipts up the same way.
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.buffers_of('lease\_claims\_%') AS before_ \gset
+SELECT pg_temp.buffers_of('claim\_batches\_%') + pg_temp.buffers_of('ready\_entries\_%') AS before_ \gset
 SELECT sum(awa.heartbeat_jobs(
            ARRAY(SELECT job_id FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10),
            ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10))) AS alive
   FROM generate_series(0, 7) g;
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.buffers_of('lease\_claims\_%') - :before_ < 1000 AS heartbeat_reads_bounded_by_batch;
+-- One statement, some 7 buffers a job (530 for the 80).
+SELECT pg_temp.buffers_of('claim\_batches\_%') + pg_temp.buffers_of('ready\_entries\_%') - :before_ < 1000
+       AS heartbeat_reads_bounded_by_batch;
 RESET ALL;
 
 -- The other attempts are still open and complete normally.
@@ -86,17 +92,19 @@ SELECT pg_temp.buffers_of('done\_entries\_%') + pg_temp.buffers_of('completion\_
 SET enable_seqscan = off;
 CREATE FUNCTION pg_temp.plan_of(p_sql text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || p_sql; END $$;
-SELECT count(*) FILTER (WHERE p ~ 'Seq Scan on (done_entries|ready_entries|completion_batches)') AS scans_of_ring_tables,
+SELECT count(*) FILTER (WHERE p ~ 'Seq Scan on (done_entries|ready_entries|completion_batches|claim_batches)') AS scans_of_ring_tables,
        count(*) FILTER (WHERE p ~ 'Index Scan using completion_batches_\d+_queue_priority_enqueue_shard_lane_\w+_idx') > 0
          AS uses_batch_block_index
   FROM pg_temp.plan_of(format('SELECT * FROM awa.jobs WHERE id = %s', (SELECT min(job_id) FROM completed))) p;
--- Every scan of the batches, in the generic plan too, is bounded by its lane's block (at
--- most 64 attempts, however many completions the lane holds): the line after the scan is
--- its index condition on lane_block.
+-- Every scan of the batches (completions and claims), in the generic plan too, is bounded
+-- by its lane's block (at most 64 attempts, however many the lane holds): the line after the
+-- scan is its index condition on lane_block.
 SET plan_cache_mode = force_generic_plan;
 PREPARE job_by_id(bigint) AS SELECT * FROM awa.jobs WHERE id = $1;
 SELECT count(*) FILTER (WHERE p ~ 'Scan .*on completion_batches_') AS batch_scans,
-       count(*) FILTER (WHERE p ~ 'Scan .*on completion_batches_' AND next_line !~ 'lane_block = ') AS batch_scans_without_block
+       count(*) FILTER (WHERE p ~ 'Scan .*on completion_batches_' AND next_line !~ 'lane_block = ') AS batch_scans_without_block,
+       count(*) FILTER (WHERE p ~ 'Scan .*on claim_batches_') AS claim_batch_scans,
+       count(*) FILTER (WHERE p ~ 'Scan .*on claim_batches_' AND next_line !~ 'lane_block = ') AS claim_batch_scans_without_block
   FROM (SELECT p, lead(p) OVER (ORDER BY n) AS next_line
           FROM pg_temp.plan_of(format('EXECUTE job_by_id(%s)', (SELECT min(job_id) FROM completed))) WITH ORDINALITY AS t(p, n)) x;
 RESET plan_cache_mode;
@@ -110,6 +118,6 @@ SELECT awa.cancel_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind 
 SELECT state FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
 SELECT awa.delete_job((SELECT id FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c')) AS deleted_cancelled;
 SELECT count(*) AS cancelled_left FROM awa.jobs WHERE queue = 'cplan_q' AND kind = 'c';
-SELECT pg_temp.set_autovacuum('lease\_claims\_%', true) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', true) > 0
+SELECT pg_temp.set_autovacuum('claim\_batches\_%', true) > 0 AND pg_temp.set_autovacuum('done\_entries\_%', true) > 0
        AND pg_temp.set_autovacuum('completion\_batches\_%', true) > 0
        AS autovacuum_back;

@@ -21,7 +21,7 @@ $$;
 SELECT t AS relation, pg_temp.pk_columns(t::regclass) AS primary_key
   FROM unnest(ARRAY['awa.ready_entries', 'awa.done_entries', 'awa.leases',
                     'awa.queue_enqueue_heads', 'awa.queue_claim_heads',
-                    'awa.lease_claims', 'awa.deferred_jobs', 'awa.dlq_entries']) AS t
+                    'awa.deferred_jobs', 'awa.dlq_entries']) AS t
  ORDER BY t;
 
 -- ... and so does every partition of them (16 ready + 16 done + the retained done partition + 8 lease partitions).
@@ -38,7 +38,7 @@ SELECT c.relname,
        (SELECT format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' not null' ELSE ' nullable' END
           FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'ordering_key' AND NOT a.attisdropped) AS ordering_key
   FROM pg_class c
- WHERE c.oid IN ('awa.lease_claims'::regclass, 'awa.deferred_jobs'::regclass, 'awa.dlq_entries'::regclass,
+ WHERE c.oid IN ('awa.claim_batches'::regclass, 'awa.deferred_jobs'::regclass, 'awa.dlq_entries'::regclass,
                  'awa.ready_entries'::regclass)
  ORDER BY c.relname;
 
@@ -59,16 +59,18 @@ SELECT p.relname AS parent, count(*) AS partitions,
  CROSS JOIN LATERAL pg_temp.lane_indexes(i.inhrelid) l
  WHERE p.oid IN ('awa.ready_entries'::regclass, 'awa.done_entries'::regclass, 'awa.leases'::regclass)
  GROUP BY p.relname ORDER BY p.relname;
--- Receipts are looked up by attempt: one index leads with (job_id, run_lease), their key.
+-- Receipts are claim batches, looked up by block: every partition has no key and one more
+-- index than its deadline index, leading with (queue, priority, enqueue_shard, lane_block).
 SELECT count(*) AS receipt_partitions,
-       count(*) FILTER (WHERE (SELECT count(*) FILTER (WHERE x.indisprimary) = 1 AND count(*) = 1
+       count(*) FILTER (WHERE (SELECT count(*) FILTER (WHERE x.indisprimary) = 0 AND count(*) = 2
+                                      AND count(*) FILTER (WHERE
+                                          (SELECT array_agg(a.attname ORDER BY k.ord)
+                                             FROM unnest((x.indkey::int2[])[0:3]) WITH ORDINALITY AS k(attnum, ord)
+                                             JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
+                                          = ARRAY['queue', 'priority', 'enqueue_shard', 'lane_block']::name[]) = 1
                                  FROM pg_index x
-                                WHERE x.indrelid = i.inhrelid
-                                  AND (SELECT array_agg(a.attname ORDER BY k.ord)
-                                         FROM unnest((x.indkey::int2[])[0:1]) WITH ORDINALITY AS k(attnum, ord)
-                                         JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
-                                      = ARRAY['job_id', 'run_lease']::name[])) AS with_attempt_key_only
-  FROM pg_inherits i WHERE i.inhparent = 'awa.lease_claims'::regclass;
+                                WHERE x.indrelid = i.inhrelid)) AS with_block_index
+  FROM pg_inherits i WHERE i.inhparent = 'awa.claim_batches'::regclass;
 
 -- 3. queue_meta.enqueue_shards is 1..64 (23514 outside), checked by the named constraint.
 SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint

@@ -4,9 +4,10 @@
  * arbiter of fail, retry, snooze, dead-letter, cancel and both rescues) and record the
  * heartbeats of open attempts (awa._heartbeat_open_attempts).
  *
- * A receipt is taken by locking it, then, in a statement whose snapshot sees what an earlier
- * holder of the lock committed, appending its closure if it is still open (awa._open_receipts:
- * every closer, complete_jobs included, locks first, so exactly one wins); a lease is taken
+ * A receipt is taken by locking its claim batch (found through the job's ready row), then,
+ * in a statement whose snapshot sees what an earlier holder of the lock committed, appending
+ * its closure if it is still open (awa._open_receipts: every closer, complete_jobs included,
+ * locks first, so exactly one wins); a lease is taken
  * by deleting it. Either way the attempt comes back
  * with its ready row's body as an awa.taken_attempt, joined on the full lane identity. Every
  * statement runs on the latest committed state, like the claim and complete_jobs (design
@@ -41,20 +42,21 @@ SPIPlanPtr heartbeat_leases_plan = nullptr;
  * ready row's job overridden by the receipt's own columns, its claim time as attempted_at.
  */
 const char *const kTakeReceiptSql =
-	"WITH c AS MATERIALIZED (SELECT c.* FROM awa.lease_claims c WHERE c.job_id = $1 AND c.run_lease = $2 "
-	"  AND c.materialized_at IS NULL AND " AWA_OPEN_RECEIPT_TEST "), "
-	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
-	"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
-	"SELECT x FROM c JOIN closed USING (claim_slot) "
-	"  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = c.priority "
-	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq "
-	"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
-	"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
+	"WITH c AS MATERIALIZED (SELECT c.* FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
+	"  WHERE " AWA_RECEIPT_IS(
+		"$1", "$2") " OFFSET 0) c WHERE " AWA_READY_RECEIPT_OPEN "), "
+					"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
+					"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
+					"SELECT x FROM c JOIN closed USING (claim_slot) "
+					"  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = "
+					"c.priority "
+					"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq "
+					"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
+					"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
 
-/* Lock the receipt (job_id $1, run_lease $2) before deciding whether it is open. */
+/* Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is open. */
 const char *const kLockReceiptSql =
-	"SELECT 1 FROM awa.lease_claims c WHERE c.job_id = $1 AND c.run_lease = $2 AND c.materialized_at IS NULL "
-	"   FOR UPDATE OF c";
+	"SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") " FOR UPDATE OF b";
 
 /* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
 const char *const kTakeLeaseSql =
@@ -69,8 +71,9 @@ const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job
 
 /* The newest open receipt of job $1. */
 const char *const kOpenReceiptSql =
-	"SELECT c.run_lease FROM awa.lease_claims c WHERE c.job_id = $1 AND c.materialized_at IS NULL "
-	"   AND " AWA_OPEN_RECEIPT_TEST " ORDER BY c.run_lease DESC LIMIT 1";
+	"SELECT c.run_lease FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
+	"  WHERE " AWA_RECEIPT_OF_JOB("$1") " AND b.run_leases[x.k] = r.run_lease + 1 OFFSET 0) c "
+										"WHERE " AWA_READY_RECEIPT_OPEN " ORDER BY c.run_lease DESC LIMIT 1";
 
 /* The newest running lease of job $1. */
 const char *const kOpenLeaseSql =
@@ -79,23 +82,25 @@ const char *const kOpenLeaseSql =
 
 /*
  * Heartbeats of the open receipts among the pairs ($1, $2): an attempt_state row per
- * attempt, created or refreshed. Rows are reached only through `job_id = ANY ($1)`; $3..$6
- * is the claim ring's live arc, $7..$10 the queue ring's.
+ * attempt, created or refreshed. Each receipt is probed from the sorted input through its
+ * ready row (AWA_RECEIPT_FROM_READY); $3..$6 is the claim ring's live arc, $7..$10 the queue
+ * ring's.
  */
 const char *const kHeartbeatReceiptsSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
-	"open_receipts AS (SELECT i.job_id, i.run_lease FROM input i "
-	"  WHERE EXISTS (SELECT 1 FROM awa.lease_claims c "
-	"    WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"      AND c.job_id = ANY ($1) AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) "
-	"AND " AWA_OPEN_RECEIPT_TEST_LIVE(
-		"3", "4", "5", "6", "7", "8", "9",
-		"10") ")) "
-			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
-			  "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
-			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-			  "  updated_at = EXCLUDED.updated_at";
+	"open_receipts AS (SELECT c.job_id, c.run_lease FROM input i CROSS JOIN LATERAL (SELECT " AWA_RECEIPT_COLUMNS
+	"  FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(
+		"i.job_id",
+		"i.run_lease") "    AND (r.ready_slot BETWEEN $7 AND $8 OR r.ready_slot BETWEEN $9 AND $10) "
+					   "    AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
+					   "  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
+						   "3", "4", "5", "6", "7", "8", "9",
+						   "10") ") "
+								 "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
+								 "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
+								 "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+								 "  updated_at = EXCLUDED.updated_at";
 
 /*
  * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in

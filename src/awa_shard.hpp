@@ -210,7 +210,7 @@ void board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_s
 enum class Ring
 {
 	Queue = 0, /* ready_entries, done_entries */
-	Claim = 1, /* lease_claims, lease_claim_closures */
+	Claim = 1, /* claim_batches (lease_claims on 1.0), lease_claim_closures */
 	Lease = 2  /* leases */
 };
 
@@ -227,23 +227,16 @@ RingSlot ring_write_slot(Ring ring);
 void live_slot_ranges(Ring ring, int ranges[4]);
 
 /*
- * SQL: whether the receipt `c` (awa.lease_claims) is open, the test of the view
- * awa._open_receipts as four subqueries probed per receipt, each with the receipt's slot as a
- * parameter so that run-time pruning leaves one partition (as joins, the planner probed every
- * partition of the tables per receipt): no terminal row for its attempt, no completion batch
- * naming it (found by its lane's block of 64 lane_seqs, then by position in the batch's
- * arrays), no closure, its ready row still there (rows matched on the job id too: lane
- * numbers restart when a queue is dropped and created again). DONE_ARC, BATCH_ARC,
- * CLOSURE_ARC and READY_ARC are extra conditions ("" for none) that restrict each look-up to
- * its ring's live arc, so that a statement run with the arcs also prepares only the live
- * partitions.
+ * SQL: the parts of the test of the view awa._open_receipts, as subqueries on a receipt `c`
+ * (a row with the columns of awa.lease_claims) probed per receipt, each with the receipt's
+ * slot as a parameter so that run-time pruning leaves one partition (as joins, the planner
+ * probed every partition of the tables per receipt): no terminal row for its attempt, no
+ * completion batch naming it (found by its lane's block of 64 lane_seqs, then by position in
+ * the batch's arrays), no closure, its ready row still there (rows matched on the job id too:
+ * lane numbers restart when a queue is dropped and created again). ARC is an extra condition
+ * ("" for none) that restricts the look-up to its ring's live arc, so that a statement run
+ * with the arcs also prepares only the live partitions.
  */
-#define AWA_OPEN_RECEIPT_TEST_ON(DONE_ARC, BATCH_ARC, CLOSURE_ARC, READY_ARC)                                          \
-	AWA_RECEIPT_NO_TERMINAL_ROW(DONE_ARC)                                                                              \
-	" AND " AWA_RECEIPT_NOT_IN_BATCH(BATCH_ARC) " AND " AWA_RECEIPT_NO_CLOSURE(                                        \
-		CLOSURE_ARC) " AND " AWA_RECEIPT_READY_ROW(READY_ARC)
-
-/* The four parts of the test (each a subquery on the receipt `c`, ARC an extra condition). */
 #define AWA_RECEIPT_NO_TERMINAL_ROW(ARC)                                                                               \
 	" NOT EXISTS (SELECT 1 FROM awa.done_entries d WHERE d.queue = c.queue AND d.priority = c.priority "               \
 	"   AND d.enqueue_shard = c.enqueue_shard AND d.lane_seq = c.lane_seq AND d.ready_slot = c.ready_slot "            \
@@ -261,24 +254,56 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
 	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " ARC " OFFSET 0) "
 
-/* The open-receipt test probing every partition (a statement about one job). */
-#define AWA_OPEN_RECEIPT_TEST AWA_OPEN_RECEIPT_TEST_ON("", "", "", "")
-
-/* The same test on a 1.0 catalog, which has no completion batches (awa.complete_jobs only). */
+/*
+ * The test on a 1.0 catalog (awa.complete_jobs only, between installing this library and
+ * ALTER EXTENSION UPDATE), whose receipts are rows of its lease_claims table and which has no
+ * completion batches.
+ */
 #define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
 	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE("") " AND " AWA_RECEIPT_READY_ROW("")
 
 /*
- * The open-receipt test on the live arcs: C1..C4 and Q1..Q4 are the parameter numbers (string
- * literals) of the claim ring's and the queue ring's arcs. An open receipt's ready row is
- * always in the queue ring's arc: a queue slot is pruned only once every receipt of it ended.
+ * SQL (1.1 catalogs): receipts reached through their ready rows. A receipt is one attempt of
+ * a claim batch (awa.claim_batches); its ready row, found by the ready rows' job index, gives
+ * the lane, the lane_seq and the ready slot, hence the batch's block key, and the attempt is
+ * then found by its position in the batch's arrays. AWA_RECEIPT_COLUMNS is the receipt as a
+ * row with the columns of the view awa.lease_claims (plus receipt_base, the batch's identity
+ * and the order in which closers lock batches); AWA_RECEIPT_FROM_READY the FROM clause that
+ * makes it (ready row `r`, batch `b`, position `x.k`); AWA_RECEIPT_IS(JOB, LEASE) the
+ * condition selecting the receipt of one attempt (for the newest receipt of a job, the same
+ * without the run_lease conditions). Joined on the job id and the ready generation as well:
+ * lane numbers restart when a queue is dropped and created again.
  */
-#define AWA_OPEN_RECEIPT_TEST_LIVE(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                     \
-	AWA_OPEN_RECEIPT_TEST_ON(                                                                                          \
-		"AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3 " AND $" Q4 ")",                  \
-		"AND (b.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR b.ready_slot BETWEEN $" Q3 " AND $" Q4 ")",                  \
-		"AND (x.claim_slot BETWEEN $" C1 " AND $" C2 " OR x.claim_slot BETWEEN $" C3 " AND $" C4 ")",                  \
-		"AND (r.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR r.ready_slot BETWEEN $" Q3 " AND $" Q4 ")")
+#define AWA_RECEIPT_COLUMNS                                                                                            \
+	" b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, b.run_leases[x.k] AS run_lease, b.ready_slot, "  \
+	" b.ready_generation, b.queue, b.priority, b.effective_priorities[x.k] AS effective_priority, "                    \
+	" b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at, "    \
+	" b.deadline_at, b.lane_block, b.receipt_base "
+#define AWA_RECEIPT_FROM_READY                                                                                         \
+	" awa.ready_entries r JOIN awa.claim_batches b ON b.queue = r.queue AND b.priority = r.priority "                  \
+	"   AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64 AND b.ready_slot = r.ready_slot "     \
+	"   AND b.ready_generation = r.ready_generation "                                                                  \
+	" CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x "
+#define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND b.job_ids[x.k] = r.job_id "
+#define AWA_RECEIPT_IS(JOB, LEASE)                                                                                     \
+	AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 AND b.run_leases[x.k] = " LEASE " "
+
+/*
+ * The open-receipt test of a receipt `c` reached through its ready row (AWA_RECEIPT_FROM_READY:
+ * the ready-row part of the test holds by construction), on the live arcs like
+ * AWA_OPEN_RECEIPT_TEST_LIVE.
+ */
+#define AWA_READY_RECEIPT_OPEN_LIVE(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                    \
+	AWA_RECEIPT_NO_TERMINAL_ROW("AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3           \
+								" AND $" Q4 ")")                                                                       \
+	" AND " AWA_RECEIPT_NOT_IN_BATCH(                                                                                  \
+		"AND (b.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR b.ready_slot BETWEEN $" Q3 " AND $" Q4                       \
+		")") " AND " AWA_RECEIPT_NO_CLOSURE("AND (x.claim_slot BETWEEN $" C1 " AND $" C2                               \
+											" OR x.claim_slot BETWEEN $" C3 " AND $" C4 ")")
+
+/* The same on every partition (a statement about one job). */
+#define AWA_READY_RECEIPT_OPEN                                                                                         \
+	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("")
 
 /* ---- enqueue.cpp ---- */
 

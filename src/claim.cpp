@@ -150,13 +150,14 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                                    \
 	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                            \
 	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                                      \
+	"claim_time AS MATERIALIZED (SELECT clock_timestamp() AS t), "                                                     \
 	"rows_ AS MATERIALIZED ("                                                                                          \
 	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                          \
 	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                                   \
 	"    (CASE WHEN $7 > 0 THEN least(p.priority, greatest(1, p.priority - floor("                                     \
 	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                          \
 	"          ELSE p.priority END)::int2 AS effective_priority "                                                      \
-	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, clock_timestamp() AS t) c), " ADVANCE       \
+	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, t.t FROM claim_time t) c), " ADVANCE        \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
 	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) "                     \
 	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
@@ -175,12 +176,12 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
 
 /*
- * Receipts mode: one append-only lease_claims row per claimed job. The receipt ids are
- * drawn before the insert, so the result is read from the numbered rows: joining the
- * insert's RETURNING back to them was a nested loop of batch x batch comparisons (the
- * planner sees both as one-row CTEs), 70 % of a 100-job claim.
+ * Receipts mode on a 1.0 catalog: one append-only lease_claims row per claimed job. The
+ * receipt ids are drawn before the insert, so the result is read from the numbered rows:
+ * joining the insert's RETURNING back to them was a nested loop of batch x batch comparisons
+ * (the planner sees both as one-row CTEs), 70 % of a 100-job claim.
  */
-#define AWA_DRAIN_RECEIPTS(ADVANCE)                                                                                    \
+#define AWA_DRAIN_RECEIPTS_1_0(ADVANCE)                                                                                \
 	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
 	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "                \
 	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "                    \
@@ -190,6 +191,31 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "             \
 	"  FROM numbered) " AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot",                                   \
 										 "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
+
+/*
+ * Receipts mode: one append-only awa.claim_batches row per (ready slot, block of 64
+ * lane_seqs) of the claimed window, its attempts as arrays in lane order. Each row draws one
+ * receipt id (the sequence steps by 64), rows in lane order; its k-th attempt's receipt id is
+ * that plus k - 1. All attempts of a claim share one claim time (claim_time), so one block
+ * makes one row.
+ */
+#define AWA_DRAIN_RECEIPT_BATCHES(ADVANCE)                                                                             \
+	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	"blocks AS MATERIALIZED (SELECT g.ready_slot, g.lane_block, nextval('awa.receipt_id_seq') AS receipt_base "        \
+	"  FROM (SELECT ready_slot, lane_seq / 64 AS lane_block FROM rows_ GROUP BY 1, 2 ORDER BY min(lane_seq)) g), "     \
+	"numbered AS MATERIALIZED (SELECT r.*, k.receipt_base + row_number() OVER ("                                       \
+	"    PARTITION BY r.ready_slot, r.lane_seq / 64 ORDER BY r.lane_seq) - 1 AS receipt_id, k.receipt_base "           \
+	"  FROM rows_ r JOIN blocks k ON k.ready_slot = r.ready_slot AND k.lane_block = r.lane_seq / 64), "                \
+	"ins AS (INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, "               \
+	"  enqueue_shard, lane_block, receipt_base, claimed_at, deadline_at, lane_seqs, job_ids, run_leases, attempts, "   \
+	"  max_attempts, effective_priorities) "                                                                           \
+	"  SELECT ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, receipt_base, "  \
+	"    claimed_at, deadline_at, array_agg(lane_seq ORDER BY lane_seq), array_agg(job_id ORDER BY lane_seq), "        \
+	"    array_agg(run_lease + 1 ORDER BY lane_seq), array_agg((attempt + 1)::int2 ORDER BY lane_seq), "               \
+	"    array_agg(max_attempts ORDER BY lane_seq), array_agg(effective_priority ORDER BY lane_seq) "                  \
+	"  FROM numbered GROUP BY ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, "               \
+	"    lane_seq / 64, receipt_base, claimed_at, deadline_at) " AWA_DRAIN_RESULT(                                     \
+		"NULL::int", "NULL::bigint", "r.ring_slot", "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
 /* Leases mode: one mutable leases row per claimed job. */
 #define AWA_DRAIN_LEASES(ADVANCE)                                                                                      \
@@ -203,8 +229,9 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 																"NULL::bigint") "FROM rows_ r ORDER BY r.lane_seq"
 
 /* The drain statements, [receipts][marks]. */
-const char *const kDrainSql[2][2] = {{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
-									 {AWA_DRAIN_RECEIPTS(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS(AWA_ADVANCE_MARK)}};
+const char *const kDrainSql[2][2] = {
+	{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
+	{AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)}};
 
 /* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
 constexpr int kClaimPromoteLimit = 100;

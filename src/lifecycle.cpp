@@ -87,11 +87,32 @@ namespace
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM finished ORDER BY queue, enqueue_shard, job_id"
 
 SPIPlanPtr lock_receipts_plan = nullptr;
+SPIPlanPtr lock_receipts_1_0_plan = nullptr;
 SPIPlanPtr complete_plan = nullptr;
 SPIPlanPtr complete_with_closures_plan = nullptr;
 
-/* The receipts among the pairs ($1, $2), locked in (job_id, run_lease) order; $3..$6: the claim ring's live arc. */
+/*
+ * The claim batches of the receipts among the pairs ($1, $2), locked in receipt_base order,
+ * the order of every exit that closes several receipts; $3..$6: the claim ring's live arc,
+ * $11..$14: the queue ring's (the receipts are reached through their ready rows).
+ */
 const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
+	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "
+	"    c.ready_slot, c.receipt_base "
+	"  FROM input i CROSS JOIN LATERAL (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
+	"    WHERE " AWA_RECEIPT_IS(
+		"i.job_id",
+		"i.run_lease") "      AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "
+					   "      AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
+					   "  ORDER BY c.receipt_base) "
+					   "SELECT 1 FROM keys k CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b "
+					   "  WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue AND b.priority = k.priority "
+					   "    AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block AND b.ready_slot = "
+					   "k.ready_slot "
+					   "    AND b.receipt_base = k.receipt_base FOR UPDATE OF b) b";
+
+/* The receipts among the pairs ($1, $2) on a 1.0 catalog, locked in (job_id, run_lease) order. */
+const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
 	"SELECT c.claim_slot FROM input i CROSS JOIN LATERAL (SELECT c.claim_slot FROM awa.lease_claims c "
 	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
 	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
@@ -99,18 +120,22 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 /*
  * The completion: open receipts get their completion batches and no closure, leases are deleted.
  * A receipt is open by the test of the view awa._open_receipts on the live arcs of the rings
- * (AWA_OPEN_RECEIPT_TEST_LIVE; $11..$14: the queue ring's arc): through the view a completion
- * prepared all 41 partitions of the three tables on every call.
+ * (AWA_READY_RECEIPT_OPEN_LIVE; $11..$14: the queue ring's arc): through the view a completion
+ * prepared every partition of the tables on every call.
  */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
-	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
-	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST_LIVE(
-		"3", "4", "5", "6", "11", "12", "13",
-		"14") "  OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
-			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
-			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
-			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
+	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM "
+	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(
+		"i.job_id",
+		"i.run_lease") "    AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "
+					   "    AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
+					   "  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
+						   "3", "4", "5", "6", "11", "12", "13",
+						   "14") " OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
+								 "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, "
+								 "c.enqueue_shard, c.lane_seq, "
+								 "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
+								 "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
 
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
@@ -218,7 +243,6 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 		return (Datum)0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_CLAIM_ARC + 4, types);
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
 	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
@@ -243,17 +267,26 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 * one's snapshot is taken after the first holds every receipt lock it waited for.
 	 */
 	planner_level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(lock_receipts_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
 	/*
-	 * The catalog is read after the locks: a call that waited for ALTER EXTENSION UPDATE
-	 * (it locks the receipts' table) sees the updated catalog, and an update cannot start
-	 * until this transaction ends.
+	 * The catalog is read before the locks. A call that then waits for ALTER EXTENSION
+	 * UPDATE (it locks every table of the plane) fails if the update replaced what its
+	 * statement reads (1.0's receipts table): nothing was claimed or completed by it, and
+	 * the worker's retry runs on the updated catalog. An update cannot start while this
+	 * transaction holds its locks.
 	 */
 	closure_free = receipts_end_without_closure();
 	if (closure_free)
+	{
+		awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_NPARAMS, types);
 		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+	}
 	else
+	{
+		awa::keep_plan(&lock_receipts_1_0_plan, kLockReceipts10Sql, CP_CLAIM_ARC + 4, types);
 		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
+	}
+	awa::exec_plan_latest(closure_free ? lock_receipts_plan : lock_receipts_1_0_plan, values, nullptr, false, 0,
+						  SPI_OK_SELECT, "receipt lock");
 	awa::exec_plan_latest(closure_free ? complete_plan : complete_with_closures_plan, values, nullptr, false, 0,
 						  SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);

@@ -2,7 +2,7 @@
  * ring.cpp — the write slot of a ring, fenced against prune (docs/maintenance.md §2).
  *
  * Every writer into a ring partition (producers into ready_entries, claims into
- * lease_claims or leases, terminal rows written without an attempt) asks for the ring's
+ * claim_batches or leases, terminal rows written without an attempt) asks for the ring's
  * write slot here instead of reading the ring cursor in its own statement:
  *   1. read the current slot and its generation with the latest committed state (never
  *      through an old transaction snapshot: a REPEATABLE READ producer is normal);
@@ -60,7 +60,7 @@ const RingSpec kRings[3] = {
 	 "SELECT generation FROM awa.claim_ring_slots WHERE slot = $1",
 	 "SELECT (SELECT s.slot FROM awa.claim_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
 	 "r.current_slot, r.slot_count FROM awa.claim_ring_state r",
-	 {"lease_claims_", "lease_claim_closures_"}},
+	 {"claim_batches_", "lease_claim_closures_"}},
 	{"lease",
 	 "SELECT r.current_slot, s.generation FROM awa.lease_ring_state r "
 	 "JOIN awa.lease_ring_slots s ON s.slot = r.current_slot",
@@ -109,7 +109,10 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 	}
 }
 
-/* OID of partition awa.<prefix><slot>; a missing partition is a broken install. */
+/*
+ * OID of partition awa.<prefix><slot>; a missing partition is a broken install. A 1.0
+ * catalog (before ALTER EXTENSION UPDATE) keeps its receipts in lease_claims partitions.
+ */
 Oid
 partition_oid(const char *prefix, int slot)
 {
@@ -118,6 +121,11 @@ partition_oid(const char *prefix, int slot)
 
 	snprintf(name, sizeof(name), "%s%d", prefix, slot);
 	relid = get_relname_relid(name, get_namespace_oid("awa", false));
+	if (!OidIsValid(relid) && strcmp(prefix, "claim_batches_") == 0)
+	{
+		snprintf(name, sizeof(name), "lease_claims_%d", slot);
+		relid = get_relname_relid(name, get_namespace_oid("awa", false));
+	}
 	if (!OidIsValid(relid))
 		elog(ERROR, "awa_shard: ring partition awa.%s is missing", name);
 	return relid;

@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(70);
+SELECT plan(71);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -141,7 +141,8 @@ SELECT is((SELECT count(*)::int FROM pg_proc p
 
 -- Tables and settings callers rely on.
 SELECT has_table('awa', t, 'table awa.' || t) FROM unnest(ARRAY['queue_meta', 'ready_entries', 'done_entries', 'deferred_jobs',
-    'dlq_entries', 'lease_claims', 'leases', 'queue_enqueue_heads', 'queue_claim_heads', 'completion_batches']) AS t;
+    'dlq_entries', 'claim_batches', 'leases', 'queue_enqueue_heads', 'queue_claim_heads', 'completion_batches']) AS t;
+SELECT has_view('awa', 'lease_claims', 'view awa.lease_claims (one row per receipt)');
 SELECT col_default_is('awa', 'queue_meta', 'enqueue_shards', '1', 'queue_meta.enqueue_shards defaults to 1');
 SELECT col_type_is('awa', 'queue_meta', 'enqueue_shards', 'smallint', 'queue_meta.enqueue_shards is smallint');
 SELECT col_is_null('awa', 'queue_meta', 'dlq_enabled', 'queue_meta.dlq_enabled is nullable (NULL: the install default)');

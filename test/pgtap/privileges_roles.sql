@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(54);
+SELECT plan(56);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -108,6 +108,7 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.reserve_enqueue_seq('t
           'worker: cannot reserve lane numbers');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.done_entries$$), 'ERROR 42501', 'worker: cannot read awa.done_entries');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.completion_batches$$), 'ERROR 42501', 'worker: cannot read awa.completion_batches');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*) FROM awa.claim_batches$$), 'ERROR 42501', 'worker: cannot read awa.claim_batches');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$UPDATE awa.queue_claim_heads SET claim_seq = 1 RETURNING 1$$), 'ERROR 42501',
           'worker: cannot move claim cursors');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$INSERT INTO awa.claim_marks VALUES ('tap_priv_q', 2, 0, 1000) RETURNING 1$$), 'ERROR 42501',
@@ -124,6 +125,8 @@ SELECT is(pg_temp.as_role('tap_priv_admin', $$INSERT INTO awa.queue_meta (queue,
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.done_entries WHERE queue = 'tap_priv_q'$$), '0', 'admin: reads awa.done_entries');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT sum(cardinality(job_ids))::text FROM awa.completion_batches WHERE queue = 'tap_priv_q'$$), '3',
           'admin: reads awa.completion_batches (the three completions)');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.lease_claims WHERE queue = 'tap_priv_q'$$), '3',
+          'admin: reads awa.lease_claims (the three receipts, from their claim batches)');
 SELECT ok(pg_temp.as_role('tap_priv_admin', $$SELECT awa.promote_due()::text$$) ~ '^[0-9]+$', 'admin: promote_due');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$DELETE FROM awa.ready_entries RETURNING 1$$), 'ERROR 42501', 'admin: cannot delete ready rows directly');
 
