@@ -277,8 +277,9 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	closure_free = receipts_end_without_closure();
 	if (closure_free)
 	{
-		awa::keep_plan(&lock_receipts_plan, kLockReceiptsSql, CP_NPARAMS, types);
-		awa::keep_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+		/* Generic plans: a custom plan of either was made again on every call (keep_generic_plan). */
+		awa::keep_generic_plan(&lock_receipts_plan, kLockReceiptsSql, CP_NPARAMS, types);
+		awa::keep_generic_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
 	}
 	else
 	{
