@@ -828,6 +828,7 @@ $$;
 -- maintenance_vs_complete_order). An attempt in both lists counts as a deadline rescue (one
 -- past its deadline that only the heartbeat list reached, the deadline list being full, is
 -- rescued as stale, as two passes would have done).
+-- A receipt whose claim batch another transaction holds is left for the next pass.
 -- Retryable with backoff while attempts remain, failed at the last one (like fail_job).
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
@@ -867,7 +868,8 @@ BEGIN
                 SELECT receipt_base, job_id, run_lease, false FROM stale) due
          ORDER BY receipt_base NULLS LAST, job_id, run_lease, due_deadline DESC
     LOOP
-        t := awa._take_attempt(r.job_id, r.run_lease, CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END);
+        t := awa._take_attempt_unless_busy(r.job_id, r.run_lease,
+                                           CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END);
         CONTINUE WHEN t.job_id IS NULL;
         IF r.due_deadline THEN
             PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
@@ -2486,6 +2488,18 @@ CREATE OR REPLACE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint
     AS 'MODULE_PATHNAME', 'awa_take_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+
+-- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
+-- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
+-- a maintenance pass never waits for a worker's transaction.
+CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigint, p_outcome text)
+    RETURNS awa.taken_attempt
+    AS 'MODULE_PATHNAME', 'awa_take_attempt_unless_busy'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
+    'Internal: awa._take_attempt, except that a receipt whose claim batch another transaction holds is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
 -- lease (C, latest committed state, like awa._take_attempt).

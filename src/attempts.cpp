@@ -1,7 +1,8 @@
 /*
  * attempts.cpp — one running attempt at a time, on the latest committed state: take it out
- * of the running set for a per-job exit (awa._take_attempt, awa._take_open_attempt: the
- * arbiter of fail, retry, snooze, dead-letter, cancel and both rescues) and record the
+ * of the running set for a per-job exit (awa._take_attempt, awa._take_open_attempt,
+ * awa._take_attempt_unless_busy: the arbiter of fail, retry, snooze, dead-letter, cancel
+ * and both rescues) and record the
  * heartbeats of open attempts (awa._heartbeat_open_attempts).
  *
  * A receipt is taken by locking its claim batch (found through the job's ready row), then,
@@ -29,6 +30,7 @@ namespace
 {
 
 SPIPlanPtr lock_receipt_plan = nullptr;
+SPIPlanPtr lock_receipt_unless_busy_plan = nullptr;
 SPIPlanPtr take_receipt_plan = nullptr;
 SPIPlanPtr take_lease_plan = nullptr;
 SPIPlanPtr forget_heartbeat_plan = nullptr;
@@ -57,6 +59,10 @@ const char *const kTakeReceiptSql =
 /* Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is open. */
 const char *const kLockReceiptSql =
 	"SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") " FOR UPDATE OF b";
+
+/* The same, unless another transaction holds the batch (then nothing is locked). */
+const char *const kLockReceiptUnlessBusySql =
+	"SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") " FOR UPDATE OF b SKIP LOCKED";
 
 /* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
 const char *const kTakeLeaseSql =
@@ -134,10 +140,12 @@ put_live_arc(awa::Ring ring, Datum *values, int at)
 /*
  * Take the open attempt (job_id, run_lease), closing a receipt with `outcome` or deleting a
  * lease; true with the awa.taken_attempt datum (copied out of SPI) in *taken, false when
- * the attempt is not open (a stale writer, or another closer won). SPI must be connected.
+ * the attempt is not open (a stale writer, or another closer won). With `unless_busy`, a
+ * receipt whose claim batch another transaction holds is left alone (false), instead of
+ * waiting for that transaction. SPI must be connected.
  */
 bool
-take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken)
+take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool unless_busy = false)
 {
 	static const Oid receipt_types[3] = {INT8OID, INT8OID, TEXTOID};
 	static const Oid pair_types[2] = {INT8OID, INT8OID};
@@ -145,13 +153,16 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken)
 	bool found;
 	int level;
 
-	awa::keep_generic_plan(&lock_receipt_plan, kLockReceiptSql, 2, pair_types);
+	SPIPlanPtr lock_plan =
+		unless_busy ? awa::keep_generic_plan(&lock_receipt_unless_busy_plan, kLockReceiptUnlessBusySql, 2, pair_types)
+					: awa::keep_generic_plan(&lock_receipt_plan, kLockReceiptSql, 2, pair_types);
+
 	awa::keep_generic_plan(&take_receipt_plan, kTakeReceiptSql, 3, receipt_types);
 	awa::keep_generic_plan(&take_lease_plan, kTakeLeaseSql, 2, pair_types);
 	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
 
 	level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(lock_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	awa::exec_plan_latest(lock_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
 	if (SPI_processed > 0)
 		awa::exec_plan_latest(take_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt take");
 	found = awa::spi_single_value(taken);
@@ -214,6 +225,26 @@ AWA_SQL_FUNCTION(awa_take_attempt)
 		PG_RETURN_NULL();
 	spi_connect();
 	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken);
+	spi_finish();
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(taken);
+}
+
+/*
+ * awa._take_attempt_unless_busy(job_id, run_lease, outcome) -> awa.taken_attempt, NULL when
+ * not open or when another transaction holds the receipt's claim batch (the rescues: a
+ * maintenance pass never waits for a worker's transaction).
+ */
+AWA_SQL_FUNCTION(awa_take_attempt_unless_busy)
+{
+	Datum taken;
+	bool found;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		PG_RETURN_NULL();
+	spi_connect();
+	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, true);
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();

@@ -266,7 +266,9 @@ void live_slot_ranges(Ring ring, int ranges[4]);
  * SQL (1.1 catalogs): receipts reached through their ready rows. A receipt is one attempt of
  * a claim batch (awa.claim_batches); its ready row, found by the ready rows' job index, gives
  * the lane, the lane_seq and the ready slot, hence the batch's block key, and the attempt is
- * then found by its position in the batch's arrays. AWA_RECEIPT_COLUMNS is the receipt as a
+ * then found by its position in the batch's arrays. The batches are probed by that key from
+ * each ready row (a lateral subquery the planner cannot turn into a join: a plan made while
+ * the batches looked empty hashed every batch of the slot on every call). AWA_RECEIPT_COLUMNS is the receipt as a
  * row with the columns of the view awa.lease_claims (plus receipt_base, the batch's identity
  * and the order in which closers lock batches); AWA_RECEIPT_FROM_READY the FROM clause that
  * makes it (ready row `r`, batch `b`, position `x.k`); AWA_RECEIPT_IS(JOB, LEASE) the
@@ -280,9 +282,9 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 	" b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at, "    \
 	" b.deadline_at, b.lane_block, b.receipt_base "
 #define AWA_RECEIPT_FROM_READY                                                                                         \
-	" awa.ready_entries r JOIN awa.claim_batches b ON b.queue = r.queue AND b.priority = r.priority "                  \
-	"   AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64 AND b.ready_slot = r.ready_slot "     \
-	"   AND b.ready_generation = r.ready_generation "                                                                  \
+	" awa.ready_entries r CROSS JOIN LATERAL (SELECT b.* FROM awa.claim_batches b WHERE b.queue = r.queue "            \
+	"   AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64 "         \
+	"   AND b.ready_slot = r.ready_slot AND b.ready_generation = r.ready_generation OFFSET 0) b "                      \
 	" CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x "
 #define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND b.job_ids[x.k] = r.job_id "
 #define AWA_RECEIPT_IS(JOB, LEASE)                                                                                     \
