@@ -86,6 +86,12 @@ const char *const kOpenLeaseSql =
 	"SELECT l.run_lease FROM awa.leases l WHERE l.job_id = $1 AND l.state IN ('running', 'waiting_external') "
 	" ORDER BY l.run_lease DESC LIMIT 1";
 
+/* The receipt of the input pair `i`, through its ready row, on the live arcs ($3..$6, $7..$10). */
+#define HEARTBEAT_RECEIPT_SQL                                                                                          \
+	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY_ON(                                                 \
+		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT                                                             \
+							" AND (r.ready_slot BETWEEN $7 AND $8 OR r.ready_slot BETWEEN $9 AND $10) OFFSET 0)"
+
 /*
  * Heartbeats of the open receipts among the pairs ($1, $2): an attempt_state row per
  * attempt, created or refreshed. Each receipt is probed from the sorted input through its
@@ -95,18 +101,14 @@ const char *const kOpenLeaseSql =
 const char *const kHeartbeatReceiptsSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
-	"open_receipts AS (SELECT c.job_id, c.run_lease FROM input i CROSS JOIN LATERAL (SELECT " AWA_RECEIPT_COLUMNS
-	"  FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(
-		"i.job_id",
-		"i.run_lease") "    AND (r.ready_slot BETWEEN $7 AND $8 OR r.ready_slot BETWEEN $9 AND $10) "
-					   "    AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
-					   "  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
-						   "3", "4", "5", "6", "7", "8", "9",
-						   "10") ") "
-								 "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
-								 "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
-								 "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-								 "  updated_at = EXCLUDED.updated_at";
+	"open_receipts AS (SELECT c.job_id, c.run_lease FROM input i CROSS JOIN LATERAL " HEARTBEAT_RECEIPT_SQL " c "
+	"  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
+		"3", "4", "5", "6", "7", "8", "9",
+		"10") ") "
+			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
+			  "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
+			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+			  "  updated_at = EXCLUDED.updated_at";
 
 /*
  * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in

@@ -271,7 +271,9 @@ void live_slot_ranges(Ring ring, int ranges[4]);
  * the batches looked empty hashed every batch of the slot on every call). AWA_RECEIPT_COLUMNS is the receipt as a
  * row with the columns of the view awa.lease_claims (plus receipt_base, the batch's identity
  * and the order in which closers lock batches); AWA_RECEIPT_FROM_READY the FROM clause that
- * makes it (ready row `r`, batch `b`, position `x.k`); AWA_RECEIPT_IS(JOB, LEASE) the
+ * makes it (ready row `r`, batch `b`, position `x.k`; AWA_RECEIPT_FROM_READY_ON(ARC) with
+ * a condition on `b` that restricts the batch probe to the claim ring's live arc, so that
+ * only those partitions are probed); AWA_RECEIPT_IS(JOB, LEASE) the
  * condition selecting the receipt of one attempt (for the newest receipt of a job, the same
  * without the run_lease conditions). Joined on the job id and the ready generation as well:
  * lane numbers restart when a queue is dropped and created again.
@@ -281,14 +283,19 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 	" b.ready_generation, b.queue, b.priority, b.effective_priorities[x.k] AS effective_priority, "                    \
 	" b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at, "    \
 	" b.deadline_at, b.lane_block, b.receipt_base "
-#define AWA_RECEIPT_FROM_READY                                                                                         \
+#define AWA_RECEIPT_FROM_READY_ON(ARC)                                                                                 \
 	" awa.ready_entries r CROSS JOIN LATERAL (SELECT b.* FROM awa.claim_batches b WHERE b.queue = r.queue "            \
 	"   AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64 "         \
-	"   AND b.ready_slot = r.ready_slot AND b.ready_generation = r.ready_generation OFFSET 0) b "                      \
+	"   AND b.ready_slot = r.ready_slot AND b.ready_generation = r.ready_generation " ARC " OFFSET 0) b "              \
 	" CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x "
+#define AWA_RECEIPT_FROM_READY AWA_RECEIPT_FROM_READY_ON("")
+/* The live arc of the claim ring as a condition on `b`, when it is parameters $3..$6. */
+#define AWA_CLAIM_ARC_OF_B "AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6)"
 #define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND b.job_ids[x.k] = r.job_id "
 #define AWA_RECEIPT_IS(JOB, LEASE)                                                                                     \
 	AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 AND b.run_leases[x.k] = " LEASE " "
+/* The receipt of the pair `i` (job_id, run_lease) of a statement's input. */
+#define AWA_RECEIPT_IS_INPUT AWA_RECEIPT_IS("i.job_id", "i.run_lease")
 
 /*
  * The open-receipt test of a receipt `c` reached through its ready row (AWA_RECEIPT_FROM_READY:

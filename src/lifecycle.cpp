@@ -86,6 +86,15 @@ namespace
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "               \
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM finished ORDER BY queue, enqueue_shard, job_id"
 
+/*
+ * The receipt of the input pair `i` (1.1 catalogs), through its ready row, each probe on the
+ * live arcs: $3..$6 the claim ring's, $11..$14 the queue ring's.
+ */
+#define RECEIPT_OF_INPUT_SQL                                                                                           \
+	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY_ON(                                                 \
+		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT                                                             \
+							" AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0)"
+
 SPIPlanPtr lock_receipts_plan = nullptr;
 SPIPlanPtr lock_receipts_1_0_plan = nullptr;
 SPIPlanPtr complete_plan = nullptr;
@@ -98,18 +107,12 @@ SPIPlanPtr complete_with_closures_plan = nullptr;
  */
 const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "
-	"    c.ready_slot, c.receipt_base "
-	"  FROM input i CROSS JOIN LATERAL (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
-	"    WHERE " AWA_RECEIPT_IS(
-		"i.job_id",
-		"i.run_lease") "      AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "
-					   "      AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
-					   "  ORDER BY c.receipt_base) "
-					   "SELECT 1 FROM keys k CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b "
-					   "  WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue AND b.priority = k.priority "
-					   "    AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block AND b.ready_slot = "
-					   "k.ready_slot "
-					   "    AND b.receipt_base = k.receipt_base FOR UPDATE OF b) b";
+	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL " c "
+	"  ORDER BY c.receipt_base) "
+	"SELECT 1 FROM keys k CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b "
+	"  WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue AND b.priority = k.priority "
+	"    AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block AND b.ready_slot = k.ready_slot "
+	"    AND b.receipt_base = k.receipt_base FOR UPDATE OF b) b";
 
 /* The receipts among the pairs ($1, $2) on a 1.0 catalog, locked in (job_id, run_lease) order. */
 const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
@@ -124,18 +127,13 @@ const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
  * prepared every partition of the tables on every call.
  */
 const char *const kCompleteSql = COMPLETE_INPUT_SQL
-	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM "
-	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(
-		"i.job_id",
-		"i.run_lease") "    AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "
-					   "    AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6) OFFSET 0) c "
-					   "  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
-						   "3", "4", "5", "6", "11", "12", "13",
-						   "14") " OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
-								 "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, "
-								 "c.enqueue_shard, c.lane_seq, "
-								 "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
-								 "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
+	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM " RECEIPT_OF_INPUT_SQL
+	" c WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
+		"3", "4", "5", "6", "11", "12", "13",
+		"14") " OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
+			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
+			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
+			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
 
 /*
  * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
