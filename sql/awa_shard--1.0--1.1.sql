@@ -20,14 +20,18 @@
 -- Every table lock this update needs, taken at once before anything changes: producers and
 -- workers then wait for the update instead of deadlocking with it. A try that has to wait
 -- behind an open transaction gives up after 200 ms, releases what it took and tries again, so
--- the update never holds one table while queueing for another.
+-- the update never holds one table while queueing for another. Its deadlock check runs
+-- first (50 ms), so in a cycle with a client that waits for one of its tables the update is
+-- the one that gives up and tries again, whatever the server's deadlock_timeout.
 DO $$
 DECLARE
     v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+    v_deadlock_timeout text := pg_catalog.current_setting('deadlock_timeout');
 BEGIN
     LOOP
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '200ms', true);
+            PERFORM pg_catalog.set_config('deadlock_timeout', '50ms', true);
             LOCK TABLE awa.queue_meta, awa.plane_settings, awa.storage_transition_state, awa.queue_enqueue_heads,
                        awa.queue_claim_heads, awa.deferred_jobs, awa.queue_ring_state, awa.queue_ring_slots,
                        awa.claim_ring_state, awa.claim_ring_slots, awa.lease_ring_state, awa.lease_ring_slots,
@@ -35,11 +39,12 @@ BEGIN
                        awa.lease_claim_closures
                 IN ACCESS EXCLUSIVE MODE;
             EXIT;
-        EXCEPTION WHEN lock_not_available THEN
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             PERFORM pg_catalog.pg_sleep(0.02 + random() * 0.05);
         END;
     END LOOP;
     PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+    PERFORM pg_catalog.set_config('deadlock_timeout', v_deadlock_timeout, true);
 END
 $$;
 
@@ -90,15 +95,6 @@ CREATE TABLE awa.completion_batches (
     attempted_at timestamptz[] NOT NULL,
     finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
     PARTITION BY LIST (ready_slot);
-DO $$
-BEGIN
-    FOR s IN 0..15 LOOP
-        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.completion_batches FOR VALUES IN (%s)',
-                       'completion_batches_' || s, s);
-        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'completion_batches_' || s);
-    END LOOP;
-END
-$$;
 CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 GRANT SELECT ON awa.completion_batches TO awa_admin;
 
@@ -141,13 +137,13 @@ GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 -- row itself is never updated. Partitioned by claim-ring slot, pruned with the closures.
 CREATE TABLE awa.claim_batches (
     claim_slot integer NOT NULL,
-    ready_slot integer NOT NULL,
-    ready_generation bigint NOT NULL,
+    receipt_base bigint NOT NULL,
     queue text NOT NULL,
     priority smallint NOT NULL,
     enqueue_shard smallint NOT NULL,
     lane_block bigint NOT NULL,
-    receipt_base bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
     claimed_at timestamptz NOT NULL,
     deadline_at timestamptz,
     lane_seqs bigint[] NOT NULL,
@@ -157,12 +153,17 @@ CREATE TABLE awa.claim_batches (
     max_attempts smallint[] NOT NULL,
     effective_priorities smallint[] NOT NULL)
     PARTITION BY LIST (claim_slot);
+-- The partitions of both batch tables: 16 queue-ring slots of completions, 8 claim-ring
+-- slots of claims.
 DO $$
+DECLARE
+    t record;
 BEGIN
-    FOR s IN 0..7 LOOP
-        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.claim_batches FOR VALUES IN (%s)',
-                       'claim_batches_' || s, s);
-        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'claim_batches_' || s);
+    FOR t IN SELECT * FROM (VALUES ('completion_batches', 15), ('claim_batches', 7)) AS v(tbl, last_slot) LOOP
+        FOR s IN 0..t.last_slot LOOP
+            EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.%I FOR VALUES IN (%s)', t.tbl || '_' || s, t.tbl, s);
+            EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', t.tbl || '_' || s);
+        END LOOP;
     END LOOP;
 END
 $$;

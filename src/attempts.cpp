@@ -56,13 +56,25 @@ const char *const kTakeReceiptSql =
 					"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
 					"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
 
-/* Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is open. */
-const char *const kLockReceiptSql =
-	"SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") " FOR UPDATE OF b";
+/*
+ * Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is
+ * open: the batch is found first, without a lock, then locked by its key and receipt_base
+ * (a lock taken in the probe itself would lock every batch of the block, the probe's rows,
+ * and in the order they were read).
+ */
+#define LOCK_RECEIPT_BATCH_SQL(WAIT)                                                                                   \
+	"SELECT 1 FROM (SELECT b.claim_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.ready_slot, "           \
+	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(                                        \
+		"$1",                                                                                                          \
+		"$2") " OFFSET 0) k "                                                                                          \
+			  "CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b WHERE b.claim_slot = k.claim_slot AND b.queue = " \
+			  "k.queue "                                                                                               \
+			  "  AND b.priority = k.priority AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block "   \
+			  "  AND b.ready_slot = k.ready_slot AND b.receipt_base = k.receipt_base FOR UPDATE OF b " WAIT ") b"
+const char *const kLockReceiptSql = LOCK_RECEIPT_BATCH_SQL("");
 
 /* The same, unless another transaction holds the batch (then nothing is locked). */
-const char *const kLockReceiptUnlessBusySql =
-	"SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") " FOR UPDATE OF b SKIP LOCKED";
+const char *const kLockReceiptUnlessBusySql = LOCK_RECEIPT_BATCH_SQL("SKIP LOCKED");
 
 /* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
 const char *const kTakeLeaseSql =

@@ -102,16 +102,16 @@ exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool r
  * found by nested loops of index probes, which a session without nested loops would turn
  * into hash joins reading whole tables. Which plan a statement gets would otherwise depend
  * on the statistics when it was planned and on the caller's settings (docs/design.md §4,
- * "Claim cost").
+ * "Claim cost"). JIT is off: the disabled scan types add their penalty to a plan's cost
+ * estimate, which then crosses the JIT thresholds, and compiling a statement that reads a
+ * few rows took seconds (a cancel_job of one running job: 2.6-3.7 s).
  */
 int
 push_hot_path_planner()
 {
-	static const char *const kPinned[][2] = {{"enable_indexscan", "on"},
-											 {"enable_bitmapscan", "off"},
-											 {"enable_seqscan", "off"},
-											 {"enable_sort", "off"},
-											 {"enable_nestloop", "on"}};
+	static const char *const kPinned[][2] = {{"enable_indexscan", "on"}, {"enable_bitmapscan", "off"},
+											 {"enable_seqscan", "off"},	 {"enable_sort", "off"},
+											 {"enable_nestloop", "on"},	 {"jit", "off"}};
 	int level = NewGUCNestLevel();
 
 	for (const auto &setting : kPinned)
