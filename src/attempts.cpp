@@ -64,13 +64,8 @@ const char *const kTakeReceiptSql =
  */
 #define LOCK_RECEIPT_BATCH_SQL(WAIT)                                                                                   \
 	"SELECT 1 FROM (SELECT b.claim_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.ready_slot, "           \
-	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS(                                        \
-		"$1",                                                                                                          \
-		"$2") " OFFSET 0) k "                                                                                          \
-			  "CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b WHERE b.claim_slot = k.claim_slot AND b.queue = " \
-			  "k.queue "                                                                                               \
-			  "  AND b.priority = k.priority AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block "   \
-			  "  AND b.ready_slot = k.ready_slot AND b.receipt_base = k.receipt_base FOR UPDATE OF b " WAIT ") b"
+	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY                                                                  \
+	" WHERE " AWA_RECEIPT_IS("$1", "$2") " OFFSET 0) k " AWA_LOCK_BATCH_OF_KEY(WAIT)
 const char *const kLockReceiptSql = LOCK_RECEIPT_BATCH_SQL("");
 
 /* The same, unless another transaction holds the batch (then nothing is locked). */

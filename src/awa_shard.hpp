@@ -294,6 +294,16 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 #define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND b.job_ids[x.k] = r.job_id "
 #define AWA_RECEIPT_IS(JOB, LEASE)                                                                                     \
 	AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 AND b.run_leases[x.k] = " LEASE " "
+/*
+ * Lock the claim batch whose key and receipt_base a row `k` names (FOR UPDATE, WAIT "" or
+ * "SKIP LOCKED"), as a lateral subquery `b`. A batch is always found first and locked by its
+ * identity here: a lock taken in the probe of a block would lock every batch of the block.
+ */
+#define AWA_LOCK_BATCH_OF_KEY(WAIT)                                                                                    \
+	" CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue "  \
+	"   AND b.priority = k.priority AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block "            \
+	"   AND b.ready_slot = k.ready_slot AND b.receipt_base = k.receipt_base FOR UPDATE OF b " WAIT ") b "
+
 /* The receipt of the pair `i` (job_id, run_lease) of a statement's input. */
 #define AWA_RECEIPT_IS_INPUT AWA_RECEIPT_IS("i.job_id", "i.run_lease")
 

@@ -109,10 +109,7 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "
 	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL " c "
 	"  ORDER BY c.receipt_base) "
-	"SELECT 1 FROM keys k CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b "
-	"  WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue AND b.priority = k.priority "
-	"    AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block AND b.ready_slot = k.ready_slot "
-	"    AND b.receipt_base = k.receipt_base FOR UPDATE OF b) b";
+	"SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("");
 
 /* The receipts among the pairs ($1, $2) on a 1.0 catalog, locked in (job_id, run_lease) order. */
 const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
