@@ -65,7 +65,7 @@ const char *const kTakeReceiptSql =
 #define LOCK_RECEIPT_BATCH_SQL(WAIT)                                                                                   \
 	"SELECT 1 FROM (SELECT b.claim_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.ready_slot, "           \
 	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY                                                                  \
-	" WHERE " AWA_RECEIPT_IS("$1", "$2") " OFFSET 0) k " AWA_LOCK_BATCH_OF_KEY(WAIT)
+	" WHERE " AWA_RECEIPT_IS("$1", "$2") " OFFSET 0) k " AWA_LOCK_BATCH_OF_KEY(WAIT, "")
 const char *const kLockReceiptSql = LOCK_RECEIPT_BATCH_SQL("");
 
 /* The same, unless another transaction holds the batch (then nothing is locked). */

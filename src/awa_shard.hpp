@@ -226,6 +226,9 @@ RingSlot ring_write_slot(Ring ring);
 /* The live slots of a ring as two inclusive ranges (the second empty unless the arc wraps). */
 void live_slot_ranges(Ring ring, int ranges[4]);
 
+/* The live arcs of the queue, claim and lease rings in one read (as live_slot_ranges). */
+void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
+
 /*
  * SQL: the parts of the test of the view awa._open_receipts, as subqueries on a receipt `c`
  * (a row with the columns of awa.lease_claims) probed per receipt, each with the receipt's
@@ -298,11 +301,13 @@ void live_slot_ranges(Ring ring, int ranges[4]);
  * Lock the claim batch whose key and receipt_base a row `k` names (FOR UPDATE, WAIT "" or
  * "SKIP LOCKED"), as a lateral subquery `b`. A batch is always found first and locked by its
  * identity here: a lock taken in the probe of a block would lock every batch of the block.
+ * ARC ("" for none, or AWA_CLAIM_ARC_OF_B) restricts the probe to the claim ring's live arc,
+ * so that the executor prepares only those partitions.
  */
-#define AWA_LOCK_BATCH_OF_KEY(WAIT)                                                                                    \
+#define AWA_LOCK_BATCH_OF_KEY(WAIT, ARC)                                                                               \
 	" CROSS JOIN LATERAL (SELECT 1 FROM awa.claim_batches b WHERE b.claim_slot = k.claim_slot AND b.queue = k.queue "  \
 	"   AND b.priority = k.priority AND b.enqueue_shard = k.enqueue_shard AND b.lane_block = k.lane_block "            \
-	"   AND b.ready_slot = k.ready_slot AND b.receipt_base = k.receipt_base FOR UPDATE OF b " WAIT ") b "
+	"   AND b.ready_slot = k.ready_slot AND b.receipt_base = k.receipt_base " ARC " FOR UPDATE OF b " WAIT ") b "
 
 /* The receipt of the pair `i` (job_id, run_lease) of a statement's input. */
 #define AWA_RECEIPT_IS_INPUT AWA_RECEIPT_IS("i.job_id", "i.run_lease")

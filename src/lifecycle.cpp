@@ -74,7 +74,11 @@ namespace
 	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "  \
 	"         run_lease, attempted_at FROM finished), "
 
-/* What every completion does with its finished attempts besides recording them: heartbeats and unique claims go. */
+/*
+ * What every completion does with its finished attempts besides recording them: heartbeats
+ * and unique claims go. The ready rows are read on the queue ring's live arc ($11..$14), where
+ * the finished attempts' rows are, so that only those partitions are prepared.
+ */
 #define COMPLETE_TAIL_SQL                                                                                              \
 	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "                                                 \
 	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "       \
@@ -83,6 +87,7 @@ namespace
 	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND u.job_id = f.job_id "                         \
 	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "         \
 	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "               \
+	"    AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "                                  \
 	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "               \
 	"SELECT job_id, run_lease, queue, enqueue_shard FROM finished ORDER BY queue, enqueue_shard, job_id"
 
@@ -109,7 +114,7 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "
 	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL " c "
 	"  ORDER BY c.receipt_base) "
-	"SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("");
+	"SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("", AWA_CLAIM_ARC_OF_B);
 
 /* The receipts among the pairs ($1, $2) on a 1.0 catalog, locked in (job_id, run_lease) order. */
 const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
@@ -157,7 +162,7 @@ const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
  * and the queue ring (two inclusive ranges each), so that only the partitions that can hold
- * an open attempt are read. (kCompleteWithClosuresSql does not read the queue ring's arc.)
+ * an open attempt are read. (kCompleteWithClosuresSql reads the queue ring's arc only in its tail.)
  */
 enum CompleteParam
 {
@@ -240,9 +245,7 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
-	awa::live_slot_ranges(awa::Ring::Claim, claim_arc);
-	awa::live_slot_ranges(awa::Ring::Lease, lease_arc);
-	awa::live_slot_ranges(awa::Ring::Queue, queue_arc);
+	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	for (int k = 0; k < 4; k++)
 	{
 		values[CP_CLAIM_ARC + k] = Int32GetDatum(claim_arc[k]);

@@ -194,6 +194,59 @@ lock_slot_partitions(int ring, int slot)
 	return first;
 }
 
+/*
+ * The live arc of a ring from its oldest live slot (`oldest_isnull`: none), its current slot
+ * and its slot count, as two inclusive ranges [r0, r1] and [r2, r3] (the second empty unless
+ * the arc wraps).
+ */
+void
+arc_ranges(int oldest, bool oldest_isnull, int current, int slot_count, int ranges[4])
+{
+	if (oldest_isnull)
+		oldest = current;
+	if (oldest <= current)
+	{
+		ranges[0] = oldest;
+		ranges[1] = current;
+		ranges[2] = 1;
+		ranges[3] = 0;
+	}
+	else
+	{
+		ranges[0] = oldest;
+		ranges[1] = slot_count - 1;
+		ranges[2] = 0;
+		ranges[3] = current;
+	}
+}
+
+/*
+ * The arc from columns first..first+2 (oldest live slot, current slot, slot
+ * count) of the single row in SPI_tuptable.
+ */
+void
+arc_from_result(int first, int ranges[4])
+{
+	bool oldest_isnull;
+	bool isnull;
+	int oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first, &oldest_isnull));
+	int current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 1, &isnull));
+	int slot_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 2, &isnull));
+
+	arc_ranges(oldest, oldest_isnull, current, slot_count, ranges);
+}
+
+/* The live arcs of the three rings in one read: the three live_sql rows side by side. */
+const char *const kAllArcsSql =
+	"SELECT (SELECT s.slot FROM awa.queue_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	"q.current_slot, q.slot_count, "
+	"(SELECT s.slot FROM awa.claim_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	"c.current_slot, c.slot_count, "
+	"(SELECT s.slot FROM awa.lease_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
+	"l.current_slot, l.slot_count "
+	"FROM awa.queue_ring_state q, awa.claim_ring_state c, awa.lease_ring_state l";
+SPIPlanPtr all_arcs_plan = nullptr;
+
 } // namespace
 
 /*
@@ -210,28 +263,26 @@ live_slot_ranges(Ring ring, int ranges[4])
 {
 	int r = static_cast<int>(ring);
 	bool isnull;
-	int oldest;
-	int current;
 
-	current = DatumGetInt32(
-		ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2, &isnull));
-	oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		oldest = current;
-	if (oldest <= current)
-	{
-		ranges[0] = oldest;
-		ranges[1] = current;
-		ranges[2] = 1;
-		ranges[3] = 0;
-	}
-	else
-	{
-		ranges[0] = oldest;
-		ranges[1] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull)) - 1;
-		ranges[2] = 0;
-		ranges[3] = current;
-	}
+	ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2, &isnull);
+	arc_from_result(1, ranges);
+}
+
+/*
+ * The live arcs of all three rings (as live_slot_ranges) in one read of the latest committed
+ * state, for statements that read receipts, leases and ready rows together. SPI must be
+ * connected.
+ */
+void
+live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
+{
+	keep_plan(&all_arcs_plan, kAllArcsSql, 0, nullptr);
+	exec_plan_latest(all_arcs_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring arcs read");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: ring state is missing (ring arcs read)");
+	arc_from_result(1, queue_arc);
+	arc_from_result(4, claim_arc);
+	arc_from_result(7, lease_arc);
 }
 
 /*
