@@ -409,13 +409,35 @@ lane_fence(Oid seq_oid, const awa::InflightLow *inflight, int n_inflight)
 }
 
 /*
+ * The queue ring's live arc for a walk, read (latest committed state) only when a lane
+ * without a hint must be probed: most walks take every lane's first row from its hint and
+ * need no arc. SPI must be connected.
+ */
+struct LazyArc
+{
+	bool read = false;
+	int ranges[4];
+
+	/* The arc, read on first use. */
+	const int *get()
+	{
+		if (!read)
+		{
+			awa::live_slot_ranges(awa::Ring::Queue, ranges);
+			read = true;
+		}
+		return ranges;
+	}
+};
+
+/*
  * The run_at of a hint-less lane's first visible row at or after its cursor and below its
  * fence: from the probe cache when the lane has not moved since it was probed (*remembered
  * set; with `verify`, only after one primary-key probe shows the row is still there), else
  * by one ordered index probe, remembered when it finds a row. False when the lane shows no row.
  */
 bool
-probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, TimestampTz *run_at, bool *remembered)
+probe_lane(text *queue, const Head &head, LazyArc *arc, bool verify, TimestampTz *run_at, bool *remembered)
 {
 	static const Oid types[9] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	int64 high_water = awa::lane_high_water(head.seq_oid);
@@ -455,6 +477,7 @@ probe_lane(text *queue, const Head &head, const int *slot_ranges, bool verify, T
 	values[2] = Int16GetDatum(head.shard);
 	values[3] = Int64GetDatum(head.claim_seq);
 	values[4] = Int64GetDatum(head.fence);
+	const int *slot_ranges = arc->get();
 	for (int k = 0; k < 4; k++)
 		values[5 + k] = Int32GetDatum(slot_ranges[k]);
 	awa::exec_plan_latest(probe_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane probe");
@@ -561,7 +584,7 @@ walk_order(const Head &a, const Head &b)
  * statement per head tried, so concurrent claimers spread over the lanes).
  */
 bool
-walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
+walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 {
 	static const Oid text_type[1] = {TEXTOID};
 	static const Oid lock_types[3] = {TEXTOID, INT2OID, INT2OID};
@@ -623,7 +646,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		h.remembered = false;
 		if (!hint_null)
 			h.run_at = DatumGetTimestampTz(hint);
-		else if (!probe_lane(queue, h, slot_ranges, false, &h.run_at, &h.remembered))
+		else if (!probe_lane(queue, h, arc, false, &h.run_at, &h.remembered))
 			continue;
 		h.effective_priority = effective_priority(h.priority, h.run_at, now, aging_secs);
 		heads[n_heads++] = h;
@@ -640,7 +663,7 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
 		{
 			bool again;
 
-			if (!probe_lane(queue, heads[i], slot_ranges, true, &heads[i].run_at, &again))
+			if (!probe_lane(queue, heads[i], arc, true, &heads[i].run_at, &again))
 			{
 				std::memmove(&heads[i], &heads[i + 1], sizeof(Head) * (n_heads - i - 1));
 				n_heads--;
@@ -692,25 +715,25 @@ walk_once(text *queue, double aging_secs, const int *slot_ranges, Candidate *out
  * walked again (a few times, then the claim returns nothing, as when every lane is busy).
  */
 bool
-lock_candidate(text *queue, double aging_secs, const int *slot_ranges, Candidate *out)
+lock_candidate(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 {
 	struct Walk
 	{
 		text *queue;
 		double aging_secs;
-		const int *slot_ranges;
+		LazyArc *arc;
 		Candidate *out;
 		bool found;
-	} walk = {queue, aging_secs, slot_ranges, out, false};
+	} walk = {queue, aging_secs, arc, out, false};
 	auto walk_in_subxact = [](void *arg)
 	{
 		Walk *w = static_cast<Walk *>(arg);
 
-		w->found = walk_once(w->queue, w->aging_secs, w->slot_ranges, w->out);
+		w->found = walk_once(w->queue, w->aging_secs, w->arc, w->out);
 	};
 
 	if (!IsolationUsesXactSnapshot())
-		return walk_once(queue, aging_secs, slot_ranges, out);
+		return walk_once(queue, aging_secs, arc, out);
 	for (int attempt = 0; attempt < 5; attempt++)
 		if (awa::run_unless_serialization_failure(walk_in_subxact, &walk))
 			return walk.found;
@@ -759,9 +782,9 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	for (int attempt = 0;; attempt++)
 	{
 		Candidate cand;
+		LazyArc walk_arc;
 
-		awa::live_slot_ranges(awa::Ring::Queue, slot_ranges);
-		if (!lock_candidate(queue, aging_secs, slot_ranges, &cand))
+		if (!lock_candidate(queue, aging_secs, &walk_arc, &cand))
 		{
 			awa::pop_hot_path_planner(planner_level);
 			SPI_finish();
