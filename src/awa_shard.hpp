@@ -220,8 +220,11 @@ struct RingSlot
 	int64 generation;
 };
 
-/* The slot this transaction appends to, its partitions locked against prune (SPI connected). */
-RingSlot ring_write_slot(Ring ring);
+/*
+ * The slot this transaction appends to, its partitions locked against prune (SPI connected);
+ * with queue_arc, the queue ring's live arc as well (one read where the cursor is read).
+ */
+RingSlot ring_write_slot(Ring ring, int *queue_arc = nullptr);
 
 /* The live slots of a ring as two inclusive ranges (the second empty unless the arc wraps). */
 void live_slot_ranges(Ring ring, int ranges[4]);

@@ -797,11 +797,11 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		marks = cand.marks;
 
 		/*
-		 * Re-read the live arc now that the head is locked: prune moves a lane's pending rows
-		 * only while holding that lane's head, so everything it moved is in this arc.
+		 * Read the live arc now that the head is locked (with the write slot, in one read):
+		 * prune moves a lane's pending rows only while holding that lane's head, so everything
+		 * it moved is in this arc.
 		 */
-		awa::live_slot_ranges(awa::Ring::Queue, slot_ranges);
-		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease);
+		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
 		drain = awa::keep_plan(&drain_plans[receipts][marks], kDrainSql[receipts][marks], 14, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);

@@ -157,15 +157,35 @@ ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *typ
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, column, isnull);
 }
 
-/* Current slot and generation of a ring as of the latest committed state. */
+/* The current slot of a ring with the queue ring's live arc (oldest live slot, current slot, slot count) beside it. */
+const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
+SPIPlanPtr read_with_queue_arc_plans[3];
+
+void arc_from_result(int first, int ranges[4]);
+
+/*
+ * Current slot and generation of a ring as of the latest committed state; with queue_arc,
+ * the queue ring's live arc in the same read.
+ */
 RingSlot
-read_current(int ring)
+read_current(int ring, int *queue_arc)
 {
 	RingSlot s;
 	bool isnull;
 
-	s.slot = DatumGetInt32(
-		ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr, "ring cursor read", 1, &isnull));
+	if (queue_arc == nullptr)
+		s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
+										 "ring cursor read", 1, &isnull));
+	else
+	{
+		char sql[1024];
+
+		snprintf(sql, sizeof(sql), kReadWithQueueArcSql, kRings[ring].read_sql,
+				 kRings[static_cast<int>(Ring::Queue)].live_sql);
+		s.slot = DatumGetInt32(ring_read(ring, &read_with_queue_arc_plans[ring], sql, 0, nullptr, nullptr,
+										 "ring cursor and arc read", 1, &isnull));
+		arc_from_result(3, queue_arc);
+	}
 	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	return s;
 }
@@ -289,10 +309,12 @@ live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
  * The slot writers of `ring` append to in this transaction, with its partitions locked
  * against prune. SPI must be connected. Free after the first call of a transaction; the
  * first call costs one read when the ring has not turned since this backend last wrote
- * (the remembered slot is locked first, then confirmed current), two otherwise.
+ * (the remembered slot is locked first, then confirmed current), two otherwise. With
+ * queue_arc, the queue ring's live arc (as live_slot_ranges) is read too, in the same read
+ * as the ring's cursor when there is one: a claim needs both.
  */
 RingSlot
-ring_write_slot(Ring ring)
+ring_write_slot(Ring ring, int *queue_arc)
 {
 	int r = static_cast<int>(ring);
 	HeldSlot *h = &held[r];
@@ -304,7 +326,11 @@ ring_write_slot(Ring ring)
 		subxact_callback_registered = true;
 	}
 	if (h->epoch == current_xact_epoch() && holds_row_exclusive(h->first_partition))
+	{
+		if (queue_arc != nullptr)
+			live_slot_ranges(Ring::Queue, queue_arc);
 		return h->slot;
+	}
 	if (h->epoch != 0)
 	{
 		lock_slot_partitions(r, h->slot.slot);
@@ -312,7 +338,7 @@ ring_write_slot(Ring ring)
 	}
 	for (int attempt = 0;; attempt++)
 	{
-		RingSlot s = read_current(r);
+		RingSlot s = read_current(r, queue_arc);
 		Oid first;
 
 		/* The remembered slot was locked before this read saw it current: prune cannot free it now. */
