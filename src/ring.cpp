@@ -157,11 +157,40 @@ ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *typ
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, column, isnull);
 }
 
-/* The current slot of a ring with the queue ring's live arc (oldest live slot, current slot, slot count) beside it. */
+/*
+ * The live arc from columns first..first+2 (oldest live slot or NULL, current slot, slot
+ * count: a live_sql row) of the single row in SPI_tuptable, as two inclusive ranges
+ * [r0, r1] and [r2, r3] (the second empty unless the arc wraps).
+ */
+void
+arc_from_result(int first, int ranges[4])
+{
+	bool oldest_isnull;
+	bool isnull;
+	int oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first, &oldest_isnull));
+	int current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 1, &isnull));
+	int slot_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 2, &isnull));
+
+	if (oldest_isnull)
+		oldest = current;
+	ranges[0] = oldest;
+	if (oldest <= current)
+	{
+		ranges[1] = current;
+		ranges[2] = 1;
+		ranges[3] = 0;
+	}
+	else
+	{
+		ranges[1] = slot_count - 1;
+		ranges[2] = 0;
+		ranges[3] = current;
+	}
+}
+
+/* A ring's cursor read with the queue ring's live_sql row beside it (columns 3..5). */
 const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
 SPIPlanPtr read_with_queue_arc_plans[3];
-
-void arc_from_result(int first, int ranges[4]);
 
 /*
  * Current slot and generation of a ring as of the latest committed state; with queue_arc,
@@ -178,10 +207,11 @@ read_current(int ring, int *queue_arc)
 										 "ring cursor read", 1, &isnull));
 	else
 	{
-		char sql[1024];
+		char sql[1024] = "";
 
-		snprintf(sql, sizeof(sql), kReadWithQueueArcSql, kRings[ring].read_sql,
-				 kRings[static_cast<int>(Ring::Queue)].live_sql);
+		if (read_with_queue_arc_plans[ring] == nullptr)
+			snprintf(sql, sizeof(sql), kReadWithQueueArcSql, kRings[ring].read_sql,
+					 kRings[static_cast<int>(Ring::Queue)].live_sql);
 		s.slot = DatumGetInt32(ring_read(ring, &read_with_queue_arc_plans[ring], sql, 0, nullptr, nullptr,
 										 "ring cursor and arc read", 1, &isnull));
 		arc_from_result(3, queue_arc);
@@ -214,57 +244,8 @@ lock_slot_partitions(int ring, int slot)
 	return first;
 }
 
-/*
- * The live arc of a ring from its oldest live slot (`oldest_isnull`: none), its current slot
- * and its slot count, as two inclusive ranges [r0, r1] and [r2, r3] (the second empty unless
- * the arc wraps).
- */
-void
-arc_ranges(int oldest, bool oldest_isnull, int current, int slot_count, int ranges[4])
-{
-	if (oldest_isnull)
-		oldest = current;
-	if (oldest <= current)
-	{
-		ranges[0] = oldest;
-		ranges[1] = current;
-		ranges[2] = 1;
-		ranges[3] = 0;
-	}
-	else
-	{
-		ranges[0] = oldest;
-		ranges[1] = slot_count - 1;
-		ranges[2] = 0;
-		ranges[3] = current;
-	}
-}
-
-/*
- * The arc from columns first..first+2 (oldest live slot, current slot, slot
- * count) of the single row in SPI_tuptable.
- */
-void
-arc_from_result(int first, int ranges[4])
-{
-	bool oldest_isnull;
-	bool isnull;
-	int oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first, &oldest_isnull));
-	int current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 1, &isnull));
-	int slot_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 2, &isnull));
-
-	arc_ranges(oldest, oldest_isnull, current, slot_count, ranges);
-}
-
-/* The live arcs of the three rings in one read: the three live_sql rows side by side. */
-const char *const kAllArcsSql =
-	"SELECT (SELECT s.slot FROM awa.queue_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
-	"q.current_slot, q.slot_count, "
-	"(SELECT s.slot FROM awa.claim_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
-	"c.current_slot, c.slot_count, "
-	"(SELECT s.slot FROM awa.lease_ring_slots s WHERE s.generation >= 0 ORDER BY s.generation LIMIT 1), "
-	"l.current_slot, l.slot_count "
-	"FROM awa.queue_ring_state q, awa.claim_ring_state c, awa.lease_ring_state l";
+/* The live arcs of the three rings in one read: the three rings' live_sql rows side by side. */
+const char *const kAllArcsSql = "SELECT * FROM (%s) q, (%s) c, (%s) l";
 SPIPlanPtr all_arcs_plan = nullptr;
 
 } // namespace
@@ -296,7 +277,14 @@ live_slot_ranges(Ring ring, int ranges[4])
 void
 live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
 {
-	keep_plan(&all_arcs_plan, kAllArcsSql, 0, nullptr);
+	if (all_arcs_plan == nullptr)
+	{
+		char sql[1024];
+
+		snprintf(sql, sizeof(sql), kAllArcsSql, kRings[static_cast<int>(Ring::Queue)].live_sql,
+				 kRings[static_cast<int>(Ring::Claim)].live_sql, kRings[static_cast<int>(Ring::Lease)].live_sql);
+		keep_plan(&all_arcs_plan, sql, 0, nullptr);
+	}
 	exec_plan_latest(all_arcs_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "ring arcs read");
 	if (SPI_processed != 1)
 		elog(ERROR, "awa_shard: ring state is missing (ring arcs read)");
