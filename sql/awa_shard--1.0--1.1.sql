@@ -74,13 +74,17 @@ DROP INDEX awa.leases_lane_shard_idx;
 -- completions, and every look-up by id has an index condition, whatever the planner
 -- estimates of a table that is mostly empty.
 
--- Completions, one row per (completion call, lane, block of 64 lane_seqs): the completed
--- attempts of the block as parallel arrays, in lane order. A success writes no row of its
--- own: a completion of ten jobs of one lane appends one row, not ten. The block
--- (lane_seq / 64) bounds every look-up of one attempt to the few rows of its block, found by
--- the key; the arrays are read only there. Partitioned by queue-ring slot like the ready
--- rows whose bodies they point at, and pruned with them. Failed and cancelled attempts keep
--- their per-job done_entries rows (the rare exits).
+-- Completions, one row per (completion call, lane, block of 64 lane_seqs): the lane_seqs of
+-- the completed attempts of the block, in lane order, and their claim times. A success
+-- writes no row of its own: a completion of ten jobs of one lane appends one row, not ten.
+-- A ready row is claimed once, so the attempt that ran it is named by the row itself: job
+-- id, attempt (ready attempt + 1) and run lease (ready run_lease + 1) are read from the
+-- ready row (awa._batch_completions), not stored again. The block (lane_seq / 64) bounds
+-- every look-up of one attempt to the few rows of its block, found by the key; the arrays
+-- are read only there. Partitioned by queue-ring slot like the ready rows they name, and
+-- pruned with them; awa.drop_queue deletes a queue's batches, whose lane numbers a queue
+-- created again would reuse. Failed and cancelled attempts keep their per-job done_entries
+-- rows (the rare exits).
 CREATE TABLE awa.completion_batches (
     ready_slot integer NOT NULL,
     ready_generation bigint NOT NULL,
@@ -89,23 +93,23 @@ CREATE TABLE awa.completion_batches (
     enqueue_shard smallint NOT NULL,
     lane_block bigint NOT NULL,
     lane_seqs bigint[] NOT NULL,
-    job_ids bigint[] NOT NULL,
-    run_leases bigint[] NOT NULL,
-    attempts smallint[] NOT NULL,
     attempted_at timestamptz[] NOT NULL,
     finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
     PARTITION BY LIST (ready_slot);
 CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 GRANT SELECT ON awa.completion_batches TO awa_admin;
 
--- One row per completed attempt of awa.completion_batches (internal; what readers of many
--- attempts join with).
+-- One row per completed attempt of awa.completion_batches, with the attempt's identity read
+-- from its ready row (internal; what readers of many attempts join with).
 CREATE VIEW awa._batch_completions AS
     SELECT b.ready_slot, b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block,
-           u.lane_seq, u.job_id, u.run_lease, u.attempt, u.attempted_at, b.finalized_at
+           u.lane_seq, r.job_id, r.run_lease + 1 AS run_lease, (r.attempt + 1)::smallint AS attempt,
+           u.attempted_at, b.finalized_at
       FROM awa.completion_batches b
-     CROSS JOIN LATERAL unnest(b.lane_seqs, b.job_ids, b.run_leases, b.attempts, b.attempted_at)
-                        AS u(lane_seq, job_id, run_lease, attempt, attempted_at);
+     CROSS JOIN LATERAL unnest(b.lane_seqs, b.attempted_at) AS u(lane_seq, attempted_at)
+      JOIN awa.ready_entries r
+        ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.lane_seq = u.lane_seq AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa._batch_completions IS 'Internal: one row per completed attempt of awa.completion_batches.';
 GRANT SELECT ON awa._batch_completions TO awa_admin;
 
@@ -123,12 +127,14 @@ CREATE VIEW awa._terminal_attempts AS
 COMMENT ON VIEW awa._terminal_attempts IS 'Internal: every attempt that ended in a terminal state (terminal rows and batch completions).';
 GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 
--- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the attempts a
--- claim took from one block of one lane, as parallel arrays in lane order. A claim of ten
--- jobs of one lane appends one row (two when its window crosses a block), not ten. The
--- receipt of one attempt is found through its ready row (the ready rows' job index gives
--- the lane, the lane_seq and the ready slot), then by the key of its block and by position
--- in the arrays, like a completion in awa.completion_batches. The k-th attempt of a row has
+-- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the lane_seqs
+-- a claim took from one block of one lane, in lane order, and their effective priorities.
+-- A claim of ten jobs of one lane appends one row (two when its window crosses a block),
+-- not ten. Job id, attempt, run lease and max_attempts of each attempt are its ready row's
+-- (attempt and run lease plus one), which a claim reads and never changes: they are not
+-- stored again. The receipt of one attempt is found through its ready row (the ready rows'
+-- job index gives the lane, the lane_seq and the ready slot), then by the key of its block
+-- and by position in the arrays, like a completion in awa.completion_batches. The k-th attempt of a row has
 -- receipt id receipt_base + k - 1: a claim draws one value of awa.receipt_id_seq per row,
 -- and the sequence steps by 64, the most attempts a row can hold. A closer locks the row of
 -- the attempts it ends (FOR UPDATE), rows in key order, so batch-mates' closers queue for
@@ -147,10 +153,6 @@ CREATE TABLE awa.claim_batches (
     claimed_at timestamptz NOT NULL,
     deadline_at timestamptz,
     lane_seqs bigint[] NOT NULL,
-    job_ids bigint[] NOT NULL,
-    run_leases bigint[] NOT NULL,
-    attempts smallint[] NOT NULL,
-    max_attempts smallint[] NOT NULL,
     effective_priorities smallint[] NOT NULL)
     PARTITION BY LIST (claim_slot);
 -- The partitions of both batch tables: 16 queue-ring slots of completions, 8 claim-ring
@@ -176,11 +178,9 @@ GRANT SELECT ON awa.claim_batches TO awa_admin;
 -- was never set by any release; a receipt that carried one was not open, and gets the
 -- closure that says so.)
 INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_block,
-                               receipt_base, claimed_at, deadline_at, lane_seqs, job_ids, run_leases, attempts,
-                               max_attempts, effective_priorities)
+                               receipt_base, claimed_at, deadline_at, lane_seqs, effective_priorities)
 SELECT c.claim_slot, c.ready_slot, c.ready_generation, c.queue, c.priority, c.enqueue_shard, c.lane_seq / 64,
-       c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[c.lane_seq], ARRAY[c.job_id], ARRAY[c.run_lease],
-       ARRAY[c.attempt], ARRAY[c.max_attempts], ARRAY[c.effective_priority]
+       c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[c.lane_seq], ARRAY[c.effective_priority]
   FROM awa.lease_claims c;
 INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at)
 SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at
@@ -191,18 +191,24 @@ ALTER SEQUENCE awa.receipt_id_seq INCREMENT BY 64;
 -- The table goes once nothing of 1.0 reads it any more (awa.jobs is redefined below).
 ALTER TABLE awa.lease_claims RENAME TO lease_claims_1_0;
 
--- Every receipt, one row per claimed attempt (the claim batches unnested): what the
--- receipts table of 1.0 held, minus materialized_at, plus the block and the batch's
--- receipt_base (its identity, and the order in which closers of several attempts lock).
+-- Every receipt whose job is still stored, one row per claimed attempt (the claim batches
+-- unnested, each attempt's identity read from its ready row): what the receipts table of
+-- 1.0 held, minus materialized_at, plus the block and the batch's receipt_base (its
+-- identity, and the order in which closers of several attempts lock). A receipt whose ready
+-- row has gone (its queue-ring slot pruned after it closed, its job deleted) is not listed.
 CREATE VIEW awa.lease_claims AS
-    SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, u.job_id, u.run_lease, b.ready_slot,
-           b.ready_generation, b.queue, b.priority, u.effective_priority, u.attempt, u.max_attempts, u.lane_seq,
-           b.enqueue_shard, b.claimed_at, b.deadline_at, b.lane_block, b.receipt_base
+    SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease,
+           b.ready_slot, b.ready_generation, b.queue, b.priority, u.effective_priority,
+           (r.attempt + 1)::smallint AS attempt, r.max_attempts, u.lane_seq, b.enqueue_shard, b.claimed_at,
+           b.deadline_at, b.lane_block, b.receipt_base
       FROM awa.claim_batches b
-     CROSS JOIN LATERAL unnest(b.lane_seqs, b.job_ids, b.run_leases, b.attempts, b.max_attempts,
-                               b.effective_priorities) WITH ORDINALITY
-                        AS u(lane_seq, job_id, run_lease, attempt, max_attempts, effective_priority, k);
-COMMENT ON VIEW awa.lease_claims IS 'Receipts: one row per claimed attempt of receipts mode (awa.claim_batches unnested).';
+     CROSS JOIN LATERAL unnest(b.lane_seqs, b.effective_priorities) WITH ORDINALITY
+                        AS u(lane_seq, effective_priority, k)
+      JOIN awa.ready_entries r
+        ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.lane_seq = u.lane_seq AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation;
+COMMENT ON VIEW awa.lease_claims IS
+    'Receipts: one row per claimed attempt of receipts mode whose job is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
 
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
@@ -266,9 +272,10 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- UPDATE; closers of several attempts lock their batches in key order) and decides on the
 -- latest committed state after the lock, so exactly one wins (docs/design.md §5). A receipt
 -- whose ready row is gone (its queue slot pruned, which needs every receipt of the slot
--- ended first; its job deleted) is not open either. The ready and terminal rows are matched
--- on the job id as well as the lane identity: a queue dropped and created again numbers its
--- lanes from 1, and a receipt of the old queue must not take a new job's row for its own.
+-- ended first; its job deleted) is not open either. A ready row is claimed once, so its
+-- attempt (job id, attempt + 1, run_lease + 1) is read from it. A queue dropped and created
+-- again numbers its lanes from 1: awa.drop_queue deletes the old queue's claim and
+-- completion batches, so that none of them takes a new job's row for its own.
 -- Every reader of "running" goes through this view. It starts from the ready rows and finds
 -- each one's attempt in the claim batch of its block by position (as the C++ statements do,
 -- AWA_RECEIPT_FROM_READY in src/awa_shard.hpp), so a reader of one job starts from the
@@ -277,9 +284,9 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- tests are plain NOT EXISTS, so a reader of many receipts may join them by hash. `ready`
 -- is the whole ready row, for awa.jobs.
 CREATE VIEW awa._open_receipts AS
-    SELECT b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, b.run_leases[x.k] AS run_lease,
+    SELECT b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease,
            b.ready_slot, b.ready_generation, b.queue, b.priority, b.effective_priorities[x.k] AS effective_priority,
-           b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard,
+           (r.attempt + 1)::smallint AS attempt, r.max_attempts, r.lane_seq, b.enqueue_shard,
            b.claimed_at, b.deadline_at, b.lane_block, b.receipt_base, r AS ready
       FROM awa.claim_batches b
       JOIN awa.ready_entries r
@@ -287,18 +294,18 @@ CREATE VIEW awa._open_receipts AS
        AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
        AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
      CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x
-     WHERE b.job_ids[x.k] = r.job_id
+     WHERE x.k IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                         WHERE d.queue = r.queue AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard
                           AND d.lane_seq = r.lane_seq AND d.ready_slot = r.ready_slot AND d.job_id = r.job_id
-                          AND d.run_lease = b.run_leases[x.k])
+                          AND d.run_lease = r.run_lease + 1)
        AND NOT EXISTS (SELECT 1 FROM awa.completion_batches f
                         WHERE f.queue = r.queue AND f.priority = r.priority AND f.enqueue_shard = r.enqueue_shard
                           AND f.lane_block = r.lane_seq / 64 AND f.ready_slot = r.ready_slot
-                          AND f.job_ids[array_position(f.lane_seqs, r.lane_seq)] = r.job_id
-                          AND f.run_leases[array_position(f.lane_seqs, r.lane_seq)] = b.run_leases[x.k])
+                          AND f.ready_generation = r.ready_generation
+                          AND array_position(f.lane_seqs, r.lane_seq) IS NOT NULL)
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
-                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = b.run_leases[x.k]);
+                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
@@ -599,7 +606,7 @@ BEGIN
               WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
                                   WHERE d.ready_slot = v_slot AND d.state IN ('completed', 'cancelled')
                                  UNION ALL
-                                 SELECT unnest(b.job_ids) FROM awa.completion_batches b WHERE b.ready_slot = v_slot)
+                                 SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = v_slot)
                 FOR UPDATE SKIP LOCKED));
         EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot,
                        'completion_batches_' || v_slot);
@@ -1054,21 +1061,15 @@ BEGIN
     -- left empty), and its ready row goes with it, for the same reason.
     WITH completion AS (
         UPDATE awa.completion_batches b
-           SET lane_seqs = b.lane_seqs[:array_position(b.job_ids, p_job_id) - 1]
-                           || b.lane_seqs[array_position(b.job_ids, p_job_id) + 1:],
-               run_leases = b.run_leases[:array_position(b.job_ids, p_job_id) - 1]
-                            || b.run_leases[array_position(b.job_ids, p_job_id) + 1:],
-               attempts = b.attempts[:array_position(b.job_ids, p_job_id) - 1]
-                          || b.attempts[array_position(b.job_ids, p_job_id) + 1:],
-               attempted_at = b.attempted_at[:array_position(b.job_ids, p_job_id) - 1]
-                              || b.attempted_at[array_position(b.job_ids, p_job_id) + 1:],
-               job_ids = b.job_ids[:array_position(b.job_ids, p_job_id) - 1]
-                         || b.job_ids[array_position(b.job_ids, p_job_id) + 1:]
+           SET lane_seqs = b.lane_seqs[:array_position(b.lane_seqs, x.lane_seq) - 1]
+                           || b.lane_seqs[array_position(b.lane_seqs, x.lane_seq) + 1:],
+               attempted_at = b.attempted_at[:array_position(b.lane_seqs, x.lane_seq) - 1]
+                              || b.attempted_at[array_position(b.lane_seqs, x.lane_seq) + 1:]
           FROM awa.ready_entries x
          WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
            AND b.lane_block = x.lane_seq / 64
-           AND b.lane_seqs[array_position(b.job_ids, p_job_id)] = x.lane_seq
+           AND array_position(b.lane_seqs, x.lane_seq) IS NOT NULL
         RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
@@ -1080,7 +1081,7 @@ BEGIN
         DELETE FROM awa.completion_batches b
          WHERE b.queue = v_batch.queue AND b.priority = v_batch.priority
            AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
-           AND b.ready_slot = v_batch.ready_slot AND b.job_ids = '{}';
+           AND b.ready_slot = v_batch.ready_slot AND b.lane_seqs = '{}';
     END IF;
     DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
@@ -1925,7 +1926,9 @@ BEGIN
     SELECT count(*) INTO v_running FROM ended;
 
     -- Every row that names the queue, history included (a ready row without its lane would
-    -- look pending to prune forever), and the unique claims of those jobs. What is returned
+    -- look pending to prune forever; a claim or completion batch would take the rows of a
+    -- queue created again under this name, whose lanes number from 1 again, for its own),
+    -- and the unique claims of those jobs. What is returned
     -- is what this removed (the counts above were read before the waits for the heads and
     -- the sequences, during which workers may have completed jobs).
     WITH r AS (
@@ -1942,12 +1945,15 @@ BEGIN
     b AS (
         DELETE FROM awa.completion_batches b
          USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
-         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard
-        RETURNING b.job_ids),
+         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
+    c AS (
+        DELETE FROM awa.claim_batches b
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
     u AS (DELETE FROM awa.job_unique_claims u
-           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT unnest(job_ids) FROM b UNION SELECT job_id FROM j
+           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
            WHERE u.job_id = g.job_id)
     SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
@@ -2077,16 +2083,20 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
     UNION ALL
-    -- Completions in a batch: found by id through their ready row, then their lane's block.
-    SELECT r.job_id, r.kind, b.queue, r.args, 'completed'::awa.job_state, b.priority, b.attempt, b.run_lease,
-           r.max_attempts, r.run_at, b.attempted_at, b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb),
-           coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states,
-           r.ordering_key, b.enqueue_shard, b.lane_seq
+    -- Completions in a batch: found by id through their ready row, then their lane's block
+    -- and their lane_seq in the batch (the attempt is the ready row's, plus one).
+    SELECT r.job_id, r.kind, b.queue, r.args, 'completed'::awa.job_state, b.priority,
+           (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
+           b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
+           coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states, r.ordering_key, b.enqueue_shard,
+           r.lane_seq
       FROM awa.ready_entries r
-      JOIN awa._batch_completions b
+      JOIN awa.completion_batches b
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
        AND b.lane_block = r.lane_seq / 64 AND b.ready_slot = r.ready_slot
-       AND b.ready_generation = r.ready_generation AND b.lane_seq = r.lane_seq AND b.job_id = r.job_id
+       AND b.ready_generation = r.ready_generation
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x
+     WHERE x.k IS NOT NULL
     UNION ALL
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
@@ -2806,7 +2816,7 @@ BEGIN
            count(*) FILTER (WHERE d.state = 'cancelled')
       INTO completed, failed, cancelled
       FROM awa.done_entries d WHERE d.queue = p_queue;
-    completed := completed + (SELECT coalesce(sum(cardinality(b.job_ids)), 0)
+    completed := completed + (SELECT coalesce(sum(cardinality(b.lane_seqs)), 0)
                                 FROM awa.completion_batches b WHERE b.queue = p_queue);
     SELECT count(*) INTO dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
 END
@@ -2853,11 +2863,17 @@ AS $$
             ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
          GROUP BY e.queue, e.enqueue_shard),
     finals AS (
-        SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
-               count(*) FILTER (WHERE d.state = 'failed') AS failed
-          FROM awa._terminal_attempts d
-         WHERE d.lane_seq > 0
-         GROUP BY d.queue, d.enqueue_shard)
+        SELECT t.queue, t.enqueue_shard, sum(t.completed)::bigint AS completed, sum(t.failed)::bigint AS failed
+          FROM (SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
+                       count(*) FILTER (WHERE d.state = 'failed') AS failed
+                  FROM awa.done_entries d
+                 WHERE d.lane_seq > 0
+                 GROUP BY d.queue, d.enqueue_shard
+                UNION ALL
+                SELECT b.queue, b.enqueue_shard, sum(cardinality(b.lane_seqs)), 0
+                  FROM awa.completion_batches b
+                 GROUP BY b.queue, b.enqueue_shard) t
+         GROUP BY t.queue, t.enqueue_shard)
     SELECT l.queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0), coalesce(f.failed, 0)
       FROM lanes l
       LEFT JOIN finals f ON f.queue = l.queue AND f.enqueue_shard = l.enqueue_shard

@@ -85,7 +85,7 @@ const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job
 /* The newest open receipt of job $1. */
 const char *const kOpenReceiptSql =
 	"SELECT c.run_lease FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
-	"  WHERE " AWA_RECEIPT_OF_JOB("$1") " AND b.run_leases[x.k] = r.run_lease + 1 OFFSET 0) c "
+	"  WHERE " AWA_RECEIPT_OF_JOB("$1") " OFFSET 0) c "
 										"WHERE " AWA_READY_RECEIPT_OPEN " ORDER BY c.run_lease DESC LIMIT 1";
 
 /* The newest running lease of job $1. */

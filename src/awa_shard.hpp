@@ -237,9 +237,9 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
  * (a row with the columns of awa.lease_claims) probed per receipt, each with the receipt's
  * slot as a parameter so that run-time pruning leaves one partition (as joins, the planner
  * probed every partition of the tables per receipt): no terminal row for its attempt, no
- * completion batch naming it (found by its lane's block of 64 lane_seqs, then by position in
- * the batch's arrays), no closure, its ready row still there (rows matched on the job id too:
- * lane numbers restart when a queue is dropped and created again). ARC is an extra condition
+ * completion batch naming it (found by its lane's block of 64 lane_seqs and ready generation,
+ * then by its lane_seq in the batch's array), no closure, its ready row still there (rows
+ * matched on the job id too: a 1.0 receipt carries its own). ARC is an extra condition
  * ("" for none) that restricts the look-up to its ring's live arc, so that a statement run
  * with the arcs also prepares only the live partitions.
  */
@@ -250,8 +250,8 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 #define AWA_RECEIPT_NOT_IN_BATCH(ARC)                                                                                  \
 	" NOT EXISTS (SELECT 1 FROM awa.completion_batches b WHERE b.queue = c.queue AND b.priority = c.priority "         \
 	"   AND b.enqueue_shard = c.enqueue_shard AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot "     \
-	"   AND b.job_ids[array_position(b.lane_seqs, c.lane_seq)] = c.job_id "                                            \
-	"   AND b.run_leases[array_position(b.lane_seqs, c.lane_seq)] = c.run_lease " ARC " OFFSET 0) "
+	"   AND b.ready_generation = c.ready_generation AND array_position(b.lane_seqs, c.lane_seq) IS NOT NULL " ARC      \
+	" OFFSET 0) "
 #define AWA_RECEIPT_NO_CLOSURE(ARC)                                                                                    \
 	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
 	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " ARC " OFFSET 0) "
@@ -281,13 +281,15 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
  * a condition on `b` that restricts the batch probe to the claim ring's live arc, so that
  * only those partitions are probed); AWA_RECEIPT_IS(JOB, LEASE) the
  * condition selecting the receipt of one attempt (for the newest receipt of a job, the same
- * without the run_lease conditions). Joined on the job id and the ready generation as well:
- * lane numbers restart when a queue is dropped and created again.
+ * without the run_lease condition). A ready row is claimed once: the attempt's job id,
+ * attempt, run lease and max_attempts are the ready row's (attempt and run lease plus one).
+ * Joined on the ready generation as well (a slot truncated and used again); awa.drop_queue
+ * deletes a queue's batches, whose lane numbers a queue created again would reuse.
  */
 #define AWA_RECEIPT_COLUMNS                                                                                            \
-	" b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, b.run_leases[x.k] AS run_lease, b.ready_slot, "  \
+	" b.claim_slot, b.receipt_base + x.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease, b.ready_slot, "    \
 	" b.ready_generation, b.queue, b.priority, b.effective_priorities[x.k] AS effective_priority, "                    \
-	" b.attempts[x.k] AS attempt, b.max_attempts[x.k] AS max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at, "    \
+	" (r.attempt + 1)::int2 AS attempt, r.max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at, "                   \
 	" b.deadline_at, b.lane_block, b.receipt_base "
 #define AWA_RECEIPT_FROM_READY_ON(ARC)                                                                                 \
 	" awa.ready_entries r CROSS JOIN LATERAL (SELECT b.* FROM awa.claim_batches b WHERE b.queue = r.queue "            \
@@ -297,9 +299,8 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 #define AWA_RECEIPT_FROM_READY AWA_RECEIPT_FROM_READY_ON("")
 /* The live arc of the claim ring as a condition on `b`, when it is parameters $3..$6. */
 #define AWA_CLAIM_ARC_OF_B "AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6)"
-#define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND b.job_ids[x.k] = r.job_id "
-#define AWA_RECEIPT_IS(JOB, LEASE)                                                                                     \
-	AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 AND b.run_leases[x.k] = " LEASE " "
+#define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND x.k IS NOT NULL "
+#define AWA_RECEIPT_IS(JOB, LEASE) AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 "
 /*
  * Lock the claim batch whose key and receipt_base a row `k` names (FOR UPDATE, WAIT "" or
  * "SKIP LOCKED"), as a lateral subquery `b`. A batch is always found first and locked by its

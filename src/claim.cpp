@@ -194,7 +194,9 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
 /*
  * Receipts mode: one append-only awa.claim_batches row per (ready slot, block of 64
- * lane_seqs) of the claimed window, its attempts as arrays in lane order. Each row draws one
+ * lane_seqs) of the claimed window, its lane_seqs and effective priorities as arrays in lane
+ * order (job id, attempt, run lease and max_attempts are read from the ready rows, which a
+ * claim does not change). Each row draws one
  * receipt id (the sequence steps by 64), rows in lane order; its k-th attempt's receipt id is
  * that plus k - 1. All attempts of a claim share one claim time (claim_time), so one block
  * makes one row.
@@ -207,12 +209,10 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    PARTITION BY r.ready_slot, r.lane_seq / 64 ORDER BY r.lane_seq) - 1 AS receipt_id, k.receipt_base "           \
 	"  FROM rows_ r JOIN blocks k ON k.ready_slot = r.ready_slot AND k.lane_block = r.lane_seq / 64), "                \
 	"ins AS (INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, "               \
-	"  enqueue_shard, lane_block, receipt_base, claimed_at, deadline_at, lane_seqs, job_ids, run_leases, attempts, "   \
-	"  max_attempts, effective_priorities) "                                                                           \
+	"  enqueue_shard, lane_block, receipt_base, claimed_at, deadline_at, lane_seqs, effective_priorities) "            \
 	"  SELECT ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, receipt_base, "  \
-	"    claimed_at, deadline_at, array_agg(lane_seq ORDER BY lane_seq), array_agg(job_id ORDER BY lane_seq), "        \
-	"    array_agg(run_lease + 1 ORDER BY lane_seq), array_agg((attempt + 1)::int2 ORDER BY lane_seq), "               \
-	"    array_agg(max_attempts ORDER BY lane_seq), array_agg(effective_priority ORDER BY lane_seq) "                  \
+	"    claimed_at, deadline_at, array_agg(lane_seq ORDER BY lane_seq), "                                             \
+	"    array_agg(effective_priority ORDER BY lane_seq) "                                                             \
 	"  FROM numbered GROUP BY ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, "               \
 	"    lane_seq / 64, receipt_base, claimed_at, deadline_at) " AWA_DRAIN_RESULT(                                     \
 		"NULL::int", "NULL::bigint", "r.ring_slot", "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
