@@ -74,8 +74,9 @@ DROP INDEX awa.leases_lane_shard_idx;
 -- completions, and every look-up by id has an index condition, whatever the planner
 -- estimates of a table that is mostly empty.
 
--- Completions, one row per (completion call, lane, block of 64 lane_seqs): the lane_seqs of
--- the completed attempts of the block, in lane order, and their claim times. A success
+-- Completions, one row per (completion call, lane, block of 64 lane_seqs): the completed
+-- attempts of the block by their offsets in it (lane_seq - 64 * lane_block, 0..63), in lane
+-- order, and their claim times. A success
 -- writes no row of its own: a completion of ten jobs of one lane appends one row, not ten.
 -- A ready row is claimed once, so the attempt that ran it is named by the row itself: job
 -- id, attempt (ready attempt + 1) and run lease (ready run_lease + 1) are read from the
@@ -92,7 +93,7 @@ CREATE TABLE awa.completion_batches (
     priority smallint NOT NULL,
     enqueue_shard smallint NOT NULL,
     lane_block bigint NOT NULL,
-    lane_seqs bigint[] NOT NULL,
+    lane_offsets smallint[] NOT NULL,
     attempted_at timestamptz[] NOT NULL,
     finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
     PARTITION BY LIST (ready_slot);
@@ -103,13 +104,14 @@ GRANT SELECT ON awa.completion_batches TO awa_admin;
 -- from its ready row (internal; what readers of many attempts join with).
 CREATE VIEW awa._batch_completions AS
     SELECT b.ready_slot, b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block,
-           u.lane_seq, r.job_id, r.run_lease + 1 AS run_lease, (r.attempt + 1)::smallint AS attempt,
+           r.lane_seq, r.job_id, r.run_lease + 1 AS run_lease, (r.attempt + 1)::smallint AS attempt,
            u.attempted_at, b.finalized_at
       FROM awa.completion_batches b
-     CROSS JOIN LATERAL unnest(b.lane_seqs, b.attempted_at) AS u(lane_seq, attempted_at)
+     CROSS JOIN LATERAL unnest(b.lane_offsets, b.attempted_at) AS u(lane_offset, attempted_at)
       JOIN awa.ready_entries r
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = u.lane_seq AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation;
+       AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
+       AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa._batch_completions IS 'Internal: one row per completed attempt of awa.completion_batches.';
 GRANT SELECT ON awa._batch_completions TO awa_admin;
 
@@ -127,8 +129,9 @@ CREATE VIEW awa._terminal_attempts AS
 COMMENT ON VIEW awa._terminal_attempts IS 'Internal: every attempt that ended in a terminal state (terminal rows and batch completions).';
 GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 
--- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the lane_seqs
--- a claim took from one block of one lane, in lane order, and their effective priorities.
+-- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the attempts a
+-- claim took from one block of one lane by their offsets in it (lane_seq - 64 * lane_block,
+-- 0..63), in lane order, and their effective priorities.
 -- A claim of ten jobs of one lane appends one row (two when its window crosses a block),
 -- not ten. Job id, attempt, run lease and max_attempts of each attempt are its ready row's
 -- (attempt and run lease plus one), which a claim reads and never changes: they are not
@@ -152,7 +155,7 @@ CREATE TABLE awa.claim_batches (
     ready_generation bigint NOT NULL,
     claimed_at timestamptz NOT NULL,
     deadline_at timestamptz,
-    lane_seqs bigint[] NOT NULL,
+    lane_offsets smallint[] NOT NULL,
     effective_priorities smallint[] NOT NULL)
     PARTITION BY LIST (claim_slot);
 -- The partitions of both batch tables: 16 queue-ring slots of completions, 8 claim-ring
@@ -178,9 +181,9 @@ GRANT SELECT ON awa.claim_batches TO awa_admin;
 -- was never set by any release; a receipt that carried one was not open, and gets the
 -- closure that says so.)
 INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_block,
-                               receipt_base, claimed_at, deadline_at, lane_seqs, effective_priorities)
+                               receipt_base, claimed_at, deadline_at, lane_offsets, effective_priorities)
 SELECT c.claim_slot, c.ready_slot, c.ready_generation, c.queue, c.priority, c.enqueue_shard, c.lane_seq / 64,
-       c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[c.lane_seq], ARRAY[c.effective_priority]
+       c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[(c.lane_seq % 64)::smallint], ARRAY[c.effective_priority]
   FROM awa.lease_claims c;
 INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at)
 SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at
@@ -199,14 +202,15 @@ ALTER TABLE awa.lease_claims RENAME TO lease_claims_1_0;
 CREATE VIEW awa.lease_claims AS
     SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease,
            b.ready_slot, b.ready_generation, b.queue, b.priority, u.effective_priority,
-           (r.attempt + 1)::smallint AS attempt, r.max_attempts, u.lane_seq, b.enqueue_shard, b.claimed_at,
+           (r.attempt + 1)::smallint AS attempt, r.max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at,
            b.deadline_at, b.lane_block, b.receipt_base
       FROM awa.claim_batches b
-     CROSS JOIN LATERAL unnest(b.lane_seqs, b.effective_priorities) WITH ORDINALITY
-                        AS u(lane_seq, effective_priority, k)
+     CROSS JOIN LATERAL unnest(b.lane_offsets, b.effective_priorities) WITH ORDINALITY
+                        AS u(lane_offset, effective_priority, k)
       JOIN awa.ready_entries r
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = u.lane_seq AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation;
+       AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
+       AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa.lease_claims IS
     'Receipts: one row per claimed attempt of receipts mode whose job is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
@@ -293,7 +297,7 @@ CREATE VIEW awa._open_receipts AS
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
        AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
        AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
-     CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::smallint) AS k) x
      WHERE x.k IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                         WHERE d.queue = r.queue AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard
@@ -303,7 +307,7 @@ CREATE VIEW awa._open_receipts AS
                         WHERE f.queue = r.queue AND f.priority = r.priority AND f.enqueue_shard = r.enqueue_shard
                           AND f.lane_block = r.lane_seq / 64 AND f.ready_slot = r.ready_slot
                           AND f.ready_generation = r.ready_generation
-                          AND array_position(f.lane_seqs, r.lane_seq) IS NOT NULL)
+                          AND (r.lane_seq % 64)::smallint = ANY (f.lane_offsets))
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
                         WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1);
 COMMENT ON VIEW awa._open_receipts IS
@@ -1061,15 +1065,15 @@ BEGIN
     -- left empty), and its ready row goes with it, for the same reason.
     WITH completion AS (
         UPDATE awa.completion_batches b
-           SET lane_seqs = b.lane_seqs[:array_position(b.lane_seqs, x.lane_seq) - 1]
-                           || b.lane_seqs[array_position(b.lane_seqs, x.lane_seq) + 1:],
-               attempted_at = b.attempted_at[:array_position(b.lane_seqs, x.lane_seq) - 1]
-                              || b.attempted_at[array_position(b.lane_seqs, x.lane_seq) + 1:]
+           SET lane_offsets = b.lane_offsets[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                              || b.lane_offsets[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
+               attempted_at = b.attempted_at[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
          WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
            AND b.lane_block = x.lane_seq / 64
-           AND array_position(b.lane_seqs, x.lane_seq) IS NOT NULL
+           AND (x.lane_seq % 64)::smallint = ANY (b.lane_offsets)
         RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
@@ -1081,7 +1085,7 @@ BEGIN
         DELETE FROM awa.completion_batches b
          WHERE b.queue = v_batch.queue AND b.priority = v_batch.priority
            AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
-           AND b.ready_slot = v_batch.ready_slot AND b.lane_seqs = '{}';
+           AND b.ready_slot = v_batch.ready_slot AND b.lane_offsets = '{}';
     END IF;
     DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
@@ -2095,7 +2099,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
        AND b.lane_block = r.lane_seq / 64 AND b.ready_slot = r.ready_slot
        AND b.ready_generation = r.ready_generation
-     CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::smallint) AS k) x
      WHERE x.k IS NOT NULL
     UNION ALL
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
@@ -2816,7 +2820,7 @@ BEGIN
            count(*) FILTER (WHERE d.state = 'cancelled')
       INTO completed, failed, cancelled
       FROM awa.done_entries d WHERE d.queue = p_queue;
-    completed := completed + (SELECT coalesce(sum(cardinality(b.lane_seqs)), 0)
+    completed := completed + (SELECT coalesce(sum(cardinality(b.lane_offsets)), 0)
                                 FROM awa.completion_batches b WHERE b.queue = p_queue);
     SELECT count(*) INTO dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
 END
@@ -2870,7 +2874,7 @@ AS $$
                  WHERE d.lane_seq > 0
                  GROUP BY d.queue, d.enqueue_shard
                 UNION ALL
-                SELECT b.queue, b.enqueue_shard, sum(cardinality(b.lane_seqs)), 0
+                SELECT b.queue, b.enqueue_shard, sum(cardinality(b.lane_offsets)), 0
                   FROM awa.completion_batches b
                  GROUP BY b.queue, b.enqueue_shard) t
          GROUP BY t.queue, t.enqueue_shard)

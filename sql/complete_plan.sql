@@ -78,7 +78,7 @@ ANALYZE awa.done_entries;
 ANALYZE awa.completion_batches;
 SELECT count(*) AS terminal_rows_of_completions
   FROM awa.done_entries d WHERE d.queue = 'cplan_q' AND d.state = 'completed';
-SELECT count(*) AS completion_batches, sum(cardinality(lane_seqs)) AS completions_in_batches
+SELECT count(*) AS completion_batches, sum(cardinality(lane_offsets)) AS completions_in_batches
   FROM awa.completion_batches b WHERE b.queue = 'cplan_q';
 SELECT pg_stat_force_next_flush();
 SELECT pg_temp.buffers_of('done\_entries\_%') + pg_temp.buffers_of('completion\_batches\_%') AS before_ \gset

@@ -238,7 +238,7 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
  * slot as a parameter so that run-time pruning leaves one partition (as joins, the planner
  * probed every partition of the tables per receipt): no terminal row for its attempt, no
  * completion batch naming it (found by its lane's block of 64 lane_seqs and ready generation,
- * then by its lane_seq in the batch's array), no closure, its ready row still there (rows
+ * then by its offset in the block in the batch's array), no closure, its ready row still there (rows
  * matched on the job id too: a 1.0 receipt carries its own). ARC is an extra condition
  * ("" for none) that restricts the look-up to its ring's live arc, so that a statement run
  * with the arcs also prepares only the live partitions.
@@ -250,7 +250,7 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 #define AWA_RECEIPT_NOT_IN_BATCH(ARC)                                                                                  \
 	" NOT EXISTS (SELECT 1 FROM awa.completion_batches b WHERE b.queue = c.queue AND b.priority = c.priority "         \
 	"   AND b.enqueue_shard = c.enqueue_shard AND b.lane_block = c.lane_seq / 64 AND b.ready_slot = c.ready_slot "     \
-	"   AND b.ready_generation = c.ready_generation AND array_position(b.lane_seqs, c.lane_seq) IS NOT NULL " ARC      \
+	"   AND b.ready_generation = c.ready_generation AND (c.lane_seq % 64)::int2 = ANY (b.lane_offsets) " ARC           \
 	" OFFSET 0) "
 #define AWA_RECEIPT_NO_CLOSURE(ARC)                                                                                    \
 	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
@@ -295,7 +295,7 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 	" awa.ready_entries r CROSS JOIN LATERAL (SELECT b.* FROM awa.claim_batches b WHERE b.queue = r.queue "            \
 	"   AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64 "         \
 	"   AND b.ready_slot = r.ready_slot AND b.ready_generation = r.ready_generation " ARC " OFFSET 0) b "              \
-	" CROSS JOIN LATERAL (SELECT array_position(b.lane_seqs, r.lane_seq) AS k) x "
+	" CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::int2) AS k) x "
 #define AWA_RECEIPT_FROM_READY AWA_RECEIPT_FROM_READY_ON("")
 /* The live arc of the claim ring as a condition on `b`, when it is parameters $3..$6. */
 #define AWA_CLAIM_ARC_OF_B "AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6)"

@@ -194,8 +194,8 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
 /*
  * Receipts mode: one append-only awa.claim_batches row per (ready slot, block of 64
- * lane_seqs) of the claimed window, its lane_seqs and effective priorities as arrays in lane
- * order (job id, attempt, run lease and max_attempts are read from the ready rows, which a
+ * lane_seqs) of the claimed window, its offsets in the block (lane_seq % 64) and effective
+ * priorities as arrays in lane order (job id, attempt, run lease and max_attempts are read from the ready rows, which a
  * claim does not change). Each row draws one
  * receipt id (the sequence steps by 64), rows in lane order; its k-th attempt's receipt id is
  * that plus k - 1. All attempts of a claim share one claim time (claim_time), so one block
@@ -209,9 +209,9 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    PARTITION BY r.ready_slot, r.lane_seq / 64 ORDER BY r.lane_seq) - 1 AS receipt_id, k.receipt_base "           \
 	"  FROM rows_ r JOIN blocks k ON k.ready_slot = r.ready_slot AND k.lane_block = r.lane_seq / 64), "                \
 	"ins AS (INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, priority, "               \
-	"  enqueue_shard, lane_block, receipt_base, claimed_at, deadline_at, lane_seqs, effective_priorities) "            \
+	"  enqueue_shard, lane_block, receipt_base, claimed_at, deadline_at, lane_offsets, effective_priorities) "         \
 	"  SELECT ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, receipt_base, "  \
-	"    claimed_at, deadline_at, array_agg(lane_seq ORDER BY lane_seq), "                                             \
+	"    claimed_at, deadline_at, array_agg((lane_seq % 64)::int2 ORDER BY lane_seq), "                                \
 	"    array_agg(effective_priority ORDER BY lane_seq) "                                                             \
 	"  FROM numbered GROUP BY ring_slot, ready_slot, ready_generation, queue, priority, enqueue_shard, "               \
 	"    lane_seq / 64, receipt_base, claimed_at, deadline_at) " AWA_DRAIN_RESULT(                                     \

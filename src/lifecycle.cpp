@@ -2,7 +2,7 @@
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
  * A success writes no row of its own: the completed attempts of one call are appended as
  * one awa.completion_batches row per (lane, ready slot, block of 64 lane_seqs), their
- * lane_seqs and claim times as parallel arrays (job id, attempt and run lease are the ready
+ * offsets in the block (lane_seq % 64) and claim times as parallel arrays (job id, attempt and run lease are the ready
  * row's, which names the one attempt that ran it). That entry is
  * what ends the receipt (awa._open_receipts); no closure. Exactly one closer wins because
  * every closer locks the receipts first (FOR UPDATE, in (job_id, run_lease) order, the order
@@ -61,9 +61,10 @@ namespace
 /* The finished attempts of a 1.1 completion: one completion batch per (lane, ready slot, block of 64 lane_seqs). */
 #define COMPLETE_BATCHES_SQL                                                                                           \
 	"done AS (INSERT INTO awa.completion_batches (ready_slot, ready_generation, queue, priority, enqueue_shard, "      \
-	"  lane_block, lane_seqs, attempted_at) "                                                                          \
+	"  lane_block, lane_offsets, attempted_at) "                                                                       \
 	"  SELECT ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, "                           \
-	"         array_agg(lane_seq ORDER BY lane_seq), array_agg(attempted_at ORDER BY lane_seq) FROM finished "         \
+	"         array_agg((lane_seq % 64)::int2 ORDER BY lane_seq), array_agg(attempted_at ORDER BY lane_seq) "          \
+	"  FROM finished "                                                                                                 \
 	"  GROUP BY ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64), "
 
 /* The finished attempts of a completion on a 1.0 catalog: a terminal row each. */
