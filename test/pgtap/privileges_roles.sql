@@ -123,7 +123,7 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.promote_due()::text$$)
 SELECT is(pg_temp.as_role('tap_priv_admin', $$INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('tap_priv_q', 4) RETURNING enqueue_shards::text$$), '4',
           'admin: writes awa.queue_meta');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.done_entries WHERE queue = 'tap_priv_q'$$), '0', 'admin: reads awa.done_entries');
-SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT sum(cardinality(job_ids))::text FROM awa.completion_batches WHERE queue = 'tap_priv_q'$$), '3',
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT sum(cardinality(lane_offsets))::text FROM awa.completion_batches WHERE queue = 'tap_priv_q'$$), '3',
           'admin: reads awa.completion_batches (the three completions)');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.lease_claims WHERE queue = 'tap_priv_q'$$), '3',
           'admin: reads awa.lease_claims (the three receipts, from their claim batches)');
