@@ -842,10 +842,14 @@ $$;
 -- rescued as stale, as two passes would have done).
 -- A receipt whose claim batch another transaction holds is left for the next pass.
 -- Retryable with backoff while attempts remain, failed at the last one (like fail_job).
+-- Its statements keep one generic plan: a custom plan of the search below (every partition
+-- of the ready, batch and attempt tables) took 10-17 ms to make on every call, 95 % of an
+-- idle maintenance pass, and the generic plan runs as fast (regression test
+-- maintenance_guarantees; docs/benchmarks.md, "maintenance pass").
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
