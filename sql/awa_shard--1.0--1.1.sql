@@ -194,11 +194,12 @@ ALTER SEQUENCE awa.receipt_id_seq INCREMENT BY 64;
 -- The table goes once nothing of 1.0 reads it any more (awa.jobs is redefined below).
 ALTER TABLE awa.lease_claims RENAME TO lease_claims_1_0;
 
--- Every receipt whose job is still stored, one row per claimed attempt (the claim batches
--- unnested, each attempt's identity read from its ready row): what the receipts table of
--- 1.0 held, minus materialized_at, plus the block and the batch's receipt_base (its
+-- Every receipt whose ready row is still stored, one row per claimed attempt (the claim
+-- batches unnested, each attempt's identity read from its ready row): what the receipts
+-- table of 1.0 held, minus materialized_at, plus the block and the batch's receipt_base (its
 -- identity, and the order in which closers of several attempts lock). A receipt whose ready
--- row has gone (its queue-ring slot pruned after it closed, its job deleted) is not listed.
+-- row has gone (its queue-ring slot pruned after it closed, its completed job deleted) is
+-- not listed.
 CREATE VIEW awa.lease_claims AS
     SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease,
            b.ready_slot, b.ready_generation, b.queue, b.priority, u.effective_priority,
@@ -212,7 +213,7 @@ CREATE VIEW awa.lease_claims AS
        AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
        AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa.lease_claims IS
-    'Receipts: one row per claimed attempt of receipts mode whose job is still stored (awa.claim_batches unnested).';
+    'Receipts: one row per claimed attempt of receipts mode whose ready row is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
 
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the

@@ -238,8 +238,9 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
  * slot as a parameter so that run-time pruning leaves one partition (as joins, the planner
  * probed every partition of the tables per receipt): no terminal row for its attempt, no
  * completion batch naming it (found by its lane's block of 64 lane_seqs and ready generation,
- * then by its offset in the block in the batch's array), no closure, its ready row still there (rows
- * matched on the job id too: a 1.0 receipt carries its own). ARC is an extra condition
+ * then by its offset in the block in the batch's array), no closure, its ready row still there
+ * (a test only the 1.0 receipts need, whose rows store their job id: matched on it too, since
+ * lane numbers restart when a queue is dropped and created again). ARC is an extra condition
  * ("" for none) that restricts the look-up to its ring's live arc, so that a statement run
  * with the arcs also prepares only the live partitions.
  */
