@@ -319,8 +319,8 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 
 /*
  * The open-receipt test of a receipt `c` reached through its ready row (AWA_RECEIPT_FROM_READY:
- * the ready-row part of the test holds by construction), on the live arcs like
- * AWA_OPEN_RECEIPT_TEST_LIVE.
+ * the ready-row part of the test holds by construction), each probe restricted to its ring's
+ * live arc: the claim ring's in parameters $C1..$C4, the queue ring's in $Q1..$Q4.
  */
 #define AWA_READY_RECEIPT_OPEN_LIVE(C1, C2, C3, C4, Q1, Q2, Q3, Q4)                                                    \
 	AWA_RECEIPT_NO_TERMINAL_ROW("AND (d.ready_slot BETWEEN $" Q1 " AND $" Q2 " OR d.ready_slot BETWEEN $" Q3           \
