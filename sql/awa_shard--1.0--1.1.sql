@@ -76,8 +76,8 @@ DROP INDEX awa.leases_lane_shard_idx;
 
 -- Completions, one row per (completion call, lane, block of 64 lane_seqs): the completed
 -- attempts of the block by their offsets in it (lane_seq - 64 * lane_block, 0..63), in lane
--- order, and their claim times. A success
--- writes no row of its own: a completion of ten jobs of one lane appends one row, not ten.
+-- order, and their claim times. A success writes no row of its own: a completion of ten
+-- jobs of one lane appends one row, not ten.
 -- A ready row is claimed once, so the attempt that ran it is named by the row itself: job
 -- id, attempt (ready attempt + 1) and run lease (ready run_lease + 1) are read from the
 -- ready row (awa._batch_completions), not stored again. The block (lane_seq / 64) bounds
@@ -131,13 +131,13 @@ GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 
 -- Receipts, one row per (claim call, lane, ready slot, block of 64 lane_seqs): the attempts a
 -- claim took from one block of one lane by their offsets in it (lane_seq - 64 * lane_block,
--- 0..63), in lane order, and their effective priorities.
--- A claim of ten jobs of one lane appends one row (two when its window crosses a block),
--- not ten. Job id, attempt, run lease and max_attempts of each attempt are its ready row's
--- (attempt and run lease plus one), which a claim reads and never changes: they are not
--- stored again. The receipt of one attempt is found through its ready row (the ready rows'
--- job index gives the lane, the lane_seq and the ready slot), then by the key of its block
--- and by position in the arrays, like a completion in awa.completion_batches. The k-th attempt of a row has
+-- 0..63), in lane order, and their effective priorities. A claim of ten jobs of one lane
+-- appends one row (two when its window crosses a block), not ten. Job id, attempt, run
+-- lease and max_attempts of each attempt are its ready row's (attempt and run lease plus
+-- one), which a claim reads and never changes: they are not stored again. The receipt of one
+-- attempt is found through its ready row (the ready rows' job index gives the lane, the
+-- lane_seq and the ready slot), then by the key of its block and by its offset's position in
+-- the arrays, like a completion in awa.completion_batches. The k-th attempt of a row has
 -- receipt id receipt_base + k - 1: a claim draws one value of awa.receipt_id_seq per row,
 -- and the sequence steps by 64, the most attempts a row can hold. A closer locks the row of
 -- the attempts it ends (FOR UPDATE), rows in key order, so batch-mates' closers queue for
@@ -1937,9 +1937,9 @@ BEGIN
     -- Every row that names the queue, history included (a ready row without its lane would
     -- look pending to prune forever; a claim or completion batch would take the rows of a
     -- queue created again under this name, whose lanes number from 1 again, for its own),
-    -- and the unique claims of those jobs. What is returned
-    -- is what this removed (the counts above were read before the waits for the heads and
-    -- the sequences, during which workers may have completed jobs).
+    -- and the unique claims of those jobs. What is returned is what this removed (the counts
+    -- above were read before the waits for the heads and the sequences, during which workers
+    -- may have completed jobs).
     WITH r AS (
         DELETE FROM awa.ready_entries r
          USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
@@ -2093,7 +2093,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
      WHERE d.state = 'completed' AND d.kind IS NULL
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
-    -- and their lane_seq in the batch (the attempt is the ready row's, plus one).
+    -- and their offset in the batch (the attempt is the ready row's, plus one).
     SELECT r.job_id, r.kind, b.queue, r.args, 'completed'::awa.job_state, b.priority,
            (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
            b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
