@@ -6,9 +6,13 @@ MODULE_big = awa_shard
 SRCS = $(sort $(wildcard src/*.cpp))
 OBJS = $(SRCS:.cpp=.o)
 
-# Install and upgrade scripts are committed files; released ones are never edited again
-# (docs/design.md, "Releases").
-DATA = $(sort $(wildcard sql/$(EXTENSION)--*.sql))
+# The full install script of EXTVERSION is built from the schema sources, sql/schema/*.sql
+# concatenated in file-name order (docs/design.md, "Releases"); it is a build product, never
+# committed. The released scripts and the hand-written update scripts are committed files;
+# released ones are never edited again.
+SCHEMA_SRCS = $(sort $(wildcard sql/schema/*.sql))
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(sort $(wildcard sql/$(EXTENSION)--*.sql)))
 EXTRA_CLEAN = test/unit/unit_tests test/output_iso
 
 # Tests are picked up by wildcard: add a file, get a test.
@@ -35,6 +39,9 @@ installcheck-settings:
 	$(bindir)/psql -X -q -v ON_ERROR_STOP=1 -d template1 -f test/installcheck_settings.sql
 
 .PHONY: installcheck-settings
+
+$(DATA_built): $(SCHEMA_SRCS)
+	cat $^ > $@
 
 # Every object depends on the shared headers (PGXS tracks no header dependencies).
 $(OBJS): $(wildcard src/*.hpp)

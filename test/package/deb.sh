@@ -38,7 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 extversion=$(sed -n 's/^EXTVERSION = //p' "$tree/Makefile")
-scripts=$(cd "$tree/sql" && ls awa_shard--*.sql)
+# The committed scripts and the full script of EXTVERSION, which the build makes.
+scripts=$( (cd "$tree/sql" && ls awa_shard--*.sql; echo "awa_shard--$extversion.sql") | sort -u)
 
 # 1. Build in a copy (dpkg-buildpackage writes ../*.deb), from the tree's files without
 #    build products.

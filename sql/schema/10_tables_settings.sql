@@ -1,0 +1,52 @@
+-- Settings: the engine state, the install-wide settings and the per-queue settings. Every
+-- table that holds settings, lanes, cursors or jobs is marked for pg_dump (backups,
+-- docs/operations.md): pg_dump keeps the data of extension tables only where they are
+-- marked as configuration.
+
+-- Engine state; migration v017 refuses to run while it is 'mixed_transition'.
+CREATE TABLE awa.storage_transition_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    state text NOT NULL DEFAULT 'active'
+        CHECK (state IN ('canonical', 'prepared', 'mixed_transition', 'active')),
+    current_engine text NOT NULL DEFAULT 'queue_storage',
+    details jsonb NOT NULL DEFAULT '{}',
+    updated_at timestamptz NOT NULL DEFAULT now());
+INSERT INTO awa.storage_transition_state (singleton) VALUES (true);
+SELECT pg_catalog.pg_extension_config_dump('awa.storage_transition_state', '');
+GRANT SELECT ON awa.storage_transition_state TO awa_admin;
+COMMENT ON TABLE awa.storage_transition_state IS 'Engine state; migration v017 refuses to run in mixed_transition.';
+
+-- Install-wide settings: receipts (default) or leases for running attempts, and whether
+-- exhausted jobs go to the DLQ (the reference's dlq_enabled_by_default; off by default).
+CREATE TABLE awa.plane_settings (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    receipts boolean NOT NULL DEFAULT true,
+    dlq_enabled_by_default boolean NOT NULL DEFAULT false);
+INSERT INTO awa.plane_settings (singleton) VALUES (true);
+SELECT pg_catalog.pg_extension_config_dump('awa.plane_settings', '');
+GRANT SELECT ON awa.plane_settings TO awa_admin;
+COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
+COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
+COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are receipts (default); false: leases.';
+COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
+
+-- Per-queue settings. No row means one shard, not paused, and the install's DLQ default
+-- (dlq_enabled NULL: follow plane_settings.dlq_enabled_by_default).
+CREATE TABLE awa.queue_meta (
+    queue text PRIMARY KEY,
+    paused boolean NOT NULL DEFAULT false,
+    paused_at timestamptz,
+    paused_by text,
+    enqueue_shards smallint NOT NULL DEFAULT 1,
+    dlq_enabled boolean,
+    CONSTRAINT queue_meta_queue_length CHECK (length(queue) BETWEEN 1 AND 200),
+    CONSTRAINT queue_meta_enqueue_shards_range CHECK (enqueue_shards BETWEEN 1 AND 64));
+SELECT pg_catalog.pg_extension_config_dump('awa.queue_meta', '');
+GRANT SELECT, INSERT, UPDATE, DELETE ON awa.queue_meta TO awa_admin;
+COMMENT ON TABLE awa.queue_meta IS 'Per-queue settings. No row: one shard, not paused, install-default DLQ setting.';
+COMMENT ON COLUMN awa.queue_meta.queue IS 'Queue name (1..200 characters).';
+COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed nor promoted; producers still enqueue.';
+COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
+COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
+COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';

@@ -1,0 +1,133 @@
+-- Argument checks and limits (D11, docs/design.md §12): every check of the SQL functions
+-- goes through these helpers; the limits have one definition, src/limits.hpp.
+
+-- A limit of src/limits.hpp by name (max_enqueue_shards, max_queue_chars, default_priority, ...).
+CREATE FUNCTION awa._limit(p_name text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_limit'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._limit(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
+
+-- Reject a NULL argument (22004) naming it.
+CREATE FUNCTION awa._require(p_isnull boolean, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_isnull THEN
+        RAISE EXCEPTION '% must not be null', p_name USING ERRCODE = '22004';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require(boolean, text) IS 'Internal: raise 22004 naming a NULL argument.';
+
+-- A queue name argument: 1 to 200 characters (23514), as for the producer functions.
+CREATE FUNCTION awa._check_queue(p_queue text, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_queue IS NULL, p_name);
+    IF length(p_queue) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION '% must be 1 to 200 characters long', p_name USING ERRCODE = '23514',
+            DETAIL = format('The value has %s characters.', length(p_queue));
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_queue(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
+
+-- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
+CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._check_between(p_priority, awa._limit('min_priority'), awa._limit('max_priority'), p_name, '23514');
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_priority(integer, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+
+-- A number argument below its minimum (22023), naming it; NULL is left to awa._require.
+CREATE FUNCTION awa._require_at_least(p_value bigint, p_min bigint, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value < p_min THEN
+        RAISE EXCEPTION '% must be at least %', p_name, p_min USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_at_least(bigint, bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_at_least(bigint, bigint, text) IS 'Internal: raise 22023 for a number below its minimum.';
+
+-- A number argument outside [p_min, p_max] (22023, or p_errcode), naming it; NULL is left
+-- to awa._require.
+CREATE FUNCTION awa._check_between(p_value bigint, p_min bigint, p_max bigint, p_name text,
+                                   p_errcode text DEFAULT '22023') RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_value NOT BETWEEN p_min AND p_max THEN
+        RAISE EXCEPTION '% must be between % and %', p_name, p_min, p_max USING ERRCODE = p_errcode,
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
+
+-- An argument rule that is no range: 22023 with p_message when p_ok is false (NULL passes:
+-- NULL arguments are awa._require's).
+CREATE FUNCTION awa._check_arg(p_ok boolean, p_message text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_ok IS FALSE THEN
+        RAISE EXCEPTION '%', p_message USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_arg(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
+
+-- Rotation and prune decide on the latest committed ring state, under the ring's cursor
+-- row lock: they refuse to run where a statement does not see that state.
+CREATE FUNCTION awa._require_read_committed(p_name text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
+            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_read_committed(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_read_committed(text) IS 'Internal: raise 0A000 outside READ COMMITTED.';
+
+-- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled).
+CREATE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.job_state) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN get_bit(p_mask, array_position(enum_range(NULL::awa.job_state), p_state) - 1) = 1;
+REVOKE ALL ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
+
+-- Retry backoff: 2^attempt seconds plus up to 25 % jitter, at most 24 hours.
+CREATE FUNCTION awa.backoff_duration(p_attempt integer, p_max_attempts integer) RETURNS interval
+    LANGUAGE sql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN least(make_interval(secs => power(2, least(p_attempt, 20)) * (1 + random() * 0.25)), interval '24 hours');
+REVOKE ALL ON FUNCTION awa.backoff_duration(integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.backoff_duration(integer, integer) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';

@@ -1,0 +1,208 @@
+-- Maintenance (D9, D15, D23): promotion, folding claim marks, and one entry point that runs
+-- every periodic task; the background workers call it.
+
+-- Promote due scheduled/retryable jobs of unpaused queues into the ready plane with the
+-- queue's current width (keyed jobs to their key's shard). Returns how many moved.
+CREATE FUNCTION awa.promote_due(p_limit integer DEFAULT 1000)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows awa.deferred_jobs[];
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    WITH due AS (
+        SELECT j.job_id FROM awa.deferred_jobs j
+         WHERE j.run_at <= clock_timestamp()
+           AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
+         ORDER BY j.run_at, j.priority, j.job_id
+         LIMIT p_limit
+         FOR UPDATE SKIP LOCKED),
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOREACH d IN ARRAY v_rows LOOP
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+    END LOOP;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.promote_due(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.promote_due(integer) TO awa_admin;
+COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+
+CREATE FUNCTION awa._promote_due_queue(p_queue text, p_limit integer) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_rows awa.deferred_jobs[];
+    d awa.deferred_jobs;
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
+        RETURN 0;
+    END IF;
+    WITH due AS (
+        SELECT j.job_id FROM awa.deferred_jobs j
+         WHERE j.queue = p_queue AND j.run_at <= clock_timestamp()
+         ORDER BY j.run_at, j.priority, j.job_id
+         LIMIT p_limit
+         FOR UPDATE SKIP LOCKED),
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOREACH d IN ARRAY v_rows LOOP
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+    END LOOP;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
+
+-- Fold claim marks into the heads, in two steps that never hold a head while deleting:
+--   1. delete up to p_limit marks that their lane's head has passed (nothing reads a mark
+--      below its head's cursor, so no head is locked for this; a mark level with its head
+--      stays until a further one exists, so a claim clearing the hint of its lane's latest
+--      mark never meets a fold deleting it);
+--   2. for every lane whose latest mark is past its head, and whose head no claim holds
+--      (SKIP LOCKED: a claim never waits for this, and a lane skipped now is folded next
+--      time), move the head to that mark; its marks are deleted by the next call.
+-- A head never moves back. Nothing is done (returns -1) while a transaction of this
+-- database (a prepared one included) has held an xid or a snapshot for more than
+-- p_defer_secs: rows deleted or updated then stay as dead rows that vacuum cannot remove
+-- until it ends, so deleting would free nothing, whereas marks left alone are live rows read
+-- by a backward index probe. Returns the number of heads moved.
+CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_limit integer DEFAULT 10000)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
+    PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
+                           'p_defer_secs must not be negative and p_limit must be at least 1');
+    PERFORM awa._require_read_committed('fold_claim_marks');
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database d
+                                  WHERE d.datname = pg_catalog.current_database())
+                  AND a.pid <> pg_catalog.pg_backend_pid()
+                  AND a.backend_type <> 'autovacuum worker'
+                  AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+                  AND a.xact_start < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_prepared_xacts p
+                   WHERE p.database = pg_catalog.current_database()
+                     AND p.prepared < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
+        RETURN -1;
+    END IF;
+    DELETE FROM awa.claim_marks k
+     WHERE k.ctid = ANY (ARRAY(
+         SELECT m.ctid FROM awa.claim_marks m
+           JOIN awa.queue_claim_heads h
+             ON h.queue = m.queue AND h.priority = m.priority AND h.enqueue_shard = m.enqueue_shard
+          WHERE m.claim_seq < h.claim_seq
+          LIMIT p_limit));
+    WITH lanes AS (
+        SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at
+          FROM awa.queue_claim_heads h
+         CROSS JOIN LATERAL (
+             SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
+              WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
+              ORDER BY k.claim_seq DESC LIMIT 1) m
+         WHERE m.claim_seq > h.claim_seq
+         ORDER BY h.queue, h.priority, h.enqueue_shard
+           FOR UPDATE OF h SKIP LOCKED),
+    moved AS (
+        UPDATE awa.queue_claim_heads h SET claim_seq = l.claim_seq, head_run_at = l.head_run_at
+          FROM lanes l
+         WHERE h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+           AND h.claim_seq < l.claim_seq
+        RETURNING 1)
+    SELECT count(*) INTO v_count FROM moved;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
+    'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
+
+-- Every periodic task once, in one transaction: promotion, deadline and heartbeat
+-- rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
+-- locks of a prune are held only from its truncate to this transaction's commit, then the
+-- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
+-- 'deferred'. The background worker runs each step in
+-- its own transaction instead.
+CREATE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
+                                               p_batch integer DEFAULT 1000)
+    RETURNS jsonb
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_result jsonb;
+    v_prune text;
+    v_pruned boolean := false;
+    v_rescued boolean;
+BEGIN
+    PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
+    PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
+                           'p_batch must be at least 1 and p_stale_heartbeat positive');
+    PERFORM awa._require_read_committed('run_maintenance');
+    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
+    -- a worker's completion).
+    SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
+           r.deadline_rescued + r.heartbeat_rescued > 0
+      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
+    v_result := v_result || jsonb_build_object(
+        'queue_ring', awa.rotate_queue_ring(),
+        'claim_ring', awa.rotate_attempt_ring('claim'),
+        'lease_ring', awa.rotate_attempt_ring('lease'));
+    -- No prune in a transaction that rescued: a worker closing one of the rescued attempts
+    -- waits for this transaction's closure while holding its ring partitions, which a prune
+    -- would then wait for (a deadlock the worker can lose). The next call prunes.
+    IF v_rescued THEN
+        RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
+                                              'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
+    END IF;
+    v_prune := awa.prune_queue_ring(50);
+    v_pruned := v_prune = 'pruned';
+    v_result := v_result || jsonb_build_object('queue_prune', v_prune);
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.prune_attempt_ring('claim', 50);
+        v_pruned := v_prune = 'pruned';
+    END IF;
+    v_result := v_result || jsonb_build_object('claim_prune', v_prune);
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.prune_attempt_ring('lease', 50);
+    END IF;
+    -- Last: the heads it locks stay locked only until this transaction commits.
+    RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
+END
+$$;
+REVOKE ALL ON FUNCTION awa.run_maintenance(interval, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+
+-- Background maintenance needs no setting when preloaded: a launcher serves every database
+-- with awa_shard (maintenance.md §1). Installing or updating tells it at once.
+CREATE FUNCTION awa._maintenance_wake() RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_maintenance_wake'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
+COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';

@@ -1,0 +1,496 @@
+-- Administration of jobs: cancel, delete, priority aging, moves, the DLQ, reading jobs.
+-- Every path that removes an unclaimed ready row goes through awa._take_unclaimed_ready.
+
+-- Remove the job's unclaimed ready row, if it has one: lock the claim head of the row's
+-- own lane, read the lane's cursor on the latest committed state (awa._lane_cursor: no
+-- claim moves it while the head is locked, whatever this transaction's snapshot), re-check
+-- lane_seq >= cursor, delete the row by its full identity and return it (NULL when the job
+-- has no unclaimed ready row). The cursor is left alone: claim jumps the gap. A concurrent
+-- move of the same row to another lane is followed by looking again.
+CREATE FUNCTION awa._take_unclaimed_ready(p_job_id bigint) RETURNS awa.ready_entries
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    v_cursor bigint;
+    v_taken awa.ready_entries;
+    v_seen boolean;
+BEGIN
+    FOR pass IN 1..3 LOOP
+        v_seen := false;
+        FOR r IN
+            SELECT e.* FROM awa.ready_entries e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq
+        LOOP
+            v_seen := true;
+            PERFORM 1 FROM awa.queue_claim_heads h
+             WHERE h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+               FOR UPDATE;
+            CONTINUE WHEN NOT FOUND;
+            v_cursor := awa._lane_cursor(r.queue, r.priority, r.enqueue_shard);
+            CONTINUE WHEN v_cursor IS NULL;
+            -- Claimed since this transaction's snapshot: at READ COMMITTED the caller's next
+            -- statement sees the attempt; an older snapshot never would (1.0 raised 40001
+            -- here too, when the claim updated the head).
+            IF r.lane_seq < v_cursor
+               AND pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+                RAISE EXCEPTION USING ERRCODE = '40001',
+                    MESSAGE = 'could not serialize access: the job was claimed after this transaction''s snapshot',
+                    DETAIL = format('Job %s.', p_job_id),
+                    HINT = 'Retry the transaction, or run it at READ COMMITTED.';
+            END IF;
+            CONTINUE WHEN r.lane_seq < v_cursor;
+            DELETE FROM awa.ready_entries e
+             WHERE e.ready_slot = r.ready_slot AND e.queue = r.queue AND e.priority = r.priority
+               AND e.enqueue_shard = r.enqueue_shard AND e.lane_seq = r.lane_seq AND e.job_id = p_job_id
+            RETURNING e.* INTO v_taken;
+            IF FOUND THEN
+                RETURN v_taken;
+            END IF;
+        END LOOP;
+        EXIT WHEN NOT v_seen;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._take_unclaimed_ready(bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
+
+-- Cancel a job wherever it is live, in this order: an unclaimed ready row (removed under
+-- its lane head lock; the cancelled terminal row takes the row's own identity and body),
+-- a running receipt-only attempt, a materialised lease (both closed with outcome
+-- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
+-- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
+-- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
+CREATE FUNCTION awa.cancel_job(p_job_id bigint) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    t awa.taken_attempt;
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    -- At REPEATABLE READ or SERIALIZABLE the snapshot may predate the claim of a running
+    -- job: its open attempt, found on the latest committed state, is taken first. Only
+    -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
+    IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
+        -- failed...), and where the job is now this snapshot cannot see.
+        IF t.job_id IS NULL
+           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id)
+                OR EXISTS (SELECT 1 FROM awa.leases l
+                            WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
+            RAISE EXCEPTION USING ERRCODE = '40001',
+                MESSAGE = 'could not serialize access: the job''s attempt ended after this transaction''s snapshot',
+                DETAIL = format('Job %s.', p_job_id),
+                HINT = 'Retry the transaction, or run it at READ COMMITTED.';
+        END IF;
+    END IF;
+    IF t.job_id IS NULL THEN
+        r := awa._take_unclaimed_ready(p_job_id);
+    END IF;
+    IF t.job_id IS NOT NULL THEN
+        PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
+    ELSIF r.job_id IS NOT NULL THEN
+        PERFORM awa._end_job(awa._job(r), jsonb_build_object('ready_slot', r.ready_slot,
+            'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
+            'available', 'cancelled');
+    ELSE
+        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        IF t.job_id IS NOT NULL THEN
+            PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
+        ELSE
+            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id RETURNING j.* INTO d;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            PERFORM awa._end_job(awa._job(d), jsonb_build_object('ready_slot', s.slot,
+                'ready_generation', s.generation, 'enqueue_shard', 0, 'lane_seq', -d.job_id), d.state, 'cancelled')
+              FROM awa._ring_write_slot('queue') s;
+        END IF;
+    END IF;
+    PERFORM pg_notify('awa:cancel', p_job_id::text);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.cancel_job(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_job(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
+
+-- Delete a job in any state (1.1: a completion is found through its ready row, its
+-- terminal row (1.0) or its completion batch with it).
+CREATE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    t awa.taken_attempt;
+    v_found boolean := false;
+    v_rows bigint;
+    v_batch record;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    r := awa._take_unclaimed_ready(p_job_id);
+    v_found := r.job_id IS NOT NULL;
+    IF NOT v_found THEN
+        DELETE FROM awa.deferred_jobs WHERE job_id = p_job_id;
+        v_found := FOUND;
+    END IF;
+    IF NOT v_found THEN
+        t := awa._take_open_attempt(p_job_id, 'terminal_removed');
+        v_found := t.job_id IS NOT NULL;
+    END IF;
+    -- Terminal rows: those the job index holds, then a completion's, through its ready row.
+    -- A completion's ready row goes with it: its terminal row is what ended its receipt
+    -- (awa._open_receipts), and the ready row alone would make the receipt look open again.
+    DELETE FROM awa.done_entries d
+     WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found OR v_rows > 0;
+    WITH completion AS (
+        DELETE FROM awa.done_entries d USING awa.ready_entries x
+         WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+           AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
+           AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq
+        RETURNING d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq),
+    ready AS (
+        DELETE FROM awa.ready_entries x USING completion c
+         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+           AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
+    SELECT count(*) INTO v_rows FROM completion;
+    v_found := v_found OR v_rows > 0;
+    -- A completion in a batch: the job leaves the batch's arrays (the batch goes when it is
+    -- left empty), and its ready row goes with it, for the same reason.
+    WITH completion AS (
+        UPDATE awa.completion_batches b
+           SET lane_offsets = b.lane_offsets[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                              || b.lane_offsets[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
+               attempted_at = b.attempted_at[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
+          FROM awa.ready_entries x
+         WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
+           AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
+           AND b.lane_block = x.lane_seq / 64
+           AND (x.lane_seq % 64)::smallint = ANY (b.lane_offsets)
+        RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
+    ready AS (
+        DELETE FROM awa.ready_entries x USING completion c
+         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+           AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
+    SELECT c.ready_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block INTO v_batch FROM completion c;
+    IF v_batch.queue IS NOT NULL THEN
+        v_found := true;
+        DELETE FROM awa.completion_batches b
+         WHERE b.queue = v_batch.queue AND b.priority = v_batch.priority
+           AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
+           AND b.ready_slot = v_batch.ready_slot AND b.lane_offsets = '{}';
+    END IF;
+    DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    v_found := v_found OR v_rows > 0;
+    IF v_found THEN
+        DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+    END IF;
+    RETURN v_found;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.delete_job(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.delete_job(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
+
+-- Physical priority aging: waiting ready rows of lanes with priority > 1 move one
+-- priority up, always as a prefix of their lane in lane_seq order (from the claim cursor
+-- up to the first row younger than p_older_than), at most p_limit rows. Their lane heads
+-- are locked (sorted, SKIP LOCKED: lanes being claimed right now are left for the next
+-- run), the rows are removed by full identity and re-enqueued at priority - 1 through
+-- awa._enqueue_ready in lane order, so the jobs of one key keep their order: keyed rows
+-- keep their key's shard, keyless rows take the rotor, within the queue's current width.
+-- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
+-- every queue). Returns how many rows moved up.
+CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000,
+                                                      p_queue text DEFAULT NULL)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cutoff timestamptz;
+    v_queues text[];
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_claims bigint[];
+    v_rows awa.deferred_jobs[];
+BEGIN
+    PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    v_cutoff := clock_timestamp() - p_older_than;
+    SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard)
+      INTO v_queues, v_priorities, v_shards
+      FROM (SELECT c.queue, c.priority, c.enqueue_shard FROM awa.queue_claim_heads c
+             WHERE c.priority > 1 AND (p_queue IS NULL OR c.queue = p_queue)
+               AND EXISTS (SELECT 1 FROM awa.lane_cursors k
+                             JOIN awa.ready_entries r
+                               ON r.queue = k.queue AND r.priority = k.priority
+                              AND r.enqueue_shard = k.enqueue_shard AND r.lane_seq >= k.claim_seq
+                            WHERE k.queue = c.queue AND k.priority = c.priority
+                              AND k.enqueue_shard = c.enqueue_shard AND r.run_at <= v_cutoff)
+             ORDER BY c.queue, c.priority, c.enqueue_shard
+               FOR UPDATE SKIP LOCKED) h;
+    IF v_queues IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- The locked lanes' cursors on the latest committed state: no claim can move them now.
+    SELECT array_agg(awa._lane_cursor(l.queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
+      FROM unnest(v_queues, v_priorities, v_shards) WITH ORDINALITY AS l(queue, priority, enqueue_shard, ord);
+    WITH waiting AS (
+        SELECT r.ready_slot, r.queue, r.priority, r.enqueue_shard, r.lane_seq,
+               bool_and(r.run_at <= v_cutoff) OVER (PARTITION BY r.queue, r.priority, r.enqueue_shard
+                                                    ORDER BY r.lane_seq) AS in_prefix
+          FROM unnest(v_queues, v_priorities, v_shards, v_claims) AS h(queue, priority, enqueue_shard, claim_seq)
+          JOIN awa.ready_entries r
+            ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+           AND r.lane_seq >= h.claim_seq),
+    victims AS (
+        SELECT w.* FROM waiting w WHERE w.in_prefix
+         ORDER BY w.queue, w.priority, w.enqueue_shard, w.lane_seq
+         LIMIT p_limit),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING victims v
+         WHERE r.ready_slot = v.ready_slot AND r.queue = v.queue AND r.priority = v.priority
+           AND r.enqueue_shard = v.enqueue_shard AND r.lane_seq = v.lane_seq
+        RETURNING r AS row_)
+    SELECT array_agg(awa._ready_as_deferred(g.row_, (g.row_).queue, ((g.row_).priority - 1)::smallint,
+                         jsonb_build_object('_awa_original_priority', (g.row_).priority))
+                     ORDER BY (g.row_).queue, (g.row_).priority, (g.row_).enqueue_shard, (g.row_).lane_seq)
+      INTO v_rows FROM gone g;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, integer, text) TO awa_admin;
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, integer, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
+
+-- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
+-- priority); the destination's current width decides the shard. Same rules as in 1.0:
+-- a waiting row is removed under its lane head lock and re-enqueued. A destination that
+-- does not exist yet is created, as an enqueue would create it.
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority integer DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r awa.ready_entries;
+    v_priority smallint;
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    UPDATE awa.deferred_jobs j
+       SET queue = p_queue,
+           priority = coalesce(p_priority, j.priority),
+           metadata = awa._stamp_metadata(j.metadata,
+               CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
+               || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
+                       THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
+     WHERE j.job_id = p_job_id;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    r := awa._take_unclaimed_ready(p_job_id);
+    IF r.job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    v_priority := coalesce(p_priority, r.priority);
+    PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
+        CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
+        || CASE WHEN r.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', r.priority)
+                ELSE '{}' END)]);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.move_queue(bigint, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_queue(bigint, text, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.move_queue(bigint, text, integer) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+
+-- Bring a job back from the dead-letter queue, optionally into another queue or priority
+-- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
+CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
+                                   p_priority integer DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    x awa.dlq_entries;
+    d awa.deferred_jobs;
+    v_later boolean := coalesce(p_run_at > clock_timestamp(), false);
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- The dead letter's job, with attempts restarting and no attempt or end time yet.
+    d := awa._job_row(NULL::awa.deferred_jobs, awa._job(x), jsonb_build_object(
+        'queue', coalesce(p_queue, x.queue), 'priority', coalesce(p_priority, x.priority), 'attempt', 0,
+        'attempted_at', NULL, 'state', 'scheduled',
+        'run_at', CASE WHEN v_later THEN p_run_at ELSE clock_timestamp() END,
+        'metadata', awa._stamp_metadata(x.metadata,
+            CASE WHEN coalesce(p_queue, x.queue) <> x.queue
+                 THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
+    IF v_later THEN
+        INSERT INTO awa.deferred_jobs SELECT (d).*;
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+    ELSE
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        PERFORM awa._enqueue_ready(ARRAY[d]);
+    END IF;
+    -- Back in its mask, the job must hold its key. When another live job holds it, the dead
+    -- letter stays where it is (23505, as an enqueue of the key would get): a job back without
+    -- its claim would leave the key free once the holder's claim goes, for a third job.
+    IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
+       AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+        RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
+            USING ERRCODE = '23505',
+                  DETAIL = format('Job %s holds the unique key of job %s.',
+                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                  HINT = 'Retry the dead letter once that job has left the key''s states.';
+    END IF;
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) TO awa_admin;
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+
+-- Move a failed terminal job into the dead-letter queue with a reason. The body comes
+-- from the done row or, where that is narrow, from the ready row of the same lane
+-- identity (shard included). Returns false when the job has no failed terminal row.
+CREATE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_reason IS NULL, 'p_reason');
+    WITH gone AS (
+        DELETE FROM awa.done_entries d WHERE d.job_id = p_job_id AND d.state = 'failed' RETURNING d.*)
+    INSERT INTO awa.dlq_entries
+    SELECT x.*
+      FROM gone g
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = g.ready_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
+       AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard AND r.lane_seq = g.lane_seq
+     CROSS JOIN LATERAL awa._done_job(g, r) j
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
+         'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
+         'finalized_at', g.finalized_at, 'created_at', coalesce(j.created_at, g.finalized_at),
+         'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', g.run_lease)) x;
+    RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.move_failed_to_dlq(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
+
+-- Dead-letter entries of a queue (every queue when p_queue is NULL), newest first.
+CREATE FUNCTION awa.list_dlq(p_queue text, p_limit integer DEFAULT 100) RETURNS SETOF awa.dlq_entries
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    IF p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit);
+    END IF;
+    RETURN QUERY
+        SELECT e.* FROM awa.dlq_entries e
+         WHERE p_queue IS NULL OR e.queue = p_queue
+         ORDER BY e.dlq_at DESC, e.job_id DESC
+         LIMIT p_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.list_dlq(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.list_dlq(text, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.list_dlq(text, integer) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+
+-- One job by id, in its current state (awa.jobs): one row, or none when the id is unknown
+-- or the job's terminal row has been pruned. For producers and workers, who cannot read
+-- the tables; it discloses the whole job row to any holder of those roles. Every branch of
+-- awa.jobs has an index on the job id; a plan cached while the tables were small must not
+-- scan them once they are large (enable_seqscan = off, as on the worker hot path).
+CREATE FUNCTION awa.get_job(p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.id = p_job_id LIMIT 1;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.get_job(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.get_job(bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
+
+-- The same, told the job's queue (docs/design.md §12: every statement names its queue); no row when the
+-- job is not in that queue.
+CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 1
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.queue = p_queue AND j.id = p_job_id LIMIT 1;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.get_job(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
+
+-- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
+-- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.
+CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
+    RETURNS SETOF awa.job_row
+    LANGUAGE plpgsql STABLE ROWS 100
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
+    RETURN QUERY
+        SELECT j.* FROM awa.jobs j
+         WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
+         ORDER BY j.id
+         LIMIT p_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.list_jobs(text, awa.job_state, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.list_jobs(text, awa.job_state, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, integer) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';

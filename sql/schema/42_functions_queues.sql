@@ -1,0 +1,492 @@
+-- Queues as objects: create, settings, pause, purge, drop, depth.
+
+-- Queues as objects. A queue is known when it has a settings row (awa.queue_meta), a lane
+-- (a producer enqueued into it: implicit creation, as in 1.0), or scheduled, retryable or
+-- dead-lettered jobs. Calls that act on a queue by name (pause, resume, purge, drop,
+-- set_queue_dlq, list_jobs, queue_depth) raise 42704 for any other name, so a typo is
+-- an error instead of a silently created queue.
+CREATE FUNCTION awa._queue_known(p_queue text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h WHERE h.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.deferred_jobs j WHERE j.queue = p_queue)
+        OR EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue);
+REVOKE ALL ON FUNCTION awa._queue_known(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._queue_known(text) IS 'Internal: whether a queue has settings, lanes, scheduled or dead-lettered jobs.';
+
+-- A queue argument that must name a known queue: 22004 / 23514 as awa._check_queue, then
+-- 42704 naming the argument when the queue is unknown.
+CREATE FUNCTION awa._require_queue(p_queue text, p_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._check_queue(p_queue, p_name);
+    IF NOT awa._queue_known(p_queue) THEN
+        RAISE EXCEPTION 'queue "%" does not exist', p_queue USING ERRCODE = '42704',
+            DETAIL = format('%s names no queue: none has settings, lanes, scheduled or dead-lettered jobs under that name.', p_name),
+            HINT = format('Create it with awa.create_queue(%L), or enqueue a job into it.', p_queue);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_queue(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_queue(text, text) IS 'Internal: awa._check_queue, then 42704 when the name is no known queue.';
+
+-- Cheap depth of a queue: lane positions handed out and not yet passed by claim, summed
+-- over its lanes (next_seq - claim_seq, as awa.shard_lag.lag). No row is scanned: one
+-- sequence read per lane. An upper bound: open reservations and gaps left by rollbacks,
+-- cancels and deletes count until a claim passes them.
+CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+             WHERE e.queue = p_queue AND h.queue = p_queue);
+REVOKE ALL ON FUNCTION awa._queue_depth(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lanes of next_seq - claim_seq (no scan).';
+
+-- What a worker pool autoscaler polls: the cheap depth of one known queue (42704 otherwise).
+CREATE FUNCTION awa.queue_depth(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    RETURN awa._queue_depth(p_queue);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.queue_depth(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.queue_depth(text) TO awa_worker, awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa.queue_depth(text)
+    IS 'Cheap depth of a known queue for autoscalers: lane positions handed out and not yet claimed (an upper bound of waiting jobs; no scan). Role: awa_worker, awa_admin, pg_monitor.';
+
+-- Create a queue explicitly: its settings row with the width and the DLQ override. True
+-- when this call created the row (also for a queue producers had created implicitly);
+-- false when the queue already has these settings; 42710 when it has other ones
+-- (a NULL p_dlq_enabled is not compared).
+CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards integer DEFAULT 1,
+                                 p_dlq_enabled boolean DEFAULT NULL)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m awa.queue_meta;
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_enqueue_shards IS NULL, 'p_enqueue_shards');
+    PERFORM awa._check_between(p_enqueue_shards, 1, awa._limit('max_enqueue_shards'), 'p_enqueue_shards');
+    LOOP
+        INSERT INTO awa.queue_meta (queue, enqueue_shards, dlq_enabled)
+        VALUES (p_queue, p_enqueue_shards, p_dlq_enabled)
+        ON CONFLICT (queue) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        SELECT * INTO m FROM awa.queue_meta q WHERE q.queue = p_queue FOR UPDATE;
+        EXIT WHEN FOUND;   -- otherwise a concurrent drop removed it: insert again
+    END LOOP;
+    IF m.enqueue_shards <> p_enqueue_shards OR (p_dlq_enabled IS NOT NULL AND m.dlq_enabled IS DISTINCT FROM p_dlq_enabled) THEN
+        RAISE EXCEPTION 'queue "%" already exists with other settings', p_queue USING ERRCODE = '42710',
+            DETAIL = format('It has enqueue_shards = %s and dlq_enabled = %s.', m.enqueue_shards,
+                            coalesce(m.dlq_enabled::text, 'NULL (the install default)')),
+            HINT = 'Change them with awa.set_enqueue_shards or awa.set_queue_dlq.';
+    END IF;
+    RETURN false;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.create_queue(text, integer, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.create_queue(text, integer, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.create_queue(text, integer, boolean)
+    IS 'Create a queue with its width and DLQ override; true when created, false when it exists with these settings. Role: awa_admin.';
+
+-- Set or clear (NULL: the install default) a known queue's DLQ override for exhausted jobs.
+-- Returns the previous override.
+CREATE FUNCTION awa.set_queue_dlq(p_queue text, p_dlq_enabled boolean) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old boolean;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    SELECT m.dlq_enabled INTO v_old FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, dlq_enabled) VALUES (p_queue, p_dlq_enabled)
+    ON CONFLICT (queue) DO UPDATE SET dlq_enabled = EXCLUDED.dlq_enabled;
+    RETURN v_old;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_queue_dlq(text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_queue_dlq(text, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
+    IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
+
+-- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
+-- call paused it, false when it was paused already.
+CREATE FUNCTION awa.pause_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    INSERT INTO awa.queue_meta AS m (queue, paused, paused_at, paused_by)
+    VALUES (p_queue, true, clock_timestamp(), session_user)
+    ON CONFLICT (queue) DO UPDATE
+       SET paused = true, paused_at = EXCLUDED.paused_at, paused_by = EXCLUDED.paused_by
+     WHERE NOT m.paused;
+    RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.pause_queue(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.pause_queue(text) TO awa_admin;
+COMMENT ON FUNCTION awa.pause_queue(text) IS 'Pause a known queue (claims and promotion skip it); true when this call paused it. Role: awa_admin.';
+
+-- Resume a known queue. True when this call resumed it, false when it was not paused.
+CREATE FUNCTION awa.resume_queue(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
+     WHERE queue = p_queue AND paused;
+    RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.resume_queue(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.resume_queue(text) TO awa_admin;
+COMMENT ON FUNCTION awa.resume_queue(text) IS 'Resume a known queue; true when this call resumed it. Role: awa_admin.';
+
+-- Set a queue's enqueue width (1..64; the UPSERT of the ADR). Every backend routes with
+-- it from its next transaction; rows on shards >= the new width keep draining.
+-- Returns the previous width.
+CREATE FUNCTION awa.set_enqueue_shards(p_queue text, p_shards integer) RETURNS smallint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old smallint;
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_shards IS NULL, 'p_shards');
+    IF p_shards NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'p_shards must be between 1 and 64' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_shards);
+    END IF;
+    SELECT m.enqueue_shards INTO v_old FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (p_queue, p_shards)
+    ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards;
+    RETURN coalesce(v_old, 1);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_enqueue_shards(text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_enqueue_shards(text, integer) TO awa_admin;
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, integer) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
+
+-- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
+-- Running attempts are left to finish (a later failure can bring one back as retryable),
+-- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in
+-- lane order, and only at or after the cursor read under the lock (docs/design.md §4), so a job is either
+-- claimed or purged, never both. Each lane's cursor then moves past the removed rows, as a
+-- claim of them would, but never past a reservation still in flight (its claim bound): the
+-- cheap depth drops to what is left.
+CREATE FUNCTION awa.purge_queue(p_queue text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_next bigint[];
+    v_bounds bigint[];
+    v_deferred bigint;
+    v_ready bigint;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require_read_committed('purge_queue');
+    SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
+      FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
+             ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    -- Each lane's claim bound, read before the snapshot of the DELETE below: the cursor never
+    -- moves past a reservation still in flight (registry mode, docs/design.md §3).
+    SELECT array_agg(awa._lane_claim_bound(to_regclass('awa.' || quote_ident(e.seq_name))::oid)
+                     ORDER BY l.ord)
+      INTO v_bounds
+      FROM unnest(v_priorities, v_shards) WITH ORDINALITY AS l(priority, enqueue_shard, ord)
+      LEFT JOIN awa.queue_enqueue_heads e
+        ON e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
+    -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
+    WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    SELECT count(*) INTO v_deferred FROM gone;
+    WITH lanes AS (
+        SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
+          FROM unnest(v_priorities, v_shards, v_bounds) AS l(priority, enqueue_shard, bound)
+          JOIN awa.lane_cursors h
+            ON h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING lanes l
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+           AND r.lane_seq >= l.claim_seq
+        RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    per_lane AS (
+        SELECT g.priority, g.enqueue_shard,
+               least(max(g.lane_seq) + 1, min(l.bound)) AS next_seq, count(*) AS removed
+          FROM gone g
+          JOIN lanes l ON l.priority = g.priority AND l.enqueue_shard = g.enqueue_shard
+         GROUP BY g.priority, g.enqueue_shard)
+    SELECT coalesce(sum(p.removed), 0), array_agg(p.priority), array_agg(p.enqueue_shard), array_agg(p.next_seq)
+      INTO v_ready, v_priorities, v_shards, v_next
+      FROM per_lane p;
+    UPDATE awa.queue_claim_heads h SET claim_seq = p.next_seq, head_run_at = NULL
+      FROM unnest(v_priorities, v_shards, v_next) AS p(priority, enqueue_shard, next_seq)
+     WHERE h.queue = p_queue AND h.priority = p.priority AND h.enqueue_shard = p.enqueue_shard
+       AND h.claim_seq < p.next_seq;
+    RETURN v_deferred + v_ready;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.purge_queue(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.purge_queue(text) TO awa_admin;
+COMMENT ON FUNCTION awa.purge_queue(text)
+    IS 'Remove every waiting, scheduled and retryable job of a known queue (running attempts finish); returns how many. Role: awa_admin.';
+
+-- Drop a known queue: its settings, lanes (head rows and sequences) and every row that
+-- names it. Refuses (55000) while it holds live jobs (waiting, scheduled, retryable,
+-- running or dead-lettered) unless p_force, which removes them too: running attempts are
+-- closed as cancelled, so their workers' completions find nothing. Returns how many live
+-- jobs were removed. Lock order: the settings row, then each lane's enqueue lock in lane
+-- order (an enqueue in flight finishes first, docs/design.md §3), then the claim heads in lane order. A
+-- lane created by a producer while the drop runs is not touched (the queue lives on with
+-- it). Lanes are dropped, not left empty, so that the name stops being a known queue.
+-- The drop gives way to workers and producers (awa.drop_queue below).
+CREATE FUNCTION awa._drop_queue_once(p_queue text, p_force boolean) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_lane record;
+    v_priorities smallint[] := '{}';
+    v_shards smallint[] := '{}';
+    v_waiting bigint;
+    v_deferred bigint;
+    v_running bigint;
+    v_dlq bigint;
+    v_seqs text[];
+    v_seq text;
+    v_batches bigint[];
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_force IS NULL, 'p_force');
+    PERFORM awa._require_read_committed('drop_queue');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    FOR v_lane IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
+                   WHERE e.queue = p_queue ORDER BY e.priority, e.enqueue_shard LOOP
+        PERFORM pg_advisory_xact_lock(awa.lane_lock_key(p_queue, v_lane.priority, v_lane.enqueue_shard));
+        v_priorities := v_priorities || v_lane.priority;
+        v_shards := v_shards || v_lane.enqueue_shard;
+    END LOOP;
+    PERFORM 1 FROM awa.queue_claim_heads h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+     WHERE h.queue = p_queue
+     ORDER BY h.priority, h.enqueue_shard
+       FOR UPDATE OF h;
+
+    SELECT count(*) INTO v_waiting
+      FROM awa.lane_cursors h
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+      JOIN awa.ready_entries r
+        ON r.queue = p_queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+       AND r.lane_seq >= h.claim_seq
+     WHERE h.queue = p_queue;
+    SELECT count(*) INTO v_deferred FROM awa.deferred_jobs j WHERE j.queue = p_queue;
+    SELECT (SELECT count(*) FROM awa._open_receipts c WHERE c.queue = p_queue)
+         + (SELECT count(*) FROM awa.leases l WHERE l.queue = p_queue)
+      INTO v_running;
+    SELECT count(*) INTO v_dlq FROM awa.dlq_entries e WHERE e.queue = p_queue;
+    IF NOT p_force AND v_waiting + v_deferred + v_running + v_dlq > 0 THEN
+        RAISE EXCEPTION 'queue "%" is not empty', p_queue USING ERRCODE = '55000',
+            DETAIL = format('It holds %s waiting, %s scheduled or retryable, %s running and %s dead-lettered jobs.',
+                            v_waiting, v_deferred, v_running, v_dlq),
+            HINT = format('Empty it first (awa.purge_queue), or call awa.drop_queue(%L, p_force => true).', p_queue);
+    END IF;
+
+    -- The lanes' sequences go first, before anything a worker could wait for is written: a
+    -- worker's transaction that read them (every claim walk reads its queue's sequences)
+    -- holds them until it ends, and may meanwhile complete jobs of this queue, which would
+    -- wait for the cancellations below. Held from here to commit, they make claims and
+    -- monitoring pass over the lanes instead of waiting (docs/design.md §4).
+    SELECT array_agg(e.seq_name ORDER BY e.priority, e.enqueue_shard) INTO v_seqs
+      FROM awa.queue_enqueue_heads e
+      JOIN unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+        ON e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard
+     WHERE e.queue = p_queue;
+    FOREACH v_seq IN ARRAY coalesce(v_seqs, '{}') LOOP
+        EXECUTE format('DROP SEQUENCE IF EXISTS awa.%I', v_seq);
+    END LOOP;
+
+    -- Running attempts end as cancelled: a closure for each open receipt, the leases go.
+    -- Claim batches in receipt_base order, then leases in (job_id, run_lease) order, like
+    -- every exit that closes several attempts (docs/design.md §5), so a completion racing
+    -- the drop cannot deadlock with it. The batches are locked first and their receipts
+    -- closed by the next statement, whose snapshot sees what a closer that held one of
+    -- them committed (awa._open_receipts).
+    SELECT array_agg(b.receipt_base ORDER BY b.receipt_base) INTO v_batches
+      FROM (SELECT b.receipt_base FROM awa.claim_batches b
+             WHERE b.queue = p_queue
+               AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
+             ORDER BY b.receipt_base FOR UPDATE OF b) b;
+    WITH closed AS (
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+         WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
+         ORDER BY c.receipt_base, c.job_id, c.run_lease
+        ON CONFLICT DO NOTHING
+        RETURNING job_id, run_lease),
+    lease_keys AS MATERIALIZED (
+        SELECT l.lease_slot, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l
+         WHERE l.queue = p_queue ORDER BY l.job_id, l.run_lease FOR UPDATE OF l),
+    leased AS (DELETE FROM awa.leases l USING lease_keys k
+                WHERE l.queue = p_queue AND l.priority = k.priority AND l.enqueue_shard = k.enqueue_shard
+                  AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot
+               RETURNING l.job_id, l.run_lease),
+    ended AS (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased),
+    heartbeats AS (DELETE FROM awa.attempt_state a USING ended o
+                    WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease)
+    SELECT count(*) INTO v_running FROM ended;
+
+    -- Every row that names the queue, history included (a ready row without its lane would
+    -- look pending to prune forever; a claim or completion batch would take the rows of a
+    -- queue created again under this name, whose lanes number from 1 again, for its own),
+    -- and the unique claims of those jobs. What is returned is what this removed (the counts
+    -- above were read before the waits for the heads and the sequences, during which workers
+    -- may have completed jobs).
+    WITH r AS (
+        DELETE FROM awa.ready_entries r
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
+        RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
+    d AS (
+        DELETE FROM awa.done_entries d
+         WHERE d.queue = p_queue
+           AND (d.lane_seq < 0 OR EXISTS (SELECT 1 FROM unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+                                          WHERE l.priority = d.priority AND l.enqueue_shard = d.enqueue_shard))
+        RETURNING d.job_id),
+    b AS (
+        DELETE FROM awa.completion_batches b
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
+    c AS (
+        DELETE FROM awa.claim_batches b
+         USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+         WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
+    j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
+    e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    u AS (DELETE FROM awa.job_unique_claims u
+           USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
+                  UNION SELECT job_id FROM e) g
+           WHERE u.job_id = g.job_id)
+    SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
+              ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+             WHERE r.lane_seq >= h.claim_seq),
+           (SELECT count(*) FROM j), (SELECT count(*) FROM e)
+      INTO v_waiting, v_deferred, v_dlq;
+
+    -- The lanes, then the settings row. Dropping a lane's sequence (above) also makes every
+    -- backend forget the lane (relcache invalidation), so the next enqueue creates it afresh.
+    DELETE FROM awa.queue_claim_heads h
+     USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+     WHERE h.queue = p_queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard;
+    DELETE FROM awa.queue_enqueue_heads e
+     USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
+     WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
+    DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    RETURN v_waiting + v_deferred + v_running + v_dlq;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._drop_queue_once(text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._drop_queue_once(text, boolean) IS
+    'Internal: one try of awa.drop_queue (which retries it after a deadlock or a lock timeout).';
+
+-- awa._drop_queue_once, giving way to the queue's workers and producers. The drop waits for
+-- locks they hold (a claim's head, a lane sequence a claim or an enqueue has read, a lane
+-- lock, a closure being written), and they may in turn wait for the drop: a worker's
+-- transaction that claimed and then enqueues a follow-up job into the queue, a producer's
+-- second enqueue, a claim whose head lock follows an update chain to the version the drop
+-- has locked (PostgreSQL waits there even under SKIP LOCKED). PostgreSQL checks a waiter for
+-- a deadlock once, deadlock_timeout (1 s by default) after it starts waiting, and aborts
+-- the waiter that finds the cycle. The drop therefore never waits long: every lock wait of a
+-- try is cut at 200 ms (lock_timeout) and a cycle it is part of is detected by itself at
+-- 50 ms; either way the try rolls back to its savepoint, releasing everything it took, and
+-- the drop tries again after a pause. A worker or producer is thus not aborted, and waits
+-- for at most one try of the drop (its lock waits, each under 200 ms, and its deletes).
+-- While jobs keep being enqueued into the queue the drop may never hold every lane at once:
+-- after 15 s of tries it gives up with 55P03, leaving the queue whole (docs/api.md).
+CREATE FUNCTION awa.drop_queue(p_queue text, p_force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET deadlock_timeout = '50ms' SET lock_timeout = '200ms'
+AS $$
+DECLARE
+    v_start timestamptz := clock_timestamp();
+    v_try integer := 0;
+BEGIN
+    LOOP
+        v_try := v_try + 1;
+        BEGIN
+            RETURN awa._drop_queue_once(p_queue, p_force);
+        EXCEPTION WHEN deadlock_detected OR lock_not_available THEN
+            IF clock_timestamp() - v_start > interval '15 seconds' THEN
+                RAISE EXCEPTION 'queue "%" could not be dropped: its workers or producers kept its lanes busy', p_queue
+                    USING ERRCODE = '55P03',
+                          DETAIL = format('The drop gave way to them %s times in %s s; nothing was dropped.',
+                                          v_try, round(extract(epoch FROM clock_timestamp() - v_start)::numeric, 1)),
+                          HINT = 'Pause the queue (awa.pause_queue) and stop its producers, then retry.';
+            END IF;
+            PERFORM pg_sleep(least(0.02 * v_try, 0.25));
+        END;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.drop_queue(text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.drop_queue(text, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.drop_queue(text, boolean)
+    IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
+
+-- One row per known queue: its settings (width, paused, effective DLQ setting), the cheap
+-- depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
+-- the age of its oldest waiting job.
+CREATE FUNCTION awa._queues()
+    RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
+                   available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
+                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
+    LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+    WITH names AS (
+        SELECT m.queue FROM awa.queue_meta m
+        UNION SELECT h.queue FROM awa.queue_enqueue_heads h
+        UNION SELECT j.queue FROM awa.deferred_jobs j
+        UNION SELECT e.queue FROM awa.dlq_entries e)
+    SELECT n.queue, coalesce(m.enqueue_shards, 1::smallint), coalesce(m.paused, false),
+           coalesce(m.dlq_enabled, s.dlq_enabled_by_default), awa._queue_depth(n.queue),
+           c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
+           (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+              FROM awa.lane_cursors h
+              JOIN awa.ready_entries r
+                ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+               AND r.lane_seq >= h.claim_seq
+             WHERE h.queue = n.queue AND r.queue = n.queue)
+      FROM names n
+      LEFT JOIN awa.queue_meta m ON m.queue = n.queue
+     CROSS JOIN awa.plane_settings s
+     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c
+$$;
+REVOKE ALL ON FUNCTION awa._queues() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
