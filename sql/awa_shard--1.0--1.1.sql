@@ -945,15 +945,15 @@ END
 $$;
 
 -- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
--- remain; at its last attempt the job ends failed, as fail_job would leave it.
+-- remain; at its last attempt the job ends as fail_job would leave it (awa._fail_exhausted,
+-- defined below with the DLQ setting it reads).
 CREATE FUNCTION awa._rescue_taken(t awa.taken_attempt, p_error text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF t.attempt >= t.max_attempts THEN
-        PERFORM awa._finish_attempt(t, 'failed', awa._append_error(t.errors, p_error, t.attempt, true));
-        PERFORM awa._count_failed(t.queue, t.enqueue_shard);
+        PERFORM awa._fail_exhausted(t, p_error);
     ELSE
         PERFORM awa._defer_attempt(t, 'retryable',
             clock_timestamp() + awa.backoff_duration(t.attempt, t.max_attempts), t.attempt,
@@ -1583,23 +1583,6 @@ BEGIN
         clock_timestamp() + coalesce(p_retry_in, awa.backoff_duration(t.attempt, t.max_attempts)),
         t.attempt, awa._append_error(t.errors, coalesce(p_error, 'failed'), t.attempt, false));
     RETURN 'retryable';
-END
-$$;
-
--- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
--- remain; at its last attempt the job ends as fail_job would leave it.
-CREATE OR REPLACE FUNCTION awa._rescue_taken(t awa.taken_attempt, p_error text) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF t.attempt >= t.max_attempts THEN
-        PERFORM awa._fail_exhausted(t, p_error);
-    ELSE
-        PERFORM awa._defer_attempt(t, 'retryable',
-            clock_timestamp() + awa.backoff_duration(t.attempt, t.max_attempts), t.attempt,
-            awa._append_error(t.errors, p_error, t.attempt, false));
-    END IF;
 END
 $$;
 
