@@ -1,7 +1,8 @@
 -- awa_shard 1.0 -> 1.1: maintenance that can never lose, strand or stall a job.
 --
--- A fresh CREATE EXTENSION installs 1.0 and applies this script in the same transaction,
--- so a fresh 1.1 and an upgraded 1.0 run exactly the same statements (docs/design.md §11).
+-- A hand-written delta: a fresh CREATE EXTENSION installs 1.1 from the full script built
+-- from sql/schema/, and the test migration_gate_fresh proves that a 1.0 updated by this
+-- script has the same catalog (docs/design.md §11).
 -- What changes (docs/maintenance.md says what is guaranteed and why):
 --   * writers append to a ring's write slot fenced against prune (awa._ring_write_slot and
 --     the C++ hot path), read on the latest committed state whatever their isolation level;
