@@ -1260,36 +1260,13 @@ $$;
 
 -- Promotion of one queue, run by claims where no maintenance worker serves the database
 -- (maintenance.md §1): up to p_limit due scheduled/retryable jobs of p_queue, oldest
--- first, skipping rows another promoter holds; nothing while the queue is paused.
+-- first, skipping rows another promoter holds; nothing while the queue is paused
+-- (C, src/promote.cpp: the claim runs the same code without entering SQL functions).
 CREATE INDEX deferred_jobs_queue_due_idx ON awa.deferred_jobs (queue, run_at);
 CREATE FUNCTION awa._promote_due_queue(p_queue text, p_limit integer) RETURNS integer
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_rows awa.deferred_jobs[];
-    d awa.deferred_jobs;
-BEGIN
-    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
-        RETURN 0;
-    END IF;
-    WITH due AS (
-        SELECT j.job_id FROM awa.deferred_jobs j
-         WHERE j.queue = p_queue AND j.run_at <= clock_timestamp()
-         ORDER BY j.run_at, j.priority, j.job_id
-         LIMIT p_limit
-         FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
-    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
-    IF v_rows IS NULL THEN
-        RETURN 0;
-    END IF;
-    FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
-    END LOOP;
-    RETURN awa._enqueue_ready(v_rows);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_promote_due_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
 
 -- How producers fence their reservations (docs/design.md §3): 'registry' (preloaded, an
@@ -1390,18 +1367,21 @@ CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqu
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Name of a lane's sequence: md5 of 'queue:priority:shard' (unchanged by the integer type).
+-- The rule of 1.0 (queue_enqueue_seq_ and left(md5('queue:priority:shard'), 32)), in C
+-- (src/reserve.cpp) so that the enqueue path and SQL share one text of it.
 CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
     RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    RETURN 'queue_enqueue_seq_' || left(md5(p_queue || ':' || p_priority || ':' || p_enqueue_shard), 32);
+    AS 'MODULE_PATHNAME', 'awa_lane_sequence_name'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- Advisory-lock key of a lane (held by every reservation until its transaction ends).
+-- The rule of 1.0 (hashtextextended('awa.' || quote_ident(lane_sequence_name(...)), 0)), in C.
 CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
     RETURNS bigint
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    RETURN hashtextextended('awa.' || quote_ident(awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard)), 0);
+    AS 'MODULE_PATHNAME', 'awa_lane_lock_key'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
 CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
@@ -2532,25 +2512,29 @@ CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boole
 REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
 
+-- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled): the one rule,
+-- in C (src/unique_claims.cpp), shared by enqueue, claims, promotion and every SQL caller.
+CREATE OR REPLACE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.job_state) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_job_state_in_bitmask'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+
 -- Move a job's unique claim with its state: released when the new state leaves the mask,
--- taken when it enters it (a conflicting live claim keeps its key). 1.1: on the latest
--- committed state (awa._set_unique_claim).
+-- taken when it enters it (a conflicting live claim keeps its key), on the latest committed
+-- state (C, src/unique_claims.cpp).
 CREATE OR REPLACE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
                                                   p_old awa.job_state, p_new awa.job_state) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_key IS NULL OR p_mask IS NULL THEN
-        RETURN;
-    END IF;
-    IF awa.job_state_in_bitmask(p_mask, p_old) AND NOT awa.job_state_in_bitmask(p_mask, p_new) THEN
-        PERFORM awa._set_unique_claim(p_job_id, p_key, false);
-    ELSIF NOT awa.job_state_in_bitmask(p_mask, p_old) AND awa.job_state_in_bitmask(p_mask, p_new) THEN
-        PERFORM awa._set_unique_claim(p_job_id, p_key, true);
-    END IF;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_sync_unique_claim'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+
+-- Create a lane's heads and sequence if missing, under the lane lock (cold path of enqueue;
+-- C, src/reserve.cpp, the same code the reservation runs on a cache miss).
+CREATE OR REPLACE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p_enqueue_shard smallint,
+                                            OUT seq_oid oid, OUT lock_key bigint, OUT created boolean)
+    AS 'MODULE_PATHNAME', 'awa_ensure_lane'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 
 -- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,

@@ -40,8 +40,19 @@ SPIPlanPtr heartbeat_receipts_plan = nullptr;
 SPIPlanPtr heartbeat_leases_plan = nullptr;
 
 /*
+ * An awa.taken_attempt, in the type's column order: the attempt's identity from its receipt
+ * or lease `A` (job, lane, attempt, lease, ready row), attempted at ATTEMPTED_AT, and the
+ * job's body from its ready row `r`.
+ */
+#define TAKEN_ATTEMPT(A, ATTEMPTED_AT)                                                                                 \
+	" ROW(" A ".job_id, r.kind, " A ".queue, r.args, " A ".priority, " A ".attempt, " A ".run_lease, " A               \
+	".max_attempts, r.run_at, " ATTEMPTED_AT ", r.created_at, r.unique_key, r.unique_states, r.ordering_key, "         \
+	"r.metadata, r.tags, r.errors, " A ".ready_slot, " A ".ready_generation, " A ".enqueue_shard, " A                  \
+	".lane_seq)::awa.taken_attempt "
+
+/*
  * Close the receipt (job_id $1, run_lease $2) with outcome $3; the taken attempt is the
- * ready row's job overridden by the receipt's own columns, its claim time as attempted_at.
+ * receipt's attempt with its ready row's body, its claim time as attempted_at.
  */
 const char *const kTakeReceiptSql =
 	"WITH c AS MATERIALIZED (SELECT c.* FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
@@ -49,12 +60,12 @@ const char *const kTakeReceiptSql =
 		"$1", "$2") " OFFSET 0) c WHERE " AWA_READY_RECEIPT_OPEN "), "
 					"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
 					"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
-					"SELECT x FROM c JOIN closed USING (claim_slot) "
-					"  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = c.queue AND r.priority = "
-					"c.priority "
-					"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq "
-					"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), "
-					"    to_jsonb(c) || jsonb_build_object('attempted_at', c.claimed_at)) x";
+					"SELECT " TAKEN_ATTEMPT(
+						"c", "c.claimed_at") " FROM c JOIN closed USING (claim_slot) "
+											 "  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = "
+											 "c.queue AND r.priority = "
+											 "c.priority "
+											 "   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq";
 
 /*
  * Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is
@@ -75,9 +86,11 @@ const char *const kLockReceiptUnlessBusySql = LOCK_RECEIPT_BATCH_SQL("SKIP LOCKE
 const char *const kTakeLeaseSql =
 	"WITH l AS (DELETE FROM awa.leases l WHERE l.job_id = $1 AND l.run_lease = $2 "
 	"    AND l.state IN ('running', 'waiting_external') RETURNING l.*) "
-	"SELECT x FROM l JOIN awa.ready_entries r ON r.ready_slot = l.ready_slot AND r.queue = l.queue "
-	"   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq "
-	"  CROSS JOIN LATERAL awa._job_row(NULL::awa.taken_attempt, awa._job(r), to_jsonb(l)) x";
+	"SELECT " TAKEN_ATTEMPT(
+		"l",
+		"l.attempted_at") " FROM l JOIN awa.ready_entries r ON r.ready_slot = l.ready_slot "
+						  "   AND r.queue = l.queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard "
+						  "   AND r.lane_seq = l.lane_seq";
 
 /* A taken attempt's heartbeat and progress go with it. */
 const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job_id = $1 AND run_lease = $2";

@@ -138,6 +138,15 @@ int sticky_rotor_shard(const char *queue, int queue_len, int priority, int shard
 
 /* ---- reserve.cpp: lanes and reservations ---- */
 
+/* Room for a lane's sequence name: "queue_enqueue_seq_", 32 hex digits, NUL. */
+constexpr int kLaneSeqNameSize = 51;
+
+/* The name of a lane's sequence (the md5 rule every catalog version shares). */
+void lane_sequence_name(const char *queue, int queue_len, int priority, int shard, char out[kLaneSeqNameSize]);
+
+/* A lane's advisory-lock key (held by reservations; lane creation takes it first). */
+int64 lane_lock_key(const char *queue, int queue_len, int priority, int shard);
+
 /* Reserve [start, start + count) on a lane, creating the lane on first use. */
 int64 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count);
 
@@ -333,6 +342,11 @@ void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 /* The same on every partition (a statement about one job). */
 #define AWA_READY_RECEIPT_OPEN                                                                                         \
 	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("")
+
+/* ---- promote.cpp ---- */
+
+/* Promote up to `limit` due jobs of a queue to the ready plane (SPI connected); how many. */
+int promote_due_queue(text *queue, int limit);
 
 /* ---- enqueue.cpp ---- */
 

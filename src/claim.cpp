@@ -160,7 +160,8 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, t.t FROM claim_time t) c), " ADVANCE        \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
 	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) "                     \
-	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id AND get_bit(r.unique_states, 2) = 0), "
+	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id "                                                        \
+	"    AND NOT awa.job_state_in_bitmask(r.unique_states, 'running')), "
 
 /*
  * Result columns, in the order of the function's RETURNS TABLE, and one more: the hint the
@@ -237,82 +238,31 @@ const char *const kDrainSql[2][2] = {
 constexpr int kClaimPromoteLimit = 100;
 constexpr long kClaimPromoteEveryMs = 100;
 
-SPIPlanPtr promote_plan = nullptr;
-
-/* OID of a function awa.<name> (any arguments), InvalidOid when there is none. */
-Oid
-get_func_oid_by_name(const char *nsp, const char *name)
-{
-	CatCList *list;
-	Oid result = InvalidOid;
-	Oid nspoid = get_namespace_oid(nsp, true);
-
-	if (!OidIsValid(nspoid))
-		return InvalidOid;
-	list = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum(name));
-	for (int i = 0; i < list->n_members; i++)
-	{
-		Form_pg_proc proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&list->members[i]->tuple));
-
-		if (proc->pronamespace == nspoid)
-			result = proc->oid;
-	}
-	ReleaseSysCacheList(list);
-	return result;
-}
 std::uint32_t promoted_queue_hash = 0;
 TimestampTz promoted_at = 0;
 
 /*
- * Whether the catalog has awa._promote_due_queue (1.1 and later). The library can run
- * against a 1.0 catalog between its installation and ALTER EXTENSION UPDATE: claims must
- * keep working there. A missing function is looked up again at most every 10 s.
- */
-bool
-promotion_installed(TimestampTz now)
-{
-	static bool installed = false;
-	static TimestampTz checked_at = 0;
-
-	if (installed)
-		return true;
-	if (checked_at != 0 && !TimestampDifferenceExceeds(checked_at, now, 10000))
-		return false;
-	checked_at = now;
-	installed = OidIsValid(get_func_oid_by_name("awa", "_promote_due_queue"));
-	return installed;
-}
-
-/*
  * Where no maintenance worker serves this database, a claim promotes the due scheduled and
  * retryable jobs of its own queue (bounded, at most every 100 ms per backend and queue), so
- * retries and scheduled jobs come back with no scheduler (maintenance.md §1).
+ * retries and scheduled jobs come back with no scheduler (maintenance.md §1). Not on a 1.0
+ * catalog (between installing this library and ALTER EXTENSION UPDATE), whose claims never
+ * promoted.
  */
 void
-promote_own_queue(text *queue)
+promote_own_queue(text *queue, bool marks)
 {
-	static const Oid argtypes[2] = {TEXTOID, INT4OID};
-	Datum values[2];
 	TimestampTz now = GetCurrentTimestamp();
 	std::uint32_t h = hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
 
-	if (awa::maintenance_worker_serves_database())
+	if (!marks || awa::maintenance_worker_serves_database())
 		return;
 	if (h == promoted_queue_hash && !TimestampDifferenceExceeds(promoted_at, now, kClaimPromoteEveryMs))
 		return;
-	if (!promotion_installed(now))
-		return;
 	promoted_queue_hash = h;
 	promoted_at = now;
-	awa::keep_plan(&promote_plan,
-				   "SELECT awa._promote_due_queue($1, $2) WHERE EXISTS (SELECT 1 FROM awa.deferred_jobs d "
-				   "WHERE d.queue = $1 AND d.run_at <= clock_timestamp())",
-				   2, argtypes);
-	values[0] = PointerGetDatum(queue);
-	values[1] = Int32GetDatum(kClaimPromoteLimit);
 	if (!IsolationUsesXactSnapshot())
 	{
-		awa::exec_plan(promote_plan, values, nullptr, false, 0, SPI_OK_SELECT, "claim promotion");
+		(void)awa::promote_due_queue(queue, kClaimPromoteLimit);
 		return;
 	}
 	/*
@@ -320,11 +270,7 @@ promote_own_queue(text *queue)
 	 * raises 40001 here: give up this promotion (the other claim did it) rather than the claim.
 	 */
 	(void)awa::run_unless_serialization_failure(
-		[](void *arg) {
-			awa::exec_plan(promote_plan, static_cast<Datum *>(arg), nullptr, false, 0, SPI_OK_SELECT,
-						   "claim promotion");
-		},
-		values);
+		[](void *arg) { (void)awa::promote_due_queue(static_cast<text *>(arg), kClaimPromoteLimit); }, queue);
 }
 
 /* The lane a claim drains: its head is locked by this transaction. */
@@ -774,7 +720,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	promote_own_queue(queue);
+	promote_own_queue(queue, awa::claim_marks_installed());
 	/* After promotion: only the walk and the drain run with the pinned settings. */
 	planner_level = awa::push_hot_path_planner();
 

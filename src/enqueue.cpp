@@ -38,9 +38,6 @@ SPIPlanPtr ready_one_plan = nullptr;
 SPIPlanPtr deferred_plan = nullptr;
 SPIPlanPtr unique_plan = nullptr;
 
-const char *const kStateNames[8] = {"scheduled", "available", "running",   "completed",
-									"retryable", "failed",	  "cancelled", "waiting_external"};
-
 Oid job_seq_oid = InvalidOid;
 
 /* OID of awa.job_id_seq, looked up by name once and forgotten when that relation changes. */
@@ -487,24 +484,6 @@ void
 init_enqueue_cache()
 {
 	CacheRegisterRelcacheCallback(on_relcache_inval, PointerGetDatum(nullptr));
-}
-
-/* Bit p (0 = leftmost = scheduled) of a bit(8) mask. */
-bool
-mask_has_state(Datum mask, const char *state)
-{
-	VarBit *vb = DatumGetVarBitP(mask);
-
-	for (int p = 0; p < 8; p++)
-	{
-		if (strcmp(kStateNames[p], state) == 0)
-		{
-			if (VARBITLEN(vb) <= p)
-				return false;
-			return ((VARBITS(vb)[p / 8] >> (7 - (p % 8))) & 1) != 0;
-		}
-	}
-	return false;
 }
 
 Datum

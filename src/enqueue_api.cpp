@@ -450,24 +450,24 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 	PG_RETURN_ARRAYTYPE_P(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
+namespace awa
+{
+
 /*
- * awa._enqueue_ready(rows awa.deferred_jobs[]) -> integer: put existing jobs (ids, attempts,
- * keys and bodies kept) back on the ready plane with the destination queue's current width.
- * Keyed rows go to their key's shard; keyless rows through the rotor. run_at restarts now.
- * Every job attribute is read by name (job_columns.hpp).
+ * Put existing jobs (rows of a job table's type: ids, attempts, keys and bodies kept) back
+ * on the ready plane with the destination queue's current width. Keyed rows go to their
+ * key's shard; keyless rows through the rotor. run_at restarts now. Every job attribute is
+ * read by name (job_columns.hpp). Returns how many rows it enqueued.
  */
-AWA_SQL_FUNCTION(awa_enqueue_ready)
+int
+enqueue_ready_array(ArrayType *arr)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	ArrayType *arr;
 	Datum *elems;
 	bool *elem_nulls;
 	int n;
 	EnqueueRow *rows;
 
-	if (PG_ARGISNULL(0))
-		PG_RETURN_INT32(0);
-	arr = PG_GETARG_ARRAYTYPE_P(0);
 	deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
 	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
 	for (int i = 0; i < n; i++)
@@ -477,19 +477,29 @@ AWA_SQL_FUNCTION(awa_enqueue_ready)
 		text *queue;
 		EnqueueRow *row = &rows[i];
 
-		awa::require_not_null(elem_nulls[i], "row");
+		require_not_null(elem_nulls[i], "row");
 		tup = DatumGetHeapTupleHeader(elems[i]);
 		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
-		for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
-			if (c != awa::JOB_QUEUE && c != awa::JOB_RUN_AT)
-				row->value[c] = GetAttributeByName(tup, awa::kJobColumns[c].name, &row->null[c]);
-		if (row->null[awa::JOB_ID] || row->job_id() <= 0 || row->null[awa::JOB_KIND])
+		for (int c = 0; c < JOB_NCOLUMNS; c++)
+			if (c != JOB_QUEUE && c != JOB_RUN_AT)
+				row->value[c] = GetAttributeByName(tup, kJobColumns[c].name, &row->null[c]);
+		if (row->null[JOB_ID] || row->job_id() <= 0 || row->null[JOB_KIND])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
-		awa::checked_priority(row->priority(), "priority");
+		checked_priority(row->priority(), "priority");
 	}
-	awa::enqueue_rows(rows, n, false);
-	PG_RETURN_INT32(n);
+	enqueue_rows(rows, n, false);
+	return n;
+}
+
+} // namespace awa
+
+/* awa._enqueue_ready(rows awa.deferred_jobs[]) -> integer: awa::enqueue_ready_array. */
+AWA_SQL_FUNCTION(awa_enqueue_ready)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT32(0);
+	PG_RETURN_INT32(awa::enqueue_ready_array(PG_GETARG_ARRAYTYPE_P(0)));
 }
 
 /*

@@ -20,6 +20,11 @@ extern "C"
 #include "commands/sequence.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "catalog/namespace.h"
+#include "common/hashfn.h"
+#include "common/md5.h"
+#include "funcapi.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
@@ -44,8 +49,8 @@ struct LaneEntry
 
 HTAB *lanes = nullptr;
 int pending_created = 0;
-SPIPlanPtr ensure_plan = nullptr;
-SPIPlanPtr lock_key_plan = nullptr;
+SPIPlanPtr head_exists_plan = nullptr;
+SPIPlanPtr insert_heads_plan = nullptr;
 SPIPlanPtr lookup_plan = nullptr;
 SPIPlanPtr peek_plan = nullptr;
 
@@ -146,8 +151,115 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 	}
 }
 
+} // namespace
+
 /*
- * Cache miss: look the lane up, or create it through awa._ensure_lane. The lane lock is
+ * The name of a lane's sequence: 'queue_enqueue_seq_' and the md5 of 'queue:priority:shard'.
+ * The rule of 1.0's SQL function, kept so that every existing lane keeps its sequence.
+ */
+void
+lane_sequence_name(const char *queue, int queue_len, int priority, int shard, char out[kLaneSeqNameSize])
+{
+	StringInfoData buf;
+	char hex[33];
+	const char *errstr = nullptr;
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, queue, queue_len);
+	appendStringInfo(&buf, ":%d:%d", priority, shard);
+	if (!pg_md5_hash(buf.data, buf.len, hex, &errstr))
+		elog(ERROR, "awa_shard: md5 of a lane name failed: %s", errstr ? errstr : "unknown");
+	pfree(buf.data);
+	snprintf(out, kLaneSeqNameSize, "queue_enqueue_seq_%s", hex);
+}
+
+/*
+ * A lane's advisory-lock key: hashtextextended('awa.' || quote_ident(sequence name), 0), the
+ * rule of 1.0's SQL function (a sequence name is lower-case hex, so the hash of its bytes
+ * under any deterministic collation).
+ */
+int64
+lane_lock_key(const char *queue, int queue_len, int priority, int shard)
+{
+	char name[kLaneSeqNameSize];
+	StringInfoData buf;
+	int64 key;
+
+	lane_sequence_name(queue, queue_len, priority, shard, name);
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "awa.%s", quote_identifier(name));
+	key = DatumGetInt64(hash_any_extended(reinterpret_cast<const unsigned char *>(buf.data), buf.len, 0));
+	pfree(buf.data);
+	return key;
+}
+
+namespace
+{
+
+/* The OID of awa.<name>, InvalidOid when there is none (to_regclass). */
+Oid
+sequence_oid(const char *name)
+{
+	return RangeVarGetRelid(makeRangeVar(const_cast<char *>("awa"), pstrdup(name), -1), NoLock, true);
+}
+
+/*
+ * Create a lane's head rows and sequence if its enqueue head is missing, with the lane lock
+ * held (SPI connected; the head is looked for in a snapshot taken now, the transaction's at
+ * REPEATABLE READ). Returns the sequence's OID; *created says whether this call created the
+ * lane. 55000 when the head exists without its sequence.
+ */
+Oid
+create_lane_objects(const char *queue, int queue_len, int priority, int shard, bool *created)
+{
+	static const Oid argtypes[4] = {TEXTOID, INT2OID, INT2OID, TEXTOID};
+	char name[kLaneSeqNameSize];
+	Datum values[4];
+	Oid seq_oid;
+
+	lane_sequence_name(queue, queue_len, priority, shard, name);
+	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
+	values[1] = Int16GetDatum(priority);
+	values[2] = Int16GetDatum(shard);
+	values[3] = CStringGetTextDatum(name);
+	*created = false;
+	keep_plan(&head_exists_plan,
+			  "SELECT 1 FROM awa.queue_enqueue_heads WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3", 3,
+			  argtypes);
+	exec_plan(head_exists_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane head look-up");
+	if (SPI_processed == 0)
+	{
+		if (!OidIsValid(sequence_oid(name)))
+		{
+			StringInfoData ddl;
+
+			initStringInfo(&ddl);
+			appendStringInfo(&ddl,
+							 "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1 "
+							 "OWNED BY awa.queue_enqueue_heads.seq_name",
+							 quote_identifier(name));
+			if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
+				elog(ERROR, "awa_shard: creating a lane sequence failed");
+		}
+		keep_plan(&insert_heads_plan,
+				  "WITH e AS (INSERT INTO awa.queue_enqueue_heads (queue, priority, enqueue_shard, seq_name) "
+				  "VALUES ($1, $2, $3, $4)) "
+				  "INSERT INTO awa.queue_claim_heads (queue, priority, enqueue_shard) VALUES ($1, $2, $3) "
+				  "ON CONFLICT DO NOTHING",
+				  4, argtypes);
+		exec_plan(insert_heads_plan, values, nullptr, false, 0, SPI_OK_INSERT, "lane heads");
+		*created = true;
+	}
+	seq_oid = sequence_oid(name);
+	if (!OidIsValid(seq_oid))
+		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						errmsg("missing enqueue lane sequence for queue %.*s, priority %d, shard %d", queue_len, queue,
+							   priority, shard)));
+	return seq_oid;
+}
+
+/*
+ * Cache miss: look the lane up, or create it (create_lane_objects). The lane lock is
  * taken first and the look-up reads the latest committed state: a lane created by a
  * transaction that committed after this (REPEATABLE READ) transaction's snapshot is found,
  * not created a second time (which would fail on the heads' primary key).
@@ -162,7 +274,6 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	int64 lock_key;
 	LOCKTAG tag;
 	bool created = false;
-	bool isnull;
 	bool found;
 	LaneEntry *entry;
 
@@ -171,9 +282,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
 	values[1] = Int16GetDatum(key->priority);
 	values[2] = Int16GetDatum(key->shard);
-	keep_plan(&lock_key_plan, "SELECT awa.lane_lock_key($1, $2, $3)", 3, argtypes);
-	exec_plan(lock_key_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane lock key");
-	lock_key = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	lock_key = lane_lock_key(queue, queue_len, key->priority, key->shard);
 	lane_lock_tag(&tag, lock_key);
 	(void)LockAcquire(&tag, ExclusiveLock, false, false);
 	/*
@@ -194,7 +303,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 		/*
 		 * Gone from the latest state but still in this transaction's snapshot: dropped after
 		 * the snapshot was taken. Creating it again would write rows the snapshot contradicts
-		 * (and awa._ensure_lane, reading that snapshot, would not create it): retry instead.
+		 * (and the creation, reading that snapshot, would not create it): retry instead.
 		 */
 		exec_plan(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up in the snapshot");
 		if (SPI_processed > 0)
@@ -205,14 +314,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 							errhint("Retry the transaction.")));
 	}
 	if (!OidIsValid(seq_oid))
-	{
-		keep_plan(&ensure_plan, "SELECT seq_oid, lock_key, created FROM awa._ensure_lane($1, $2, $3)", 3, argtypes);
-		exec_plan(ensure_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane creation");
-		if (SPI_processed != 1)
-			elog(ERROR, "awa_shard: lane creation returned %lu rows", static_cast<unsigned long>(SPI_processed));
-		seq_oid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		created = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	}
+		seq_oid = create_lane_objects(queue, queue_len, key->priority, key->shard, &created);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	/* A lane this transaction created stays locked until it commits (others cannot use it
@@ -322,4 +424,55 @@ AWA_SQL_FUNCTION(awa_reserve_enqueue_seq)
 	if (count <= 0)
 		return Int64GetDatum(awa::peek_lane(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard));
 	return Int64GetDatum(awa::reserve_lane_block(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, count));
+}
+
+/* awa.lane_sequence_name(queue, priority, shard): the name of a lane's sequence. */
+AWA_SQL_FUNCTION(awa_lane_sequence_name)
+{
+	text *queue = PG_GETARG_TEXT_PP(0);
+	char name[awa::kLaneSeqNameSize];
+
+	awa::lane_sequence_name(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), PG_GETARG_INT32(1), PG_GETARG_INT32(2), name);
+	PG_RETURN_TEXT_P(cstring_to_text(name));
+}
+
+/* awa.lane_lock_key(queue, priority, shard): the advisory-lock key of a lane. */
+AWA_SQL_FUNCTION(awa_lane_lock_key)
+{
+	text *queue = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_INT64(
+		awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), PG_GETARG_INT32(1), PG_GETARG_INT32(2)));
+}
+
+/*
+ * awa._ensure_lane(queue, priority, shard) -> (seq_oid, lock_key, created): create a lane's
+ * heads and sequence if missing, under the lane lock (taken here, held to commit).
+ */
+AWA_SQL_FUNCTION(awa_ensure_lane)
+{
+	text *queue = PG_GETARG_TEXT_PP(0);
+	int priority = PG_GETARG_INT16(1);
+	int shard = PG_GETARG_INT16(2);
+	int64 lock_key = awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard);
+	TupleDesc desc;
+	Datum values[3];
+	bool nulls[3] = {false, false, false};
+	bool created;
+	Oid seq_oid;
+	LOCKTAG tag;
+
+	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "awa_shard: _ensure_lane must return a record");
+	awa::lane_lock_tag(&tag, lock_key);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	seq_oid = awa::create_lane_objects(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, &created);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	values[0] = ObjectIdGetDatum(seq_oid);
+	values[1] = Int64GetDatum(lock_key);
+	values[2] = BoolGetDatum(created);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
