@@ -114,11 +114,12 @@ $$;
 REVOKE ALL ON FUNCTION awa._require_read_committed(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._require_read_committed(text) IS 'Internal: raise 0A000 outside READ COMMITTED.';
 
--- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled).
+-- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled): the one rule,
+-- in C (src/unique_claims.cpp), shared by enqueue, claims, promotion and every SQL caller.
 CREATE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.job_state) RETURNS boolean
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    RETURN get_bit(p_mask, array_position(enum_range(NULL::awa.job_state), p_state) - 1) = 1;
+    AS 'MODULE_PATHNAME', 'awa_job_state_in_bitmask'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';

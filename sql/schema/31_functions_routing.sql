@@ -56,60 +56,35 @@ GRANT EXECUTE ON FUNCTION awa.shard_for_enqueue(text, integer, bytea) TO awa_pro
 COMMENT ON FUNCTION awa.shard_for_enqueue(text, integer, bytea)
     IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
 
--- Name of a lane's sequence: md5 of 'queue:priority:shard' (unchanged by the integer type).
+-- Name of a lane's sequence: 'queue_enqueue_seq_' and left(md5('queue:priority:shard'), 32),
+-- the rule of 1.0, in C (src/reserve.cpp) so that the enqueue path and SQL share one text.
 CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
     RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    RETURN 'queue_enqueue_seq_' || left(md5(p_queue || ':' || p_priority || ':' || p_enqueue_shard), 32);
+    AS 'MODULE_PATHNAME', 'awa_lane_sequence_name'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.lane_sequence_name(text, integer, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.lane_sequence_name(text, integer, integer) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.lane_sequence_name(text, integer, integer) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
 
--- Advisory-lock key of a lane (held by every reservation until its transaction ends).
+-- Advisory-lock key of a lane (held by every reservation until its transaction ends):
+-- hashtextextended('awa.' || quote_ident(lane_sequence_name(...)), 0), the rule of 1.0, in C.
 CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
     RETURNS bigint
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    RETURN hashtextextended('awa.' || quote_ident(awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard)), 0);
+    AS 'MODULE_PATHNAME', 'awa_lane_lock_key'
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.lane_lock_key(text, integer, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.lane_lock_key(text, integer, integer) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.lane_lock_key(text, integer, integer) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
 
--- Create a lane's head rows and sequence if missing, under the lane lock (cold path:
--- called by the C++ reservation only when its backend cache has no entry for the lane).
+-- Create a lane's heads and sequence if missing, under the lane lock (cold path of enqueue;
+-- C, src/reserve.cpp, the same code the reservation runs on a cache miss).
 CREATE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p_enqueue_shard smallint,
                                  OUT seq_oid oid, OUT lock_key bigint, OUT created boolean)
-    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_name text := awa.lane_sequence_name(p_queue, p_priority, p_enqueue_shard);
-BEGIN
-    lock_key := awa.lane_lock_key(p_queue, p_priority, p_enqueue_shard);
-    PERFORM pg_advisory_xact_lock(lock_key);
-    created := false;
-    IF NOT EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h
-                    WHERE h.queue = p_queue AND h.priority = p_priority
-                      AND h.enqueue_shard = p_enqueue_shard) THEN
-        IF to_regclass('awa.' || quote_ident(v_name)) IS NULL THEN
-            EXECUTE format('CREATE SEQUENCE awa.%I AS bigint START 1 MINVALUE 1 CACHE 1 '
-                           'OWNED BY awa.queue_enqueue_heads.seq_name', v_name);
-        END IF;
-        INSERT INTO awa.queue_enqueue_heads (queue, priority, enqueue_shard, seq_name)
-        VALUES (p_queue, p_priority, p_enqueue_shard, v_name);
-        INSERT INTO awa.queue_claim_heads (queue, priority, enqueue_shard)
-        VALUES (p_queue, p_priority, p_enqueue_shard)
-        ON CONFLICT DO NOTHING;
-        created := true;
-    END IF;
-    seq_oid := to_regclass('awa.' || quote_ident(v_name))::oid;
-    IF seq_oid IS NULL THEN
-        RAISE EXCEPTION 'missing enqueue lane sequence for queue %, priority %, shard %',
-            p_queue, p_priority, p_enqueue_shard USING ERRCODE = '55000';
-    END IF;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_ensure_lane'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ensure_lane(text, smallint, smallint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
 

@@ -73,23 +73,12 @@ REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC
 COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
 
 -- Move a job's unique claim with its state: released when the new state leaves the mask,
--- taken when it enters it (a conflicting live claim keeps its key). 1.1: on the latest
--- committed state (awa._set_unique_claim).
+-- taken when it enters it (a conflicting live claim keeps its key), on the latest committed
+-- state (C, src/unique_claims.cpp).
 CREATE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
-                                                  p_old awa.job_state, p_new awa.job_state) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_key IS NULL OR p_mask IS NULL THEN
-        RETURN;
-    END IF;
-    IF awa.job_state_in_bitmask(p_mask, p_old) AND NOT awa.job_state_in_bitmask(p_mask, p_new) THEN
-        PERFORM awa._set_unique_claim(p_job_id, p_key, false);
-    ELSIF NOT awa.job_state_in_bitmask(p_mask, p_old) AND awa.job_state_in_bitmask(p_mask, p_new) THEN
-        PERFORM awa._set_unique_claim(p_job_id, p_key, true);
-    END IF;
-END
-$$;
+                                       p_old awa.job_state, p_new awa.job_state) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_sync_unique_claim'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) FROM PUBLIC;
 COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';

@@ -36,34 +36,14 @@ REVOKE ALL ON FUNCTION awa.promote_due(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.promote_due(integer) TO awa_admin;
 COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
 
+-- Promotion of one queue, run by claims where no maintenance worker serves the database
+-- (maintenance.md §1): up to p_limit due scheduled/retryable jobs of p_queue, oldest
+-- first, skipping rows another promoter holds; nothing while the queue is paused
+-- (C, src/promote.cpp: the claim runs the same code without entering SQL functions).
 CREATE FUNCTION awa._promote_due_queue(p_queue text, p_limit integer) RETURNS integer
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_rows awa.deferred_jobs[];
-    d awa.deferred_jobs;
-BEGIN
-    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
-        RETURN 0;
-    END IF;
-    WITH due AS (
-        SELECT j.job_id FROM awa.deferred_jobs j
-         WHERE j.queue = p_queue AND j.run_at <= clock_timestamp()
-         ORDER BY j.run_at, j.priority, j.job_id
-         LIMIT p_limit
-         FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
-    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
-    IF v_rows IS NULL THEN
-        RETURN 0;
-    END IF;
-    FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
-    END LOOP;
-    RETURN awa._enqueue_ready(v_rows);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_promote_due_queue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._promote_due_queue(text, integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
 
