@@ -18,7 +18,10 @@
  * live arc first, to prune the others, cost more than the probes (about a fifth of a take).
  * The heartbeat, one statement for a whole batch, reads only the live slots.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "receipt_sql.hpp"
+#include "ring.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

@@ -7,7 +7,9 @@
  * Between installing the library and ALTER EXTENSION UPDATE the catalog is still 1.0: there
  * the head's claim_seq is the cursor and a claim updates it, as 1.0 did.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {
@@ -19,6 +21,8 @@ extern "C"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {

@@ -4,7 +4,6 @@
  */
 #pragma once
 
-#include "awa_shard.hpp"
 #include "job_columns.hpp"
 
 extern "C"

@@ -12,7 +12,9 @@
  * which would otherwise wait for it. The launcher is restarted by the postmaster after a
  * crash and starts the workers again; it starts at most one worker per database per interval.
  */
-#include "awa_shard.hpp"
+#include "launcher.hpp"
+#include "pg_boundary.hpp"
+#include "worker.hpp"
 
 extern "C"
 {

@@ -2,7 +2,15 @@
  * module.cpp — library entry: _PG_init, settings (GUCs), shared memory and the
  * transaction hooks that drive per-transaction caches and commit wake-ups.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "enqueue.hpp"
+#include "launcher.hpp"
+#include "module.hpp"
+#include "registry.hpp"
+#include "reserve.hpp"
+#include "stats.hpp"
+#include "wakeup.hpp"
+#include "worker.hpp"
 
 extern "C"
 {

@@ -12,7 +12,8 @@
  * The registry is a fixed array under one LWLock: producers add and remove entries, claims
  * read them. Nothing that can take a heavyweight lock or do I/O runs under the LWLock.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "registry.hpp"
 
 extern "C"
 {

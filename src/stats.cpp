@@ -4,7 +4,10 @@
  * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
  * the view falls back to what the tables can tell (see awa.shard_stats in the install scripts).
  */
-#include "awa_shard.hpp"
+#include "limits.hpp"
+#include "pg_boundary.hpp"
+#include "stats.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -19,6 +22,8 @@ extern "C"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {

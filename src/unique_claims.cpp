@@ -7,7 +7,8 @@
  * snapshot the release would not see a claim row enqueued since and would keep the key taken
  * for good, and a take would raise 40001 on a conflicting claim it cannot see.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

@@ -4,7 +4,12 @@
  * shared memory signalled after a producing transaction commits, which
  * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "module.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
+#include "validate.hpp"
+#include "wakeup.hpp"
 
 extern "C"
 {
@@ -22,6 +27,8 @@ extern "C"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {
