@@ -174,19 +174,21 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 
 } // namespace
 
-/* Shared memory of the cursor board. */
-Size
-cursor_board_shmem_size()
+/* shmem_request_hook: the cursor board's lock, and room for the board. */
+void
+cursor_board_shmem_request()
 {
-	return MAXALIGN(sizeof(Board));
+	RequestNamedLWLockTranche("awa_shard_cursors", 1);
+	RequestAddinShmemSpace(sizeof(Board));
 }
 
-/* Attach the cursor board (initialised once, by the postmaster). */
+/* shmem_startup_hook: claim the cursor board by name (initialised once, by the postmaster). */
 void
-cursor_board_shmem_init()
+cursor_board_shmem_startup()
 {
 	bool found;
 
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	board = static_cast<Board *>(ShmemInitStruct("awa_shard cursor board", sizeof(Board), &found));
 	if (!found)
 	{
@@ -194,6 +196,7 @@ cursor_board_shmem_init()
 		for (BoardEntry &e : board->entries)
 			e.dbid = InvalidOid;
 	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 /* Register the transaction hooks that publish claimed cursors at commit (preloaded only). */

@@ -23,9 +23,11 @@ const char *cursor_relation(bool marks);
 /* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
 bool lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor);
 
-/* Shared memory of the cursor board, and its attachment. */
-Size cursor_board_shmem_size();
-void cursor_board_shmem_init();
+/* shmem_request_hook: request the cursor board's lock and its shared memory. */
+void cursor_board_shmem_request();
+
+/* shmem_startup_hook: claim the board by name ("awa_shard cursor board"), initialising it once. */
+void cursor_board_shmem_startup();
 
 /* Register the transaction hooks that publish claimed cursors at commit (preloaded only). */
 void init_cursor_board_hooks();

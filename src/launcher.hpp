@@ -22,8 +22,10 @@ void mark_database_absent(Oid dbid, bool wanted_elsewhere);
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
 
-/* Shared memory of the launcher's marks, and its attachment (under AddinShmemInitLock). */
-Size launcher_shmem_size();
-void launcher_shmem_init(void *base, bool found);
+/* shmem_request_hook: request the shared memory of the launcher's marks. */
+void launcher_shmem_request();
+
+/* shmem_startup_hook: claim them by name ("awa_shard launcher"), initialising them once. */
+void launcher_shmem_startup();
 
 } // namespace awa

@@ -47,8 +47,10 @@ int64 lane_high_water(Oid seq_oid);
 /* Free this backend's entries at transaction end and exit. */
 void init_registry_hooks();
 
-/* Shared memory of the registry (none in lane-lock mode), and its attachment. */
-Size registry_shmem_size();
-void registry_shmem_init(void *base, bool found);
+/* shmem_request_hook: request the registry's lock and its shared memory (none in lane-lock mode). */
+void registry_shmem_request();
+
+/* shmem_startup_hook: claim the registry by name ("awa_shard registry"), initialising it once. */
+void registry_shmem_startup();
 
 } // namespace awa

@@ -23,8 +23,10 @@ enum class StatKind
 /* Add n to a (queue, shard) counter (no-op without shared memory). */
 void stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n);
 
-/* Shared memory of the counters, and its attachment. */
-Size stats_shmem_size();
-void stats_shmem_init(bool found);
+/* shmem_request_hook: request the counters' lock and their shared memory. */
+void stats_shmem_request();
+
+/* shmem_startup_hook: claim the counters by name ("awa_shard stats"), initialising them once. */
+void stats_shmem_startup();
 
 } // namespace awa

@@ -4,11 +4,6 @@
  */
 #pragma once
 
-extern "C"
-{
-#include "postgres.h"
-}
-
 namespace awa
 {
 
@@ -18,8 +13,10 @@ void note_enqueued(const char *queue, int queue_len);
 /* Transaction end: signal waiters of the queues this transaction fed. */
 void wakeup_at_xact_end(bool committed);
 
-/* Shared memory of the wake slots and NOTIFY stamps, and its attachment. */
-Size wakeup_shmem_size();
-void wakeup_shmem_init(void *base, bool found);
+/* shmem_request_hook: request the shared memory of the wake slots and NOTIFY stamps. */
+void wakeup_shmem_request();
+
+/* shmem_startup_hook: claim them by name ("awa_shard wakeup"), initialising them once. */
+void wakeup_shmem_startup();
 
 } // namespace awa
