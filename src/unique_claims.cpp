@@ -2,10 +2,11 @@
  * unique_claims.cpp — a job's unique claim (awa.job_unique_claims), taken or released on the
  * latest committed state (awa._set_unique_claim). awa._sync_unique_claim decides from the
  * job's mask which of the two a state change needs; the statement runs here, so that it acts
- * on the claim as it is now, whatever the caller's isolation level (design D14). An exit at
- * REPEATABLE READ takes an attempt claimed after its snapshot (src/attempts.cpp); on that
- * snapshot the release would not see a claim row enqueued since and would keep the key taken
- * for good, and a take would raise 40001 on a conflicting claim it cannot see.
+ * on the claim as it is now, whatever the caller's isolation level, like the exits that call
+ * it (docs/design.md §4). An exit at REPEATABLE READ takes an attempt claimed after its
+ * snapshot (src/attempts.cpp); on that snapshot the release would not see a claim row enqueued
+ * since and would keep the key taken for good, and a take would raise 40001 on a conflicting
+ * claim it cannot see.
  */
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
