@@ -1,6 +1,6 @@
 /* hash.cpp — SQL wrappers of the ordering-key hash (the arithmetic is in ordering_hash.cpp). */
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "ordering_hash.hpp"
-#include "pg_boundary.hpp"
 #include "validate.hpp"
 
 extern "C"

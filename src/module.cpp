@@ -1,6 +1,8 @@
 /*
- * module.cpp — library entry: _PG_init, settings (GUCs), shared memory and the
- * transaction hooks that drive per-transaction caches and commit wake-ups.
+ * module.cpp — library entry: _PG_init, settings (GUCs), the shared-memory hooks (each
+ * concern requests and claims its own; this file calls them in turn and owns the rotor and
+ * the queue_meta generation) and the transaction hooks that drive per-transaction caches
+ * and commit wake-ups.
  */
 #include "claim_cursor.hpp"
 #include "enqueue.hpp"

@@ -13,8 +13,8 @@
  * step 3 passed, the slot cannot be pruned until this transaction ends; a slot sealed by a
  * rotation meanwhile is still live and read by claims.
  */
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "module.hpp"
-#include "pg_boundary.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
