@@ -284,7 +284,7 @@ GRANT SELECT ON awa.lane_cursors TO pg_monitor;
 -- completion batches, so that none of them takes a new job's row for its own.
 -- Every reader of "running" goes through this view. It starts from the ready rows and finds
 -- each one's attempt in the claim batch of its block by position (as the C++ statements do,
--- AWA_RECEIPT_FROM_READY in src/awa_shard.hpp), so a reader of one job starts from the
+-- AWA_RECEIPT_FROM_READY in src/receipt_sql.hpp), so a reader of one job starts from the
 -- ready rows' job index; the block's lane_seq range is spelled out too, so a reader of a
 -- claim slot starts from its batches and reads each block's ready rows by key. The other
 -- tests are plain NOT EXISTS, so a reader of many receipts may join them by hash. `ready`

@@ -5,20 +5,22 @@
  * and both rescues) and record the
  * heartbeats of open attempts (awa._heartbeat_open_attempts).
  *
- * A receipt is taken by locking its claim batch (found through the job's ready row), then,
- * in a statement whose snapshot sees what an earlier holder of the lock committed, appending
- * its closure if it is still open (awa._open_receipts: every closer, complete_jobs included,
- * locks first, so exactly one wins); a lease is taken
- * by deleting it. Either way the attempt comes back
- * with its ready row's body as an awa.taken_attempt, joined on the full lane identity. Every
- * statement runs on the latest committed state, like the claim and complete_jobs (design
- * D14): a REPEATABLE READ or SERIALIZABLE worker whose snapshot predates the claim of its job
- * still finds the attempt, instead of finding nothing and leaving the job running until a
- * rescue. A per-job statement probes every partition of a ring by index: reading the ring's
- * live arc first, to prune the others, cost more than the probes (about a fifth of a take).
- * The heartbeat, one statement for a whole batch, reads only the live slots.
+ * A receipt is taken by locking its claim batch (found through the job's ready row), then, in
+ * a statement whose snapshot sees what an earlier holder of the lock committed, appending its
+ * closure if it is still open (awa._open_receipts: every closer, complete_jobs included, locks
+ * first, so exactly one wins); a lease is taken by deleting it. Either way the attempt comes
+ * back with its ready row's body as an awa.taken_attempt, joined on the full lane identity.
+ * Every statement runs on the latest committed state, like the claim and complete_jobs
+ * (docs/design.md §4): a REPEATABLE READ or SERIALIZABLE worker whose snapshot predates the
+ * claim of its job still finds the attempt, instead of finding nothing and leaving the job
+ * running until a rescue. A per-job statement probes every partition of a ring by index:
+ * reading the ring's live arc first, to prune the others, cost more than the probes (about a
+ * fifth of a take). The heartbeat, one statement for a whole batch, reads only the live slots.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "receipt_sql.hpp"
+#include "ring.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

@@ -20,7 +20,16 @@
  * In lane-lock mode there is no bound: reservations hold the lane lock until they end, so
  * a visible N+1 already proves that N has ended.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "limits.hpp"
+#include "pg_boundary.hpp"
+#include "promote.hpp"
+#include "registry.hpp"
+#include "ring.hpp"
+#include "spi_util.hpp"
+#include "stats.hpp"
+#include "validate.hpp"
+#include "worker.hpp"
 
 extern "C"
 {
@@ -43,6 +52,7 @@ extern "C"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace

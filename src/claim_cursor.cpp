@@ -7,7 +7,9 @@
  * Between installing the library and ALTER EXTENSION UPDATE the catalog is still 1.0: there
  * the head's claim_seq is the cursor and a claim updates it, as 1.0 did.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {
@@ -19,6 +21,8 @@ extern "C"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {
@@ -170,19 +174,21 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 
 } // namespace
 
-/* Shared memory of the cursor board. */
-Size
-cursor_board_shmem_size()
+/* shmem_request_hook: the cursor board's lock, and room for the board. */
+void
+cursor_board_shmem_request()
 {
-	return MAXALIGN(sizeof(Board));
+	RequestNamedLWLockTranche("awa_shard_cursors", 1);
+	RequestAddinShmemSpace(sizeof(Board));
 }
 
-/* Attach the cursor board (initialised once, by the postmaster). */
+/* shmem_startup_hook: claim the cursor board by name (initialised once, by the postmaster). */
 void
-cursor_board_shmem_init()
+cursor_board_shmem_startup()
 {
 	bool found;
 
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	board = static_cast<Board *>(ShmemInitStruct("awa_shard cursor board", sizeof(Board), &found));
 	if (!found)
 	{
@@ -190,6 +196,7 @@ cursor_board_shmem_init()
 		for (BoardEntry &e : board->entries)
 			e.dbid = InvalidOid;
 	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 /* Register the transaction hooks that publish claimed cursors at commit (preloaded only). */

@@ -6,9 +6,16 @@
  * Its SQL entry points (awa.insert_job_compat, awa.insert_jobs, awa._enqueue_ready) are
  * in enqueue_api.cpp.
  */
+#include "enqueue.hpp"
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"
+#include "reserve.hpp"
+#include "ring.hpp"
+#include "shard.hpp"
 #include "shard_math.hpp"
+#include "spi_util.hpp"
+#include "stats.hpp"
+#include "wakeup.hpp"
 
 extern "C"
 {

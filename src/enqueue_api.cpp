@@ -5,6 +5,10 @@
  * Every argument is checked (src/validate.cpp) before anything is written (docs/design.md §12).
  */
 #include "enqueue_core.hpp"
+#include "limits.hpp"
+#include "pg_boundary.hpp"
+#include "shard.hpp"
+#include "validate.hpp"
 
 extern "C"
 {

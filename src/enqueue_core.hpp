@@ -4,11 +4,11 @@
  */
 #pragma once
 
-#include "awa_shard.hpp"
 #include "job_columns.hpp"
 
 extern "C"
 {
+#include "utils/array.h"
 #include "utils/timestamp.h"
 }
 

@@ -1,12 +1,15 @@
 /* hash.cpp — SQL wrappers of the ordering-key hash (the arithmetic is in ordering_hash.cpp). */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "ordering_hash.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 }
+
+#include <cstdint>
 
 namespace
 {

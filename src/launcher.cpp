@@ -12,7 +12,9 @@
  * which would otherwise wait for it. The launcher is restarted by the postmaster after a
  * crash and starts the workers again; it starts at most one worker per database per interval.
  */
-#include "awa_shard.hpp"
+#include "launcher.hpp"
+#include "pg_boundary.hpp"
+#include "worker.hpp"
 
 extern "C"
 {
@@ -28,6 +30,7 @@ extern "C"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -284,23 +287,29 @@ wake_database(Oid dbid)
 	SpinLockRelease(&launcher_shared->mutex);
 }
 
-Size
-launcher_shmem_size()
+/* shmem_request_hook: room for the launcher's marks. */
+void
+launcher_shmem_request()
 {
-	return MAXALIGN(sizeof(LauncherShared));
+	RequestAddinShmemSpace(sizeof(LauncherShared));
 }
 
-/* Attach the launcher's shared state (called under AddinShmemInitLock). */
+/* shmem_startup_hook: claim the launcher's marks by name (initialised once, by the postmaster). */
 void
-launcher_shmem_init(void *base, bool found)
+launcher_shmem_startup()
 {
-	launcher_shared = static_cast<LauncherShared *>(base);
+	bool found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	launcher_shared =
+		static_cast<LauncherShared *>(ShmemInitStruct("awa_shard launcher", sizeof(LauncherShared), &found));
 	if (!found)
 	{
 		SpinLockInit(&launcher_shared->mutex);
 		for (auto &m : launcher_shared->absent)
 			m.dbid = InvalidOid;
 	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 /* Register the launcher at postmaster start (preloaded only); it needs no setting. */

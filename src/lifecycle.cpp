@@ -18,7 +18,12 @@
  * condition: a join left to the planner hashed the whole table on every call.
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "receipt_sql.hpp"
+#include "ring.hpp"
+#include "spi_util.hpp"
+#include "stats.hpp"
+#include "validate.hpp"
 
 extern "C"
 {

@@ -1,8 +1,18 @@
 /*
- * module.cpp — library entry: _PG_init, settings (GUCs), shared memory and the
- * transaction hooks that drive per-transaction caches and commit wake-ups.
+ * module.cpp — library entry: _PG_init, settings (GUCs), the shared-memory hooks (each
+ * concern requests and claims its own; this file calls them in turn and owns the rotor and
+ * the queue_meta generation) and the transaction hooks that drive per-transaction caches
+ * and commit wake-ups.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "enqueue.hpp"
+#include "launcher.hpp"
+#include "module.hpp"
+#include "registry.hpp"
+#include "reserve.hpp"
+#include "stats.hpp"
+#include "wakeup.hpp"
+#include "worker.hpp"
 
 extern "C"
 {
@@ -26,77 +36,74 @@ int notify_interval_ms = 250;
 namespace
 {
 
-/* Server-wide state; NULL when the library was not preloaded. */
+/* Server-wide state of the module: the rotor and the queue_meta generation. */
 struct SharedState
 {
 	pg_atomic_uint32 rotor;
 	pg_atomic_uint64 queue_meta_generation; /* bumped after a commit that changed queue_meta */
 };
 
+/* NULL when the library was not preloaded. */
 SharedState *shared = nullptr;
 std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
 bool queue_meta_changed_in_xact = false;
-void *wakeup_base = nullptr;
 
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
 
-/* Our own segment: the rotor, the wake-up slots, the launcher's marks, the registry. */
-Size
-segment_shmem_size()
-{
-	return add_size(add_size(add_size(MAXALIGN(sizeof(SharedState)), MAXALIGN(wakeup_shmem_size())),
-							 MAXALIGN(launcher_shmem_size())),
-					registry_shmem_size());
-}
-
-/* Total shared memory of the extension: the segment plus the stats struct and hash and the
- * cursor board, which stats_shmem_init and cursor_board_shmem_init allocate by name from the
- * main pool. */
-Size
-total_shmem_size()
-{
-	return add_size(add_size(segment_shmem_size(), MAXALIGN(stats_shmem_size())), cursor_board_shmem_size());
-}
-
-/* shmem_request_hook: reserve our segment. */
+/* Request the module's own shared memory. */
 void
-request_shmem()
+module_shmem_request()
 {
-	if (prev_shmem_request)
-		prev_shmem_request();
-	RequestAddinShmemSpace(total_shmem_size());
-	RequestNamedLWLockTranche("awa_shard", 1);
-	RequestNamedLWLockTranche("awa_shard_registry", 1);
-	RequestNamedLWLockTranche("awa_shard_cursors", 1);
+	RequestAddinShmemSpace(sizeof(SharedState));
 }
 
-/* shmem_startup_hook: attach (and initialise once) the segment. */
+/* Claim the module's own shared memory by name (initialised once, by the postmaster). */
 void
-startup_shmem()
+module_shmem_startup()
 {
 	bool found;
-	char *base;
 
-	if (prev_shmem_startup)
-		prev_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	base = static_cast<char *>(ShmemInitStruct("awa_shard", segment_shmem_size(), &found));
-	shared = reinterpret_cast<SharedState *>(base);
+	shared = static_cast<SharedState *>(ShmemInitStruct("awa_shard module", sizeof(SharedState), &found));
 	if (!found)
 	{
 		pg_atomic_init_u32(&shared->rotor, 0);
 		pg_atomic_init_u64(&shared->queue_meta_generation, 1);
 	}
-	wakeup_base = base + MAXALIGN(sizeof(SharedState));
-	wakeup_shmem_init(wakeup_base, found);
-	launcher_shmem_init(static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()), found);
-	registry_shmem_init(
-		static_cast<char *>(wakeup_base) + MAXALIGN(wakeup_shmem_size()) + MAXALIGN(launcher_shmem_size()), found);
-	stats_shmem_init(found);
-	cursor_board_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * shmem_request_hook: each concern requests its own shared memory and locks. It runs after
+ * _PG_init, so the sizes that depend on settings (reservation_slots) see their values.
+ */
+void
+request_shmem()
+{
+	if (prev_shmem_request)
+		prev_shmem_request();
+	module_shmem_request();
+	wakeup_shmem_request();
+	launcher_shmem_request();
+	stats_shmem_request();
+	registry_shmem_request();
+	cursor_board_shmem_request();
+}
+
+/* shmem_startup_hook: each concern claims its shared memory by name. */
+void
+startup_shmem()
+{
+	if (prev_shmem_startup)
+		prev_shmem_startup();
+	module_shmem_startup();
+	wakeup_shmem_startup();
+	launcher_shmem_startup();
+	stats_shmem_startup();
+	registry_shmem_startup();
+	cursor_board_shmem_startup();
 }
 
 /*

@@ -5,8 +5,10 @@
  * scheduler. The whole step runs here (C++ and SPI statements over the tables): the claim
  * path never enters plpgsql.
  */
-#include "awa_shard.hpp"
 #include "enqueue_core.hpp"
+#include "pg_boundary.hpp"
+#include "promote.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

@@ -12,7 +12,8 @@
  * The registry is a fixed array under one LWLock: producers add and remove entries, claims
  * read them. Nothing that can take a heavyweight lock or do I/O runs under the LWLock.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp"
+#include "registry.hpp"
 
 extern "C"
 {
@@ -158,22 +159,32 @@ define_reservation_settings(bool preloaded)
 		&reservation_mode_value, registry_mode ? "registry" : "lane_lock", PGC_INTERNAL, 0, nullptr, nullptr, nullptr);
 }
 
-/* Shared memory of the registry (none in lane-lock mode). */
-Size
+/* Shared memory of the registry: reservation_slots entries (read in _PG_init). */
+static Size
 registry_shmem_size()
 {
-	if (!registry_mode)
-		return 0;
 	return add_size(offsetof(Registry, entries), mul_size(reservation_slots, sizeof(InflightEntry)));
 }
 
-/* Attach the registry (initialised once, by the postmaster). */
+/* shmem_request_hook: the registry's lock, and room for the registry (none in lane-lock mode). */
 void
-registry_shmem_init(void *base, bool found)
+registry_shmem_request()
 {
+	RequestNamedLWLockTranche("awa_shard_registry", 1);
+	if (registry_mode)
+		RequestAddinShmemSpace(registry_shmem_size());
+}
+
+/* shmem_startup_hook: claim the registry by name (initialised once, by the postmaster). */
+void
+registry_shmem_startup()
+{
+	bool found;
+
 	if (!registry_mode)
 		return;
-	registry = static_cast<Registry *>(base);
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	registry = static_cast<Registry *>(ShmemInitStruct("awa_shard registry", registry_shmem_size(), &found));
 	if (!found)
 	{
 		registry->lock = &(GetNamedLWLockTranche("awa_shard_registry"))->lock;
@@ -182,6 +193,7 @@ registry_shmem_init(void *base, bool found)
 		for (int i = 0; i < reservation_slots; i++)
 			registry->entries[i].dbid = InvalidOid;
 	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 /* Whether reservations are fenced by the registry (else by the lane lock held to commit). */

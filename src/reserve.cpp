@@ -9,9 +9,14 @@
  * lane costs no SPI, no DDL and no catalog lookup; entries created by a (sub)transaction
  * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
  */
-#include "awa_shard.hpp"
+#include "lane_key.hpp"
 #include "ordering_hash.hpp"
+#include "pg_boundary.hpp"
+#include "registry.hpp"
+#include "reserve.hpp"
 #include "shard_math.hpp"
+#include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {

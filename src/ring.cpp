@@ -13,7 +13,11 @@
  * step 3 passed, the slot cannot be pruned until this transaction ends; a slot sealed by a
  * rotation meanwhile is still live and read by claims.
  */
-#include "awa_shard.hpp"
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
+#include "module.hpp"
+#include "ring.hpp"
+#include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -29,6 +33,8 @@ extern "C"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {

@@ -2,9 +2,14 @@
  * shard.cpp — routing of enqueued rows (docs/design.md §7): the width cache of
  * awa.queue_meta, the sticky keyless rotor pick and awa.shard_for_enqueue.
  */
-#include "awa_shard.hpp"
+#include "lane_key.hpp"
+#include "module.hpp"
 #include "ordering_hash.hpp"
+#include "pg_boundary.hpp"
+#include "shard.hpp"
 #include "shard_math.hpp"
+#include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -14,6 +19,8 @@ extern "C"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {

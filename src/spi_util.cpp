@@ -1,5 +1,5 @@
 /* spi_util.cpp — checked SPI: plans prepared once per backend, exact result codes. */
-#include "awa_shard.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

@@ -4,7 +4,10 @@
  * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
  * the view falls back to what the tables can tell (see awa.shard_stats in the install scripts).
  */
-#include "awa_shard.hpp"
+#include "limits.hpp"
+#include "pg_boundary.hpp"
+#include "stats.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -19,6 +22,8 @@ extern "C"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {
@@ -91,18 +96,23 @@ stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n)
 	LWLockRelease(stat_shared->lock);
 }
 
-Size
-stats_shmem_size()
+/* shmem_request_hook: the counters' lock, and room for their header and hash table. */
+void
+stats_shmem_request()
 {
-	return add_size(MAXALIGN(sizeof(StatShared)), hash_estimate_size(kMaxStatEntries, sizeof(StatEntry)));
+	RequestNamedLWLockTranche("awa_shard", 1);
+	RequestAddinShmemSpace(
+		add_size(MAXALIGN(sizeof(StatShared)), hash_estimate_size(kMaxStatEntries, sizeof(StatEntry))));
 }
 
-/* Attach the counters (called under AddinShmemInitLock). */
+/* shmem_startup_hook: claim the counters and their hash table by name (initialised once). */
 void
-stats_shmem_init(bool found)
+stats_shmem_startup()
 {
 	HASHCTL ctl;
+	bool found;
 
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	stat_shared = static_cast<StatShared *>(ShmemInitStruct("awa_shard stats", sizeof(StatShared), &found));
 	if (!found)
 	{
@@ -114,6 +124,7 @@ stats_shmem_init(bool found)
 	ctl.keysize = sizeof(StatKey);
 	ctl.entrysize = sizeof(StatEntry);
 	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
 }
 
 } // namespace awa

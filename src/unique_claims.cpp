@@ -4,13 +4,14 @@
  * state. Every caller (enqueue, claim-time promotion, the SQL exits through
  * awa._sync_unique_claim, the statements through awa.job_state_in_bitmask) uses this one
  * rule. The claim statements act on the claim as it is now, whatever the caller's isolation
- * level: an exit at REPEATABLE READ takes an attempt claimed after its snapshot
- * (src/attempts.cpp); on that snapshot the release would not see a claim row enqueued since
- * and would keep the key taken for good, and a take would raise 40001 on a conflicting
- * claim it cannot see.
+ * level, like the exits that call them (docs/design.md §4): an exit at REPEATABLE READ takes
+ * an attempt claimed after its snapshot (src/attempts.cpp); on that snapshot the release
+ * would not see a claim row enqueued since and would keep the key taken for good, and a take
+ * would raise 40001 on a conflicting claim it cannot see.
  */
-#include "awa_shard.hpp"
 #include "enqueue_core.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {

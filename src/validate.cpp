@@ -3,7 +3,10 @@
  * (docs/design.md §12: each argument is checked before anything is written, and a message
  * names the argument). The limits come from limits.hpp.
  */
-#include "awa_shard.hpp"
+#include "limits.hpp"
+#include "pg_boundary.hpp"
+#include "ring.hpp"
+#include "validate.hpp"
 
 extern "C"
 {

@@ -4,7 +4,12 @@
  * shared memory signalled after a producing transaction commits, which
  * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "module.hpp"
+#include "pg_boundary.hpp"
+#include "spi_util.hpp"
+#include "validate.hpp"
+#include "wakeup.hpp"
 
 extern "C"
 {
@@ -18,10 +23,14 @@ extern "C"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
+
+#include <cstdint>
 
 namespace awa
 {
@@ -195,25 +204,32 @@ wakeup_at_xact_end(bool committed)
 	fed_overflow = false;
 }
 
-Size
-wakeup_shmem_size()
+/* shmem_request_hook: room for the wake slots and the NOTIFY stamps. */
+void
+wakeup_shmem_request()
 {
-	return sizeof(WakeShared);
+	RequestAddinShmemSpace(sizeof(WakeShared));
 }
 
+/* shmem_startup_hook: claim the wake slots by name (initialised once, by the postmaster). */
 void
-wakeup_shmem_init(void *base, bool found)
+wakeup_shmem_startup()
 {
-	wake = static_cast<WakeShared *>(base);
-	if (found)
-		return;
-	for (int s = 0; s < kWakeSlots; s++)
+	bool found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wake = static_cast<WakeShared *>(ShmemInitStruct("awa_shard wakeup", sizeof(WakeShared), &found));
+	if (!found)
 	{
-		ConditionVariableInit(&wake->slots[s].cv);
-		pg_atomic_init_u64(&wake->slots[s].commits, 0);
+		for (int s = 0; s < kWakeSlots; s++)
+		{
+			ConditionVariableInit(&wake->slots[s].cv);
+			pg_atomic_init_u64(&wake->slots[s].commits, 0);
+		}
+		for (int s = 0; s < kNotifySlots; s++)
+			pg_atomic_init_u64(&wake->last_notify_us[s], 0);
 	}
-	for (int s = 0; s < kNotifySlots; s++)
-		pg_atomic_init_u64(&wake->last_notify_us[s], 0);
+	LWLockRelease(AddinShmemInitLock);
 }
 
 } // namespace awa

@@ -5,7 +5,10 @@
  * the extension is gone (the database is then marked absent for the launcher) or when the
  * database is wanted for DROP DATABASE and the like. Also the maintenance settings.
  */
-#include "awa_shard.hpp"
+#include "claim_cursor.hpp"
+#include "launcher.hpp"
+#include "module.hpp"
+#include "worker.hpp"
 
 extern "C"
 {
@@ -15,6 +18,7 @@ extern "C"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/dbcommands.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"

@@ -1,0 +1,49 @@
+/*
+ * claim_cursor.hpp — a lane's claim cursor (claim_cursor.cpp): where the next claim of a
+ * lane starts (its head row, or its latest claim mark), read from the catalog or from the
+ * cursor board, a copy of every lane's cursor and hint in shared memory (preloaded).
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+#include "datatype/timestamp.h"
+}
+
+namespace awa
+{
+
+/* Whether this database's catalog has claim marks (1.1 and later). */
+bool claim_marks_installed();
+
+/* The relation holding every lane's cursor and hint: awa.lane_cursors, or the 1.0 heads. */
+const char *cursor_relation(bool marks);
+
+/* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
+bool lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor);
+
+/* shmem_request_hook: request the cursor board's lock and its shared memory. */
+void cursor_board_shmem_request();
+
+/* shmem_startup_hook: claim the board by name ("awa_shard cursor board"), initialising it once. */
+void cursor_board_shmem_startup();
+
+/* Register the transaction hooks that publish claimed cursors at commit (preloaded only). */
+void init_cursor_board_hooks();
+
+/* Whether the cursor board exists (the library is preloaded). */
+bool cursor_board_available();
+
+/* What the board knows of a lane at this head version; false when nothing. */
+bool board_lookup(Oid seq_oid, TransactionId head_xmin, int64 *claim_seq, bool *has_run_at, TimestampTz *run_at);
+
+/* Publish a lane's cursor (and, with replace_hint, its run_at hint) on the board now. */
+void board_publish(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at, TimestampTz run_at,
+				   bool replace_hint);
+
+/* Publish a lane's cursor when (and if) this transaction commits. */
+void board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, bool has_run_at,
+							 TimestampTz run_at);
+
+} // namespace awa

@@ -1,0 +1,30 @@
+/*
+ * reserve.hpp — lanes and reservations (reserve.cpp): a producer reserves a block of a
+ * lane's sequence numbers, the lane created on first use and cached per backend.
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+}
+
+namespace awa
+{
+
+/* Room for a lane's sequence name: "queue_enqueue_seq_", 32 hex digits, NUL. */
+constexpr int kLaneSeqNameSize = 51;
+
+/* The name of a lane's sequence (the md5 rule every catalog version shares). */
+void lane_sequence_name(const char *queue, int queue_len, int priority, int shard, char out[kLaneSeqNameSize]);
+
+/* A lane's advisory-lock key (held by reservations; lane creation takes it first). */
+int64 lane_lock_key(const char *queue, int queue_len, int priority, int shard);
+
+/* Reserve [start, start + count) on a lane, creating the lane on first use. */
+int64 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count);
+
+/* Register cache invalidation and transaction hooks of the lane cache. */
+void init_lane_cache();
+
+} // namespace awa
