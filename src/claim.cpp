@@ -259,14 +259,16 @@ TimestampTz promoted_at = 0;
  * promoted.
  */
 void
-promote_own_queue(text *queue, bool marks)
+promote_own_queue(text *queue)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	std::uint32_t h = hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
 
-	if (!marks || awa::maintenance_worker_serves_database())
+	if (awa::maintenance_worker_serves_database())
 		return;
 	if (h == promoted_queue_hash && !TimestampDifferenceExceeds(promoted_at, now, kClaimPromoteEveryMs))
+		return;
+	if (!awa::claim_marks_installed())
 		return;
 	promoted_queue_hash = h;
 	promoted_at = now;
@@ -730,7 +732,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	promote_own_queue(queue, awa::claim_marks_installed());
+	promote_own_queue(queue);
 	/* After promotion: only the walk and the drain run with the pinned settings. */
 	planner_level = awa::push_hot_path_planner();
 
