@@ -1348,7 +1348,7 @@ CREATE FUNCTION awa.insert_jobs(
     p_unique_states bit(8)[] DEFAULT NULL,
     p_spread_keyless boolean DEFAULT false)
     RETURNS bigint[]
-    AS 'MODULE_PATHNAME', 'awa_insert_jobs'
+    AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
@@ -2926,3 +2926,55 @@ COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 COMMENT ON TABLE awa.queue_claim_heads IS
     'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';
+
+-- The worker entry points whose statements differ between the catalogs name their 1.1
+-- symbols (src/catalog_version.hpp); the 1.0 symbols stay in the library for a 1.0
+-- catalog only (src/compat_1_0.cpp). Replacing keeps the grants and comments.
+CREATE OR REPLACE FUNCTION awa.claim_ready_runtime(
+    p_queue text,
+    p_max_batch bigint,
+    p_deadline_secs double precision DEFAULT 0,
+    p_aging_secs double precision DEFAULT 0)
+    RETURNS TABLE (
+        ready_slot integer,
+        ready_generation bigint,
+        lane_seq bigint,
+        enqueue_shard smallint,
+        lease_slot integer,
+        lease_generation bigint,
+        claim_slot integer,
+        receipt_id bigint,
+        job_id bigint,
+        kind text,
+        queue text,
+        args jsonb,
+        lane_priority smallint,
+        priority smallint,
+        attempt smallint,
+        run_lease bigint,
+        max_attempts smallint,
+        run_at timestamptz,
+        heartbeat_at timestamptz,
+        deadline_at timestamptz,
+        attempted_at timestamptz,
+        created_at timestamptz,
+        unique_key bytea,
+        unique_states bit(8),
+        ordering_key bytea,
+        payload jsonb)
+    AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime_1_1'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
+
+CREATE OR REPLACE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[])
+    RETURNS TABLE (job_id bigint, run_lease bigint)
+    AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
+
+CREATE OR REPLACE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;

@@ -20,7 +20,10 @@
  * In lane-lock mode there is no bound: reservations hold the lane lock until they end, so
  * a visible N+1 already proves that N has ended.
  */
+#include "catalog_version.hpp"
 #include "claim_cursor.hpp"
+#include "claim_sql.hpp"
+#include "compat_1_0.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
 #include "promote.hpp"
@@ -39,10 +42,7 @@ extern "C"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_proc.h"
 #include "common/hashfn.h"
-#include "utils/catcache.h"
-#include "utils/syscache.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/float.h"
@@ -59,9 +59,9 @@ namespace
 {
 
 /*
- * Where the walk reads the lanes' cursors (claim_cursor.cpp): the heads themselves (a 1.0
- * catalog), the heads and their latest marks (awa.lane_cursors, not preloaded), or the heads
- * and the cursor board (preloaded).
+ * Where the walk reads the lanes' cursors (claim_cursor.cpp): the heads themselves (the 1.0
+ * catalog's entry point), the heads and their latest marks (awa.lane_cursors, not
+ * preloaded), or the heads and the cursor board (preloaded).
  */
 enum HeadsSource
 {
@@ -76,8 +76,8 @@ SPIPlanPtr lane_mark_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
 SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
-SPIPlanPtr drain_plans[2][2]; /* [receipts][marks] */
-SPIPlanPtr clear_hint_plans[2];
+SPIPlanPtr drain_plans[2][2];	/* [catalog][receipts] */
+SPIPlanPtr clear_hint_plans[2]; /* [catalog] */
 
 /*
  * The candidate walk's first read: every lane head of the queue (none when it is paused),
@@ -93,12 +93,32 @@ const char *const kHeadsSql =
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
 	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
 
+/* Result columns of kHeadsSql (SPI attribute numbers). */
+enum HeadsColumn
+{
+	HC_PRIORITY = 1,
+	HC_SHARD,
+	HC_CLAIM_SEQ,
+	HC_HINT,
+	HC_SEQ_NAME,
+	HC_RECEIPTS,
+	HC_HEAD_XMIN
+};
+
 /* The first visible row of a lane in [from, fence) of the live ready slots: run_at and key. */
 const char *const kProbeSql =
 	"SELECT r.run_at, r.ready_slot, r.lane_seq FROM awa.ready_entries r "
 	"WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
 	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) "
 	"ORDER BY r.lane_seq LIMIT 1";
+
+/* Result columns of kProbeSql. */
+enum ProbeColumn
+{
+	PC_RUN_AT = 1,
+	PC_READY_SLOT,
+	PC_LANE_SEQ
+};
 
 /* Whether a remembered row is still there (one primary-key probe of one partition). */
 const char *const kRowExistsSql =
@@ -109,6 +129,13 @@ const char *const kRowExistsSql =
 const char *const kLaneMarkSql =
 	"SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k "
 	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 ORDER BY k.claim_seq DESC LIMIT 1";
+
+/* Result columns of kLaneMarkSql. */
+enum LaneMarkColumn
+{
+	MC_CLAIM_SEQ = 1,
+	MC_HINT
+};
 
 /* Lock one lane head unless another claim holds it (its cursor is read after the lock). */
 const char *const kLockHeadSql =
@@ -122,9 +149,7 @@ const char *const kLockHeadSql =
  * the fold never deletes such a mark (only marks below their head), so this never waits for
  * maintenance, and the head is this claim's own.
  */
-const char *const kClearHintSql[2] = {
-	"UPDATE awa.queue_claim_heads SET head_run_at = NULL "
-	"WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL",
+const char *const kClearHintSql =
 	"WITH head AS (UPDATE awa.queue_claim_heads SET head_run_at = NULL "
 	"  WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3 AND head_run_at IS NOT NULL) "
 	"UPDATE awa.claim_marks k SET head_run_at = NULL "
@@ -132,76 +157,18 @@ const char *const kClearHintSql[2] = {
 	"  AND k.claim_seq = (SELECT max(x.claim_seq) FROM awa.claim_marks x "
 	"                      WHERE x.queue = $1 AND x.priority = $2 AND x.enqueue_shard = $3) "
 	"  AND k.claim_seq > (SELECT h.claim_seq FROM awa.queue_claim_heads h "
-	"                      WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3)"};
+	"                      WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3)";
 const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 
 /*
- * How a drain moves its lane's cursor past the rows it took, with the run_at of the next
- * visible row as the hint: a claim mark appended (1.1 catalogs), or the 1.0 head update.
+ * How a drain moves its lane's cursor past the rows it took: a claim mark appended, with the
+ * run_at of the next visible row as the hint (the 1.0 catalog's head update is in compat_1_0.cpp).
  */
 #define AWA_ADVANCE_MARK                                                                                               \
 	"advance AS (INSERT INTO awa.claim_marks (queue, priority, enqueue_shard, claim_seq, head_run_at) "                \
 	"  SELECT $1, $2, $3, m.next, "                                                                                    \
 	"    (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "                     \
 	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m WHERE m.next IS NOT NULL RETURNING head_run_at), "
-#define AWA_ADVANCE_HEAD                                                                                               \
-	"advance AS (UPDATE awa.queue_claim_heads h SET claim_seq = m.next, "                                              \
-	"  head_run_at = (SELECT w.run_at FROM window_ w WHERE w.lane_seq >= m.next ORDER BY w.lane_seq LIMIT 1) "         \
-	"  FROM (SELECT max(lane_seq) + 1 AS next FROM rows_) m "                                                          \
-	"  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 AND m.next IS NOT NULL "                        \
-	"  RETURNING h.head_run_at), "
-
-/* Shared head of the drain statements: the picked rows with their attempt values. */
-#define AWA_DRAIN_PICK(ADVANCE)                                                                                        \
-	"WITH window_ AS MATERIALIZED ("                                                                                   \
-	"  SELECT r.* FROM awa.ready_entries r "                                                                           \
-	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                          \
-	"    AND r.lane_seq < $14 "                                                                                        \
-	"    AND (r.ready_slot BETWEEN $8 AND $9 OR r.ready_slot BETWEEN $10 AND $11) "                                    \
-	"  ORDER BY r.lane_seq LIMIT $5 + 1), "                                                                            \
-	"picked AS MATERIALIZED (SELECT * FROM window_ ORDER BY lane_seq LIMIT $5), "                                      \
-	"claim_time AS MATERIALIZED (SELECT clock_timestamp() AS t), "                                                     \
-	"rows_ AS MATERIALIZED ("                                                                                          \
-	"  SELECT p.*, c.slot AS ring_slot, c.generation AS ring_generation, c.t AS claimed_at, "                          \
-	"    CASE WHEN $6 > 0 THEN c.t + make_interval(secs => $6) END AS deadline_at, "                                   \
-	"    (CASE WHEN $7 > 0 THEN least(p.priority, greatest(1, p.priority - floor("                                     \
-	"      (extract(epoch FROM c.t) - extract(epoch FROM p.run_at)) / $7))) "                                          \
-	"          ELSE p.priority END)::int2 AS effective_priority "                                                      \
-	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, t.t FROM claim_time t) c), " ADVANCE        \
-	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
-	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) "                     \
-	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id "                                                        \
-	"    AND NOT awa.job_state_in_bitmask(r.unique_states, 'running')), "
-
-/*
- * Result columns, in the order of the function's RETURNS TABLE, and one more: the hint the
- * drain left for the lane (for the cursor board; not returned to the caller).
- */
-#define AWA_DRAIN_RESULT(LEASE_SLOT, LEASE_GEN, CLAIM_SLOT, RECEIPT)                                                   \
-	"SELECT r.ready_slot, r.ready_generation, r.lane_seq, r.enqueue_shard, " LEASE_SLOT ", " LEASE_GEN ", " CLAIM_SLOT \
-	", " RECEIPT ", r.job_id, r.kind, r.queue, r.args, r.priority AS lane_priority, "                                  \
-	"r.effective_priority AS priority, (r.attempt + 1)::int2 AS attempt, r.run_lease + 1 AS run_lease, "               \
-	"r.max_attempts, r.run_at, r.claimed_at AS heartbeat_at, r.deadline_at, r.claimed_at AS attempted_at, "            \
-	"r.created_at, r.unique_key, r.unique_states, r.ordering_key, "                                                    \
-	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "            \
-	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
-
-/*
- * Receipts mode on a 1.0 catalog: one append-only lease_claims row per claimed job. The
- * receipt ids are drawn before the insert, so the result is read from the numbered rows:
- * joining the insert's RETURNING back to them was a nested loop of batch x batch comparisons
- * (the planner sees both as one-row CTEs), 70 % of a 100-job claim.
- */
-#define AWA_DRAIN_RECEIPTS_1_0(ADVANCE)                                                                                \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
-	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "                \
-	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "                    \
-	"  ready_generation, queue, priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, "        \
-	"  claimed_at, deadline_at) "                                                                                      \
-	"  SELECT ring_slot, receipt_id, job_id, run_lease + 1, ready_slot, ready_generation, queue, priority, "           \
-	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "             \
-	"  FROM numbered) " AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot",                                   \
-										 "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
 /*
  * Receipts mode: one append-only awa.claim_batches row per (ready slot, block of 64
@@ -228,21 +195,14 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    lane_seq / 64, receipt_base, claimed_at, deadline_at) " AWA_DRAIN_RESULT(                                     \
 		"NULL::int", "NULL::bigint", "r.ring_slot", "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
-/* Leases mode: one mutable leases row per claimed job. */
-#define AWA_DRAIN_LEASES(ADVANCE)                                                                                      \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
-	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "      \
-	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "               \
-	"  heartbeat_at, deadline_at, attempted_at) "                                                                      \
-	"  SELECT ring_slot, ring_generation, ready_slot, ready_generation, job_id, queue, 'running', priority, "          \
-	"    effective_priority, attempt + 1, run_lease + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, "          \
-	"    deadline_at, claimed_at FROM rows_) " AWA_DRAIN_RESULT("r.ring_slot", "r.ring_generation", "NULL::int",       \
-																"NULL::bigint") "FROM rows_ r ORDER BY r.lane_seq"
+/*
+ * The result column of every drain (claim_sql.hpp, AWA_DRAIN_RESULT) read here: the
+ * lane_seq of a claimed row. The lane's hint is the last column, after the function's own.
+ */
+constexpr int DC_LANE_SEQ = 3;
 
-/* The drain statements, [receipts][marks]. */
-const char *const kDrainSql[2][2] = {
-	{AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_LEASES(AWA_ADVANCE_MARK)},
-	{AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)}};
+/* The drain statements, [receipts]. */
+const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_MARK), AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)};
 
 /* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
 constexpr int kClaimPromoteLimit = 100;
@@ -254,9 +214,8 @@ TimestampTz promoted_at = 0;
 /*
  * Where no maintenance worker serves this database, a claim promotes the due scheduled and
  * retryable jobs of its own queue (bounded, at most every 100 ms per backend and queue), so
- * retries and scheduled jobs come back with no scheduler (maintenance.md §1). Not on a 1.0
- * catalog (between installing this library and ALTER EXTENSION UPDATE), whose claims never
- * promoted.
+ * retries and scheduled jobs come back with no scheduler (maintenance.md §1). Only claims
+ * of the 1.1 catalog promote (1.0's never did).
  */
 void
 promote_own_queue(text *queue)
@@ -267,8 +226,6 @@ promote_own_queue(text *queue)
 	if (awa::maintenance_worker_serves_database())
 		return;
 	if (h == promoted_queue_hash && !TimestampDifferenceExceeds(promoted_at, now, kClaimPromoteEveryMs))
-		return;
-	if (!awa::claim_marks_installed())
 		return;
 	promoted_queue_hash = h;
 	promoted_at = now;
@@ -292,7 +249,7 @@ struct Candidate
 	int16 shard;
 	int64 claim_seq;
 	bool receipts;
-	bool marks; /* the catalog has claim marks */
+	awa::Catalog catalog;
 	bool board; /* the walk read the cursor board */
 	Oid seq_oid;
 	TransactionId head_xmin; /* version of the head row, the board's key */
@@ -445,14 +402,15 @@ probe_lane(text *queue, const Head &head, LazyArc *arc, bool verify, TimestampTz
 			(void)hash_search(probes(), &head.seq_oid, HASH_REMOVE, nullptr);
 		return false;
 	}
-	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_RUN_AT, &isnull));
 	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_ENTER, &found));
 	entry->claim_seq = head.claim_seq;
 	entry->high_water = high_water;
 	entry->fence = head.fence;
 	entry->run_at = *run_at;
-	entry->ready_slot = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	entry->lane_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	entry->ready_slot =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_READY_SLOT, &isnull));
+	entry->lane_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_LANE_SEQ, &isnull));
 	return true;
 }
 
@@ -494,11 +452,12 @@ lane_from_board(text *queue, Head *h, Datum *hint, bool *hint_null)
 		awa::exec_plan_latest(lane_mark_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane mark");
 		if (SPI_processed == 1)
 		{
-			claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			claim_seq =
+				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_CLAIM_SEQ, &isnull));
 			if (claim_seq > h->claim_seq)
 			{
 				h->claim_seq = claim_seq;
-				*hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, hint_null);
+				*hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_HINT, hint_null);
 			}
 		}
 	}
@@ -542,7 +501,7 @@ walk_order(const Head &a, const Head &b)
  * statement per head tried, so concurrent claimers spread over the lanes).
  */
 bool
-walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
+walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out)
 {
 	static const Oid text_type[1] = {TEXTOID};
 	static const Oid lock_types[3] = {TEXTOID, INT2OID, INT2OID};
@@ -552,8 +511,9 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
 	TimestampTz now = GetCurrentTimestamp();
 	bool receipts;
-	bool marks = awa::claim_marks_installed();
-	HeadsSource source = !marks ? kHeadsLegacy : awa::cursor_board_available() ? kHeadsBoard : kHeadsView;
+	HeadsSource source = catalog == awa::Catalog::V1_0	 ? kHeadsLegacy
+						 : awa::cursor_board_available() ? kHeadsBoard
+														 : kHeadsView;
 	bool isnull_mode;
 	Head *heads;
 	int n_heads = 0;
@@ -565,7 +525,9 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 		char sql[1024];
 
 		snprintf(sql, sizeof(sql), kHeadsSql, source == kHeadsBoard ? "h.xmin" : "NULL::xid",
-				 awa::cursor_relation(source == kHeadsView));
+				 source == kHeadsView	  ? awa::cursor_relation()
+				 : source == kHeadsLegacy ? awa::compat_1_0::kCursorRelation
+										  : "awa.queue_claim_heads");
 		awa::keep_plan(&heads_plans[source], sql, 1, text_type);
 	}
 	values[0] = PointerGetDatum(queue);
@@ -574,7 +536,7 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 	rows = SPI_tuptable;
 	if (n_rows == 0)
 		return false;
-	receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, 6, &isnull_mode));
+	receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, HC_RECEIPTS, &isnull_mode));
 	heads = static_cast<Head *>(palloc(sizeof(Head) * n_rows));
 	for (uint64 i = 0; i < n_rows; i++)
 	{
@@ -585,17 +547,17 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 		bool isnull;
 		Datum hint;
 
-		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, 1, &isnull));
-		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull));
-		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-		hint = SPI_getbinval(tup, desc, 4, &hint_null);
-		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull)), awa_nsp);
+		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, HC_PRIORITY, &isnull));
+		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, HC_SHARD, &isnull));
+		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, HC_CLAIM_SEQ, &isnull));
+		hint = SPI_getbinval(tup, desc, HC_HINT, &hint_null);
+		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull)), awa_nsp);
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
 		h.head_xmin = InvalidTransactionId;
 		if (source == kHeadsBoard)
 		{
-			h.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 7, &isnull));
+			h.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, HC_HEAD_XMIN, &isnull));
 			lane_from_board(queue, &h, &hint, &hint_null);
 		}
 		h.fence = lane_fence(h.seq_oid, inflight, n_inflight);
@@ -644,7 +606,7 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 		 * committed its mark first, and none can move it now. A claim that committed since the
 		 * heads were read may have emptied the lane.
 		 */
-		if (!awa::lane_cursor(queue, heads[i].priority, heads[i].shard, marks, &out->claim_seq))
+		if (!awa::lane_cursor(queue, heads[i].priority, heads[i].shard, catalog, &out->claim_seq))
 			continue; /* the lane was dropped */
 		if (out->claim_seq != heads[i].claim_seq &&
 			out->claim_seq >= std::min(heads[i].fence, awa::lane_high_water(heads[i].seq_oid)))
@@ -657,7 +619,7 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 		out->priority = heads[i].priority;
 		out->shard = heads[i].shard;
 		out->receipts = receipts;
-		out->marks = marks;
+		out->catalog = catalog;
 		out->board = source == kHeadsBoard;
 		out->seq_oid = heads[i].seq_oid;
 		out->head_xmin = heads[i].head_xmin;
@@ -673,25 +635,26 @@ walk_once(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
  * walked again (a few times, then the claim returns nothing, as when every lane is busy).
  */
 bool
-lock_candidate(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
+lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out)
 {
 	struct Walk
 	{
 		text *queue;
+		awa::Catalog catalog;
 		double aging_secs;
 		LazyArc *arc;
 		Candidate *out;
 		bool found;
-	} walk = {queue, aging_secs, arc, out, false};
+	} walk = {queue, catalog, aging_secs, arc, out, false};
 	auto walk_in_subxact = [](void *arg)
 	{
 		Walk *w = static_cast<Walk *>(arg);
 
-		w->found = walk_once(w->queue, w->aging_secs, w->arc, w->out);
+		w->found = walk_once(w->queue, w->catalog, w->aging_secs, w->arc, w->out);
 	};
 
 	if (!IsolationUsesXactSnapshot())
-		return walk_once(queue, aging_secs, arc, out);
+		return walk_once(queue, catalog, aging_secs, arc, out);
 	for (int attempt = 0; attempt < 5; attempt++)
 		if (awa::run_unless_serialization_failure(walk_in_subxact, &walk))
 			return walk.found;
@@ -702,9 +665,11 @@ lock_candidate(text *queue, double aging_secs, LazyArc *arc, Candidate *out)
 
 /*
  * awa.claim_ready_runtime(queue, max_batch, deadline_secs, aging_secs): claim up to
- * max_batch jobs from one lane of the queue and return them in lane order.
+ * max_batch jobs from one lane of the queue and return them in lane order, with the
+ * statements of the catalog the calling entry point serves.
  */
-AWA_SQL_FUNCTION(awa_claim_ready_runtime)
+Datum
+awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	static const Oid drain_types[14] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
 										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID,	INT8OID};
@@ -720,7 +685,6 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	int16 shard;
 	int64 claim_seq;
 	bool receipts;
-	bool marks;
 	bool isnull_seq;
 	SPIPlanPtr drain;
 	int planner_level;
@@ -732,7 +696,8 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	InitMaterializedSRF(fcinfo, 0);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	promote_own_queue(queue);
+	if (catalog == Catalog::V1_1)
+		promote_own_queue(queue);
 	/* After promotion: only the walk and the drain run with the pinned settings. */
 	planner_level = awa::push_hot_path_planner();
 
@@ -742,7 +707,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		Candidate cand;
 		LazyArc walk_arc;
 
-		if (!lock_candidate(queue, aging_secs, &walk_arc, &cand))
+		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
 		{
 			awa::pop_hot_path_planner(planner_level);
 			SPI_finish();
@@ -752,7 +717,6 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		shard = cand.shard;
 		claim_seq = cand.claim_seq;
 		receipts = cand.receipts;
-		marks = cand.marks;
 
 		/*
 		 * Read the live arc now that the head is locked (with the write slot, in one read):
@@ -760,7 +724,10 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		 * it moved is in this arc.
 		 */
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
-		drain = awa::keep_plan(&drain_plans[receipts][marks], kDrainSql[receipts][marks], 14, drain_types);
+		drain =
+			awa::keep_plan(&drain_plans[static_cast<int>(catalog)][receipts],
+						   catalog == Catalog::V1_1 ? kDrainSql[receipts] : awa::compat_1_0::claim_drain_sql(receipts),
+						   14, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);
@@ -781,7 +748,7 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 			if (cand.board)
 			{
 				HeapTuple last = SPI_tuptable->vals[SPI_processed - 1];
-				int64 next = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, 3, &isnull_seq)) + 1;
+				int64 next = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, DC_LANE_SEQ, &isnull_seq)) + 1;
 				bool hint_null;
 				Datum hint = SPI_getbinval(last, SPI_tuptable->tupdesc, SPI_tuptable->tupdesc->natts, &hint_null);
 
@@ -795,10 +762,12 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 		forget_probe(cand.seq_oid);
 		if (cand.board)
 			awa::board_publish(cand.seq_oid, cand.head_xmin, claim_seq, false, 0, true);
-		awa::keep_plan(&clear_hint_plans[marks], kClearHintSql[marks], 3, kClearHintTypes);
+		awa::keep_plan(&clear_hint_plans[static_cast<int>(catalog)],
+					   catalog == Catalog::V1_1 ? kClearHintSql : awa::compat_1_0::claim_clear_hint_sql(), 3,
+					   kClearHintTypes);
 		/* On the latest committed state like the walk and the drain, whatever the isolation level. */
-		awa::exec_plan_latest(clear_hint_plans[marks], drain_values, nullptr, false, 0, SPI_OK_UPDATE,
-							  "claim hint reset");
+		awa::exec_plan_latest(clear_hint_plans[static_cast<int>(catalog)], drain_values, nullptr, false, 0,
+							  SPI_OK_UPDATE, "claim hint reset");
 	}
 
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -819,4 +788,10 @@ AWA_SQL_FUNCTION(awa_claim_ready_runtime)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return (Datum)0;
+}
+
+/* awa.claim_ready_runtime of the 1.1 catalog. */
+AWA_SQL_FUNCTION(awa_claim_ready_runtime_1_1)
+{
+	return awa::claim_ready_runtime(fcinfo, awa::Catalog::V1_1);
 }

@@ -8,6 +8,7 @@
  * the head's claim_seq is the cursor and a claim updates it, as 1.0 did.
  */
 #include "claim_cursor.hpp"
+#include "compat_1_0.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
 
@@ -271,7 +272,11 @@ board_publish_at_commit(Oid seq_oid, TransactionId head_xmin, int64 claim_seq, b
 	queue_pending(seq_oid, head_xmin, claim_seq, has_run_at, run_at, false);
 }
 
-/* Whether this database's catalog has claim marks (1.1 and later). One syscache look-up. */
+/*
+ * Whether this database's catalog has claim marks (1.1 and later). One syscache look-up;
+ * for the background worker only, which runs whichever catalog's maintenance functions are
+ * installed. SQL entry points know their catalog from their symbol (catalog_version.hpp).
+ */
 bool
 claim_marks_installed()
 {
@@ -282,9 +287,9 @@ claim_marks_installed()
 
 /* The relation that holds every lane's cursor (claim_seq) and run_at hint (head_run_at). */
 const char *
-cursor_relation(bool marks)
+cursor_relation()
 {
-	return marks ? "awa.lane_cursors" : "awa.queue_claim_heads";
+	return "awa.lane_cursors";
 }
 
 /*
@@ -293,22 +298,23 @@ cursor_relation(bool marks)
  * the claim that held the head before committed its mark before its lock was released.
  */
 bool
-lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor)
+lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cursor)
 {
 	static const Oid types[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(priority), Int16GetDatum(shard)};
 	Datum value;
+	int v = static_cast<int>(catalog);
 
-	if (cursor_plans[marks] == nullptr)
+	if (cursor_plans[v] == nullptr)
 	{
 		char sql[256];
 
 		snprintf(sql, sizeof(sql),
 				 "SELECT h.claim_seq FROM %s h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3",
-				 cursor_relation(marks));
-		keep_plan(&cursor_plans[marks], sql, 3, types);
+				 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
+		keep_plan(&cursor_plans[v], sql, 3, types);
 	}
-	exec_plan_latest(cursor_plans[marks], values, nullptr, true, 1, SPI_OK_SELECT, "lane cursor");
+	exec_plan_latest(cursor_plans[v], values, nullptr, true, 1, SPI_OK_SELECT, "lane cursor");
 	if (!spi_single_value(&value))
 		return false;
 	*cursor = DatumGetInt64(value);
@@ -328,7 +334,7 @@ AWA_SQL_FUNCTION(awa_lane_cursor)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	found = awa::lane_cursor(queue, priority, shard, awa::claim_marks_installed(), &cursor);
+	found = awa::lane_cursor(queue, priority, shard, awa::Catalog::V1_1, &cursor);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	if (!found)

@@ -11,17 +11,19 @@ extern "C"
 #include "datatype/timestamp.h"
 }
 
+#include "catalog_version.hpp"
+
 namespace awa
 {
 
-/* Whether this database's catalog has claim marks (1.1 and later). */
+/* Whether this database's catalog has claim marks (1.1 and later; the background worker's question). */
 bool claim_marks_installed();
 
-/* The relation holding every lane's cursor and hint: awa.lane_cursors, or the 1.0 heads. */
-const char *cursor_relation(bool marks);
+/* The relation holding every lane's cursor and hint (1.1: awa.lane_cursors). */
+const char *cursor_relation();
 
 /* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
-bool lane_cursor(text *queue, int16 priority, int16 shard, bool marks, int64 *cursor);
+bool lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cursor);
 
 /* shmem_request_hook: request the cursor board's lock and its shared memory. */
 void cursor_board_shmem_request();

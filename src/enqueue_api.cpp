@@ -4,6 +4,7 @@
  * and awa._enqueue_ready (re-entry of existing jobs for promotion, DLQ retry, moves).
  * Every argument is checked (src/validate.cpp) before anything is written (docs/design.md §12).
  */
+#include "catalog_version.hpp"
 #include "enqueue_core.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
@@ -362,9 +363,11 @@ AWA_SQL_FUNCTION(awa_insert_job_compat)
  * awa.insert_jobs(queue, kinds[], args[], priorities[], run_ats[], ordering_keys[],
  * max_attempts[], metadata[], unique_keys[], unique_states[], spread_keyless) -> bigint[] of job
  * ids in input order. A one-element p_kinds is the kind of every job; the batch then has as
- * many jobs as the first optional array given (one when none is).
+ * many jobs as the first optional array given (one when none is). The 1.0 catalog's
+ * function has no spread_keyless argument.
  */
-AWA_SQL_FUNCTION(awa_insert_jobs)
+Datum
+awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
@@ -410,8 +413,7 @@ AWA_SQL_FUNCTION(awa_insert_jobs)
 	awa::check_batch_size(n, sized_by);
 	for (OptionalArray *a : optional)
 		require_batch_length(*a, n, sized_by);
-	/* Argument 10 exists from 1.1 on; a 1.0 catalog calls with ten arguments. */
-	spread = PG_NARGS() > 10 && !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
+	spread = catalog == Catalog::V1_1 && !PG_ARGISNULL(10) && PG_GETARG_BOOL(10);
 
 	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
 	for (int i = 0; i < n; i++)
@@ -524,4 +526,10 @@ AWA_SQL_FUNCTION(awa_job_columns)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum)0;
+}
+
+/* awa.insert_jobs of the 1.1 catalog. */
+AWA_SQL_FUNCTION(awa_insert_jobs_1_1)
+{
+	return awa::insert_jobs(fcinfo, awa::Catalog::V1_1);
 }

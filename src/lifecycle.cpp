@@ -18,6 +18,9 @@
  * condition: a join left to the planner hashed the whole table on every call.
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
+#include "catalog_version.hpp"
+#include "compat_1_0.hpp"
+#include "completion_sql.hpp"
 #include "pg_boundary.hpp"
 #include "receipt_sql.hpp"
 #include "ring.hpp"
@@ -39,31 +42,7 @@ extern "C"
 namespace
 {
 
-/* The (job_id, run_lease) pairs of a completion, distinct and sorted. */
-#define COMPLETE_INPUT_SQL                                                                                             \
-	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
-	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease) "
-
-/* The running leases among the pairs, locked in pair order, then deleted. */
-#define COMPLETE_LEASES_SQL                                                                                            \
-	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("                                         \
-	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id FROM awa.leases l "             \
-	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "        \
-	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "                \
-	"leased AS (DELETE FROM awa.leases l USING lease_keys k "                                                          \
-	"  WHERE l.job_id = ANY (ARRAY(SELECT x.job_id FROM lease_keys x)) AND l.queue = k.queue AND l.priority = "        \
-	"k.priority "                                                                                                      \
-	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "             \
-	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "                                       \
-	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
-
-/* The end of the finished attempts: the deleted leases. */
-#define COMPLETE_LEASES_FINISHED_SQL                                                                                   \
-	"  UNION ALL "                                                                                                     \
-	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "          \
-	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
-
-/* The finished attempts of a 1.1 completion: one completion batch per (lane, ready slot, block of 64 lane_seqs). */
+/* The finished attempts of a completion: one completion batch per (lane, ready slot, block of 64 lane_seqs). */
 #define COMPLETE_BATCHES_SQL                                                                                           \
 	"done AS (INSERT INTO awa.completion_batches (ready_slot, ready_generation, queue, priority, enqueue_shard, "      \
 	"  lane_block, lane_offsets, attempted_at) "                                                                       \
@@ -71,30 +50,6 @@ namespace
 	"         array_agg((lane_seq % 64)::int2 ORDER BY lane_seq), array_agg(attempted_at ORDER BY lane_seq) "          \
 	"  FROM finished "                                                                                                 \
 	"  GROUP BY ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64), "
-
-/* The finished attempts of a completion on a 1.0 catalog: a terminal row each. */
-#define COMPLETE_DONE_ROWS_SQL                                                                                         \
-	"done AS (INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, "    \
-	"  lane_seq, state, attempt, run_lease, attempted_at) "                                                            \
-	"  SELECT ready_slot, ready_generation, job_id, queue, priority, enqueue_shard, lane_seq, 'completed', attempt, "  \
-	"         run_lease, attempted_at FROM finished), "
-
-/*
- * What every completion does with its finished attempts besides recording them: heartbeats
- * and unique claims go. The ready rows are read on the queue ring's live arc ($11..$14), where
- * the finished attempts' rows are, so that only those partitions are prepared.
- */
-#define COMPLETE_TAIL_SQL                                                                                              \
-	"heartbeats AS (DELETE FROM awa.attempt_state a USING finished f "                                                 \
-	"  WHERE a.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND a.job_id = f.job_id AND a.run_lease = "       \
-	"f.run_lease), "                                                                                                   \
-	"unique_release AS (DELETE FROM awa.job_unique_claims u USING finished f "                                         \
-	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM finished x)) AND u.job_id = f.job_id "                         \
-	"  AND EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.ready_slot = f.ready_slot AND r.queue = f.queue "         \
-	"    AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq "               \
-	"    AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) "                                  \
-	"    AND r.unique_key IS NOT NULL AND NOT awa.job_state_in_bitmask(r.unique_states, 'completed'))) "               \
-	"SELECT job_id, run_lease, queue, enqueue_shard FROM finished ORDER BY queue, enqueue_shard, job_id"
 
 /*
  * The receipt of the input pair `i` (1.1 catalogs), through its ready row, each probe on the
@@ -105,10 +60,9 @@ namespace
 		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT                                                             \
 							" AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0)"
 
-SPIPlanPtr lock_receipts_plan = nullptr;
-SPIPlanPtr lock_receipts_1_0_plan = nullptr;
-SPIPlanPtr complete_plan = nullptr;
-SPIPlanPtr complete_with_closures_plan = nullptr;
+/* Kept plans, [catalog]: a backend that outlives ALTER EXTENSION UPDATE serves both. */
+SPIPlanPtr lock_receipts_plans[2];
+SPIPlanPtr complete_plans[2];
 
 /*
  * The claim batches of the receipts among the pairs ($1, $2), locked in receipt_base order,
@@ -120,12 +74,6 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
 	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL " c "
 	"  ORDER BY c.receipt_base) "
 	"SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("", AWA_CLAIM_ARC_OF_B);
-
-/* The receipts among the pairs ($1, $2) on a 1.0 catalog, locked in (job_id, run_lease) order. */
-const char *const kLockReceipts10Sql = COMPLETE_INPUT_SQL
-	"SELECT c.claim_slot FROM input i CROSS JOIN LATERAL (SELECT c.claim_slot FROM awa.lease_claims c "
-	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) FOR UPDATE OF c) c";
 
 /*
  * The completion: open receipts get their completion batches and no closure, leases are deleted.
@@ -141,28 +89,6 @@ const char *const kCompleteSql = COMPLETE_INPUT_SQL
 			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
 			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
 			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
-
-/*
- * The same completion on a 1.0 catalog (between installing this library and ALTER EXTENSION
- * UPDATE), whose readers know only closures and terminal rows: each receipt is closed by
- * appending its closure, ON CONFLICT DO NOTHING being the arbiter there, and gets a
- * completed terminal row. The receipts are locked first, like the 1.1 statement's, and the
- * catalog is read after the locks, so this statement runs only on a 1.0 catalog (the test
- * reads only tables 1.0 has; no completion batch exists there).
- */
-const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
-	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c "
-	"  WHERE c.job_id = i.job_id AND c.run_lease = i.run_lease AND c.materialized_at IS NULL "
-	"    AND (c.claim_slot BETWEEN $3 AND $4 OR c.claim_slot BETWEEN $5 AND $6) AND " AWA_OPEN_RECEIPT_TEST_1_0
-	" OFFSET 0) c), "
-	"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
-	"  SELECT claim_slot, job_id, run_lease, 'completed' FROM receipts ORDER BY job_id, run_lease "
-	"  ON CONFLICT DO NOTHING RETURNING claim_slot, job_id, run_lease), " COMPLETE_LEASES_SQL "finished AS ("
-	"  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
-	"         c.attempt, c.run_lease, c.claimed_at AS attempted_at "
-	"  FROM closed k CROSS JOIN LATERAL (SELECT c.* FROM awa.lease_claims c WHERE c.claim_slot = k.claim_slot "
-	"    AND c.job_id = k.job_id AND c.run_lease = k.run_lease OFFSET 0) c " COMPLETE_LEASES_FINISHED_SQL
-		COMPLETE_DONE_ROWS_SQL COMPLETE_TAIL_SQL;
 
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
@@ -209,23 +135,14 @@ same_shard(uint64 i, uint64 j)
 		   memcmp(VARDATA_ANY(qa), VARDATA_ANY(qb), VARSIZE_ANY_EXHDR(qa)) == 0;
 }
 
-/*
- * Whether this database's catalog ends a completed receipt by its completion batch alone
- * (awa._open_receipts and awa.completion_batches exist: 1.1 and later). One syscache
- * look-up per call, so a backend that outlives ALTER EXTENSION UPDATE switches at once.
- */
-bool
-receipts_end_without_closure()
-{
-	Oid nsp = get_namespace_oid("awa", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("_open_receipts", nsp));
-}
-
 } // namespace
 
-/* awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this call. */
-AWA_SQL_FUNCTION(awa_complete_jobs)
+/*
+ * awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this
+ * call, with the statements of the catalog the calling entry point serves.
+ */
+Datum
+awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
 										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
@@ -240,7 +157,8 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	int lease_arc[4];
 	int queue_arc[4];
 	int planner_level;
-	bool closure_free;
+	SPIPlanPtr lock_plan;
+	SPIPlanPtr plan;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	InitMaterializedSRF(fcinfo, 0);
@@ -270,29 +188,20 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	 * one's snapshot is taken after the first holds every receipt lock it waited for.
 	 */
 	planner_level = awa::push_hot_path_planner();
-	/*
-	 * The catalog is read before the locks. A call that then waits for ALTER EXTENSION
-	 * UPDATE (it locks every table of the plane) fails if the update replaced what its
-	 * statement reads (1.0's receipts table): nothing was claimed or completed by it, and
-	 * the worker's retry runs on the updated catalog. An update cannot start while this
-	 * transaction holds its locks.
-	 */
-	closure_free = receipts_end_without_closure();
-	if (closure_free)
+	if (catalog == Catalog::V1_1)
 	{
 		/* Generic plans: a custom plan of either was made again on every call (keep_generic_plan). */
-		awa::keep_generic_plan(&lock_receipts_plan, kLockReceiptsSql, CP_NPARAMS, types);
-		awa::keep_generic_plan(&complete_plan, kCompleteSql, CP_NPARAMS, types);
+		lock_plan = awa::keep_generic_plan(&lock_receipts_plans[1], kLockReceiptsSql, CP_NPARAMS, types);
+		plan = awa::keep_generic_plan(&complete_plans[1], kCompleteSql, CP_NPARAMS, types);
 	}
 	else
 	{
-		awa::keep_plan(&lock_receipts_1_0_plan, kLockReceipts10Sql, CP_CLAIM_ARC + 4, types);
-		awa::keep_plan(&complete_with_closures_plan, kCompleteWithClosuresSql, CP_NPARAMS, types);
+		lock_plan =
+			awa::keep_plan(&lock_receipts_plans[0], awa::compat_1_0::completion_lock_sql(), CP_CLAIM_ARC + 4, types);
+		plan = awa::keep_plan(&complete_plans[0], awa::compat_1_0::completion_sql(), CP_NPARAMS, types);
 	}
-	awa::exec_plan_latest(closure_free ? lock_receipts_plan : lock_receipts_1_0_plan, values, nullptr, false, 0,
-						  SPI_OK_SELECT, "receipt lock");
-	awa::exec_plan_latest(closure_free ? complete_plan : complete_with_closures_plan, values, nullptr, false, 0,
-						  SPI_OK_SELECT, "completion");
+	awa::exec_plan_latest(lock_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	awa::exec_plan_latest(plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -316,4 +225,10 @@ AWA_SQL_FUNCTION(awa_complete_jobs)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return (Datum)0;
+}
+
+/* awa.complete_jobs of the 1.1 catalog. */
+AWA_SQL_FUNCTION(awa_complete_jobs_1_1)
+{
+	return awa::complete_jobs(fcinfo, awa::Catalog::V1_1);
 }

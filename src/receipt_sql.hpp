@@ -29,19 +29,6 @@
 #define AWA_RECEIPT_NO_CLOSURE(ARC)                                                                                    \
 	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
 	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " ARC " OFFSET 0) "
-#define AWA_RECEIPT_READY_ROW(ARC)                                                                                     \
-	" EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "                  \
-	"   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot "            \
-	"   AND r.ready_generation = c.ready_generation AND r.job_id = c.job_id " ARC " OFFSET 0) "
-
-/*
- * The test on a 1.0 catalog (awa.complete_jobs only, between installing this library and
- * ALTER EXTENSION UPDATE), whose receipts are rows of its lease_claims table and which has no
- * completion batches.
- */
-#define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
-	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE("") " AND " AWA_RECEIPT_READY_ROW("")
-
 /*
  * SQL (1.1 catalogs): receipts reached through their ready rows. A receipt is one attempt of
  * a claim batch (awa.claim_batches); its ready row, found by the ready rows' job index, gives

@@ -4,7 +4,9 @@
  * shared memory signalled after a producing transaction commits, which
  * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
  */
+#include "catalog_version.hpp"
 #include "claim_cursor.hpp"
+#include "compat_1_0.hpp"
 #include "module.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
@@ -62,7 +64,7 @@ std::uint64_t local_last_notify_us[kNotifySlots];
 std::uint32_t fed[kMaxFedQueues];
 int nfed = 0;
 bool fed_overflow = false;
-SPIPlanPtr avail_plans[2]; /* by whether the catalog has claim marks */
+SPIPlanPtr avail_plans[2]; /* [catalog] */
 
 /* Hash of (database, queue name), shared by the NOTIFY throttle and the wake slots: a busy
  * queue of one database never throttles or wakes a same-named queue of another. */
@@ -126,18 +128,16 @@ send_notify(const char *queue, int queue_len)
 /* Is there a visible ready row at or after some lane cursor of an unpaused queue? Runs with
  * a fresh snapshot (read_only = false), so it sees commits made after the calling statement began. */
 bool
-work_visible(text *queue)
+work_visible(text *queue, Catalog catalog)
 {
 	static const Oid argtypes[1] = {TEXTOID};
 	Datum values[1] = {PointerGetDatum(queue)};
 	bool isnull;
 	bool result;
-	bool marks;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	marks = claim_marks_installed();
-	if (avail_plans[marks] == nullptr)
+	if (avail_plans[static_cast<int>(catalog)] == nullptr)
 	{
 		char sql[512];
 
@@ -146,10 +146,10 @@ work_visible(text *queue)
 				 "AND EXISTS (SELECT 1 FROM %s h WHERE h.queue = $1 AND EXISTS ("
 				 "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
 				 "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
-				 cursor_relation(marks));
-		keep_plan(&avail_plans[marks], sql, 1, argtypes);
+				 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
+		keep_plan(&avail_plans[static_cast<int>(catalog)], sql, 1, argtypes);
 	}
-	exec_plan(avail_plans[marks], values, nullptr, false, 1, SPI_OK_SELECT, "work check");
+	exec_plan(avail_plans[static_cast<int>(catalog)], values, nullptr, false, 1, SPI_OK_SELECT, "work check");
 	result = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
@@ -237,9 +237,10 @@ wakeup_shmem_startup()
 /*
  * awa.wait_for_jobs(queue, timeout_ms) -> boolean: true at once if work is visible, else
  * sleeps until a producing transaction of the queue's wake slot commits (true) or the
- * timeout passes (false).
+ * timeout passes (false); the work check reads the cursors of the calling entry point's catalog.
  */
-AWA_SQL_FUNCTION(awa_wait_for_jobs)
+Datum
+awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	int32 timeout_ms;
@@ -256,7 +257,7 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 		bool woken = false;
 
 		/* Read the counter before checking, so a commit after the check is never missed. */
-		if (awa::work_visible(queue))
+		if (awa::work_visible(queue, catalog))
 			PG_RETURN_BOOL(true);
 		ConditionVariablePrepareToSleep(&slot->cv);
 		for (;;)
@@ -282,7 +283,7 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	{
 		long remaining;
 
-		if (awa::work_visible(queue))
+		if (awa::work_visible(queue, catalog))
 			PG_RETURN_BOOL(true);
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
@@ -292,4 +293,10 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* awa.wait_for_jobs of the 1.1 catalog. */
+AWA_SQL_FUNCTION(awa_wait_for_jobs_1_1)
+{
+	return awa::wait_for_jobs(fcinfo, awa::Catalog::V1_1);
 }

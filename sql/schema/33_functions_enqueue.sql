@@ -39,7 +39,7 @@ CREATE FUNCTION awa.insert_jobs(
     p_unique_states bit(8)[] DEFAULT NULL,
     p_spread_keyless boolean DEFAULT false)
     RETURNS bigint[]
-    AS 'MODULE_PATHNAME', 'awa_insert_jobs'
+    AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean) FROM PUBLIC;

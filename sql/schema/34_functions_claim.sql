@@ -35,7 +35,7 @@ CREATE FUNCTION awa.claim_ready_runtime(
         unique_states bit(8),
         ordering_key bytea,
         payload jsonb)
-    AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime'
+    AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
@@ -47,7 +47,7 @@ COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, doub
 -- Complete running attempts; returns the (job_id, run_lease) pairs this call completed.
 CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[])
     RETURNS TABLE (job_id bigint, run_lease bigint)
-    AS 'MODULE_PATHNAME', 'awa_complete_jobs'
+    AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
@@ -57,7 +57,7 @@ COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[]) IS 'Complete open atte
 
 -- Sleep until a producing transaction of the queue commits or the timeout passes.
 CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'awa_wait_for_jobs'
+    AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, integer) FROM PUBLIC;
