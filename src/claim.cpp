@@ -710,7 +710,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
 		{
 			awa::pop_hot_path_planner(planner_level);
-			SPI_finish();
+			if (SPI_finish() != SPI_OK_FINISH)
+				elog(ERROR, "awa_shard: SPI_finish failed");
 			return (Datum)0;
 		}
 		priority = cand.priority;

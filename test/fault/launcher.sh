@@ -47,9 +47,10 @@ wait_for plain 10 "SELECT state FROM awa.jobs WHERE kind = 'due'" available; che
 # DROP EXTENSION and DROP DATABASE: at once, and quietly.
 errors_before=$(grep -cE 'ERROR|FATAL' "$dir/log"); fatal_before=$(grep -c 'FATAL:  database [0-9]* does not exist' "$dir/log")
 q one -c "DROP EXTENSION awa_shard"; check "DROP EXTENSION succeeds" "$?" "0"
-t0=$(date +%s%3N); q postgres -c "DROP DATABASE two"; rc=$?; t1=$(date +%s%3N)
-check "DROP DATABASE succeeds" "$rc" "0"
-check "DROP DATABASE is not held up by maintenance (< 5 s)" "$(( t1 - t0 < 5000 ))" "1"
+# DROP DATABASE waits up to 5 s for other sessions to leave, then fails ("being accessed by
+# other users"): its success shows that maintenance let go of the database.
+q postgres -c "DROP DATABASE two"; rc=$?
+check "DROP DATABASE succeeds (maintenance does not hold the database)" "$rc" "0"
 sleep 2
 # A pass that was starting just as the database went away cannot connect: at most one
 # FATAL "database ... does not exist" line for the dropped database, and nothing else.
