@@ -80,7 +80,7 @@ DROP INDEX awa.leases_lane_shard_idx;
 -- order, and their claim times. A success writes no row of its own: a completion of ten
 -- jobs of one lane appends one row, not ten.
 -- A ready row is claimed once, so the attempt that ran it is named by the row itself: job
--- id, attempt (ready attempt + 1) and run lease (ready run_lease + 1) are read from the
+-- id, attempt (ready attempt + 1) and run_lease (ready run_lease + 1) are read from the
 -- ready row (awa._batch_completions), not stored again. The block (lane_seq / 64) bounds
 -- every look-up of one attempt to the few rows of its block, found by the key; the arrays
 -- are read only there. Partitioned by queue-ring slot like the ready rows they name, and
@@ -134,7 +134,7 @@ GRANT SELECT ON awa._terminal_attempts TO awa_admin;
 -- claim took from one block of one lane by their offsets in it (lane_seq - 64 * lane_block,
 -- 0..63), in lane order, and their effective priorities. A claim of ten jobs of one lane
 -- appends one row (two when its window crosses a block), not ten. Job id, attempt, run
--- lease and max_attempts of each attempt are its ready row's (attempt and run lease plus
+-- lease and max_attempts of each attempt are its ready row's (attempt and run_lease plus
 -- one), which a claim reads and never changes: they are not stored again. The receipt of one
 -- attempt is found through its ready row (the ready rows' job index gives the lane, the
 -- lane_seq and the ready slot), then by the key of its block and by its offset's position in
@@ -214,7 +214,7 @@ CREATE VIEW awa.lease_claims AS
        AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
        AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa.lease_claims IS
-    'Receipts: one row per claimed attempt of receipts mode whose ready row is still stored (awa.claim_batches unnested).';
+    'Receipts mode: one row per recorded attempt (receipt) whose ready row is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
 
 -- Claim cursors without a hot row. A claim no longer updates its lane's head: it locks the
@@ -916,7 +916,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._rescue(interval, boolean, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one order (receipts by claim batch, then leases by job).';
+COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one order (receipts mode by claim batch, then leases mode by job).';
 
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).
@@ -965,7 +965,7 @@ $$;
 REVOKE ALL ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) FROM PUBLIC;
 -- Cancel a job wherever it is live, in this order: an unclaimed ready row (removed under
 -- its lane head lock; the cancelled terminal row takes the row's own identity and body),
--- a running receipt-only attempt, a materialised lease (both closed with outcome
+-- an open attempt (receipts or leases mode alike; closed with outcome
 -- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
 -- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
 -- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
@@ -1519,10 +1519,11 @@ CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
     RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
                     (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
 
--- A taken attempt that was the job's last (failed, rescued or past its deadline): to the
--- DLQ with reason 'max_attempts_exhausted' when its queue dead-letters exhausted jobs,
--- otherwise a failed terminal row on its own lane identity. Either way the job's state
--- is 'failed', its error is appended as terminal and the failure is counted.
+-- An ended attempt (awa.taken_attempt) that was the job's last (failed, rescued or past
+-- its deadline): to the DLQ with reason 'max_attempts_exhausted' when its queue
+-- dead-letters exhausted jobs, otherwise a failed terminal row on its own lane identity.
+-- Either way the job's state is 'failed', its error is appended as terminal and the
+-- failure is counted.
 CREATE FUNCTION awa._fail_exhausted(t awa.taken_attempt, p_error text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -2268,10 +2269,10 @@ COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: e
 COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
-COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
+COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: an ended attempt''s job to deferred_jobs (retryable or scheduled).';
 COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves).';
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
-COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: a taken attempt to done_entries on its own lane identity.';
+COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: an ended attempt''s terminal row in done_entries, on its own lane identity.';
 COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s enqueue sequence will hand out (security definer).';
 COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
 COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
@@ -2299,7 +2300,7 @@ COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job
 -- Types.
 COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
 COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
-COMMENT ON TYPE awa.taken_attempt IS 'Internal: a running attempt taken out of the running set, with its ready row''s body.';
+COMMENT ON TYPE awa.taken_attempt IS 'Internal: an attempt an exit has just ended (taken out of the running set), with its ready row''s body.';
 
 -- Views.
 COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
@@ -2317,7 +2318,7 @@ COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict 
 COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
 COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
 COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
-COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are receipts (default); false: leases.';
+COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: receipts mode (default), running attempts recorded in claim batches (receipts); false: leases mode, one lease row per running attempt.';
 COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
 COMMENT ON TABLE awa.storage_transition_state IS 'Engine state; migration v017 refuses to run in mixed_transition.';
 COMMENT ON TABLE awa.queue_enqueue_heads IS 'One row per lane (queue, priority, enqueue_shard): the name of its enqueue sequence.';
@@ -2332,7 +2333,7 @@ COMMENT ON TABLE awa.done_entries IS 'Terminal rows (completed, failed, cancelle
 COMMENT ON TABLE awa.completion_batches IS 'Completed attempts, one row per (completion call, lane, block of 64 lane_seqs), as parallel arrays; partitioned by queue-ring slot.';
 COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
 COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by lease-ring slot.';
-COMMENT ON TABLE awa.claim_batches IS 'Receipts: running attempts of receipts mode, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.claim_batches IS 'Receipts mode: the records (receipts) of running attempts, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
 COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer wins); partitioned by claim-ring slot.';
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
 COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
@@ -2483,7 +2484,7 @@ CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigin
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
-    'Internal: awa._take_attempt, except that a receipt whose claim batch another transaction holds is left alone (rescues).';
+    'Internal: awa._take_attempt, except that an attempt whose claim batch another transaction holds (receipts mode) is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
 -- lease (C, latest committed state, like awa._take_attempt).
@@ -2536,7 +2537,7 @@ CREATE OR REPLACE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 
--- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
+-- An ended attempt (awa.taken_attempt) to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
                                               p_attempt smallint, p_errors jsonb) RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -2565,7 +2566,8 @@ BEGIN
 END
 $$;
 
--- A taken attempt to the dead-letter queue with p_reason and its errors (ordering key kept).
+-- An ended attempt (awa.taken_attempt) to the dead-letter queue with p_reason and its
+-- errors (ordering key kept).
 CREATE FUNCTION awa._dead_letter(t awa.taken_attempt, p_errors jsonb, p_reason text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -2701,8 +2703,8 @@ COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table hol
 COMMENT ON FUNCTION awa._job(anyelement) IS 'Internal: the job attributes (awa.job_template) of any row that has them, by name.';
 COMMENT ON FUNCTION awa._job_row(anyelement, awa.job_template, jsonb) IS 'Internal: a row of a job table''s type from a job and the columns that table adds.';
 COMMENT ON FUNCTION awa._done_job(awa.done_entries, awa.ready_entries) IS 'Internal: the job of a terminal row, its NULL body taken from its ready row.';
-COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: a taken attempt to the dead-letter queue.';
-COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job id or run lease, then awa._take_attempt.';
+COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: an ended attempt''s job to the dead-letter queue.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
 COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
 

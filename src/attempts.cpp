@@ -43,7 +43,7 @@ SPIPlanPtr heartbeat_leases_plan = nullptr;
 
 /*
  * An awa.taken_attempt, in the type's column order: the attempt's identity from its receipt
- * or lease `A` (job, lane, attempt, lease, ready row), attempted at ATTEMPTED_AT, and the
+ * or lease `A` (job, lane, attempt, run_lease, ready row), attempted at ATTEMPTED_AT, and the
  * job's body from its ready row `r`.
  */
 #define TAKEN_ATTEMPT(A, ATTEMPTED_AT)                                                                                 \

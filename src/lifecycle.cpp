@@ -2,7 +2,7 @@
  * lifecycle.cpp — awa.complete_jobs: the set-based success exit of running attempts.
  * A success writes no row of its own: the completed attempts of one call are appended as
  * one awa.completion_batches row per (lane, ready slot, block of 64 lane_seqs), their
- * offsets in the block (lane_seq % 64) and claim times as parallel arrays (job id, attempt and run lease are the ready
+ * offsets in the block (lane_seq % 64) and claim times as parallel arrays (job id, attempt and run_lease are the ready
  * row's, which names the one attempt that ran it). That entry is
  * what ends the receipt (awa._open_receipts); no closure. Exactly one closer wins because
  * every closer locks the receipts first (FOR UPDATE, in (job_id, run_lease) order, the order

@@ -43,7 +43,7 @@
  * only those partitions are probed); AWA_RECEIPT_IS(JOB, LEASE) the
  * condition selecting the receipt of one attempt (for the newest receipt of a job, the same
  * without the run_lease condition). A ready row is claimed once: the attempt's job id,
- * attempt, run lease and max_attempts are the ready row's (attempt and run lease plus one).
+ * attempt, run_lease and max_attempts are the ready row's (attempt and run_lease plus one).
  * Joined on the ready generation as well (a slot truncated and used again); awa.drop_queue
  * deletes a queue's batches, whose lane numbers a queue created again would reuse.
  */

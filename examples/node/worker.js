@@ -65,12 +65,12 @@ async function main() {
 
     held = new Map(jobs.map((j) => [j.job_id, j.run_lease]));
     const doneIds = [];
-    const doneLeases = [];
+    const doneRunLeases = [];
     for (const job of jobs) {
       try {
         await handleJob(job.kind, job.args);
         doneIds.push(job.job_id);
-        doneLeases.push(job.run_lease);
+        doneRunLeases.push(job.run_lease);
       } catch (err) {
         // retryable with backoff while attempts remain, then failed; null = stale attempt
         const { rows } = await db.query('SELECT awa.fail_job($1, $2, $3) AS state',
@@ -82,7 +82,7 @@ async function main() {
     if (doneIds.length > 0) {
       // Returns the attempts this call completed (a stale or repeated one is skipped).
       const { rowCount } = await db.query('SELECT job_id FROM awa.complete_jobs($1::bigint[], $2::bigint[])',
-        [doneIds, doneLeases]);
+        [doneIds, doneRunLeases]);
       if (rowCount !== doneIds.length) {
         console.log(`${doneIds.length - rowCount} attempts were no longer open (rescued meanwhile?)`);
       }

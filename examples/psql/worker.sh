@@ -59,15 +59,15 @@ claim() {
 # rescued). It runs in the background; its sleep is a child it waits for, so a TERM ends the
 # sleep at once instead of leaving it behind for up to HEARTBEAT_SECS.
 heartbeat_loop() {
-	local ids=$1 leases=$2 sleeper=""
+	local ids=$1 run_leases=$2 sleeper=""
 	trap '[[ -n "$sleeper" ]] && kill "$sleeper" 2>/dev/null && wait "$sleeper"; exit 0' TERM
 	while :; do
 		sleep "$HEARTBEAT_SECS" &
 		sleeper=$!
 		wait "$sleeper" || true
 		sleeper=""
-		"${PSQL[@]}" -v ids="$ids" -v leases="$leases" >/dev/null <<-'SQL' || true
-			SELECT awa.heartbeat_jobs(:'ids', :'leases');
+		"${PSQL[@]}" -v ids="$ids" -v run_leases="$run_leases" >/dev/null <<-'SQL' || true
+			SELECT awa.heartbeat_jobs(:'ids', :'run_leases');
 		SQL
 	done
 }
@@ -87,24 +87,24 @@ while ((stopping == 0)); do
 		continue
 	fi
 
-	all_ids=() all_leases=()
+	all_ids=() all_run_leases=()
 	for line in "${jobs[@]}"; do
-		IFS=$'\t' read -r id lease _ <<<"$line"
-		all_ids+=("$id") all_leases+=("$lease")
+		IFS=$'\t' read -r id run_lease _ <<<"$line"
+		all_ids+=("$id") all_run_leases+=("$run_lease")
 	done
-	heartbeat_loop "{$(IFS=,; echo "${all_ids[*]}")}" "{$(IFS=,; echo "${all_leases[*]}")}" &
+	heartbeat_loop "{$(IFS=,; echo "${all_ids[*]}")}" "{$(IFS=,; echo "${all_run_leases[*]}")}" &
 	hb_pid=$!
 
-	ok_ids=() ok_leases=()
+	ok_ids=() ok_run_leases=()
 	for line in "${jobs[@]}"; do
-		IFS=$'\t' read -r id lease kind args <<<"$line"
+		IFS=$'\t' read -r id run_lease kind args <<<"$line"
 		if handle_job "$id" "$kind" "$args" 2>"$errfile"; then
-			ok_ids+=("$id") ok_leases+=("$lease")
+			ok_ids+=("$id") ok_run_leases+=("$run_lease")
 		else
 			err=$(head -c 2000 "$errfile")
 			# Retryable with backoff while attempts remain, then failed (returns the new state).
-			state=$("${PSQL[@]}" -v id="$id" -v lease="$lease" -v err="${err:-failed}" <<-'SQL'
-				SELECT awa.fail_job(:'id', :'lease', :'err');
+			state=$("${PSQL[@]}" -v id="$id" -v run_lease="$run_lease" -v err="${err:-failed}" <<-'SQL'
+				SELECT awa.fail_job(:'id', :'run_lease', :'err');
 			SQL
 			)
 			echo "job $id failed: ${err:-failed} -> ${state:-already finished}" >&2
@@ -113,8 +113,8 @@ while ((stopping == 0)); do
 
 	stop_heartbeat
 	if ((${#ok_ids[@]} > 0)); then
-		"${PSQL[@]}" -v ids="{$(IFS=,; echo "${ok_ids[*]}")}" -v leases="{$(IFS=,; echo "${ok_leases[*]}")}" >/dev/null <<-'SQL'
-			SELECT count(*) FROM awa.complete_jobs(:'ids', :'leases');
+		"${PSQL[@]}" -v ids="{$(IFS=,; echo "${ok_ids[*]}")}" -v run_leases="{$(IFS=,; echo "${ok_run_leases[*]}")}" >/dev/null <<-'SQL'
+			SELECT count(*) FROM awa.complete_jobs(:'ids', :'run_leases');
 		SQL
 	fi
 	batches=$((batches + 1))

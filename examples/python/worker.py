@@ -60,10 +60,10 @@ class Heartbeat(threading.Thread):
     def run(self):
         while not self.stop.wait(HEARTBEAT_SECS):
             with self.lock:
-                ids, leases = list(self.held), list(self.held.values())
+                ids, run_leases = list(self.held), list(self.held.values())
             if ids:
                 with self.conn.cursor() as cur:
-                    cur.execute("SELECT awa.heartbeat_jobs(%s::bigint[], %s::bigint[])", (ids, leases))
+                    cur.execute("SELECT awa.heartbeat_jobs(%s::bigint[], %s::bigint[])", (ids, run_leases))
 
 
 def main():
@@ -97,12 +97,12 @@ def main():
             continue
 
         heartbeat.hold((job_id, run_lease) for job_id, run_lease, *_ in jobs)
-        done_ids, done_leases = [], []
+        done_ids, done_run_leases = [], []
         for job_id, run_lease, kind, args, attempt, max_attempts in jobs:
             try:
                 handle_job(kind, args)
                 done_ids.append(job_id)
-                done_leases.append(run_lease)
+                done_run_leases.append(run_lease)
             except Exception as exc:  # the job failed, not the worker
                 # retryable with backoff while attempts remain, then failed; None = stale attempt
                 cur.execute("SELECT awa.fail_job(%s, %s, %s)", (job_id, run_lease, str(exc)))
@@ -112,7 +112,7 @@ def main():
         if done_ids:
             # Returns the attempts this call completed (a stale or repeated one is skipped).
             cur.execute("SELECT job_id FROM awa.complete_jobs(%s::bigint[], %s::bigint[])",
-                        (done_ids, done_leases))
+                        (done_ids, done_run_leases))
             completed = len(cur.fetchall())
             if completed != len(done_ids):
                 print(f"{len(done_ids) - completed} attempts were no longer open (rescued meanwhile?)",

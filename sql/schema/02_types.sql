@@ -28,14 +28,14 @@ CREATE TYPE awa.job_row AS (
     lane_seq bigint);
 COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
 
--- A running attempt taken out of the running set, with its ready row's body.
+-- An attempt an exit has just ended (taken out of the running set), with its ready row's body.
 CREATE TYPE awa.taken_attempt AS (
     job_id bigint, kind text, queue text, args jsonb, priority smallint, attempt smallint,
     run_lease bigint, max_attempts smallint, run_at timestamptz, attempted_at timestamptz,
     created_at timestamptz, unique_key bytea, unique_states bit(8), ordering_key bytea,
     metadata jsonb, tags text[], errors jsonb,
     ready_slot integer, ready_generation bigint, enqueue_shard smallint, lane_seq bigint);
-COMMENT ON TYPE awa.taken_attempt IS 'Internal: a running attempt taken out of the running set, with its ready row''s body.';
+COMMENT ON TYPE awa.taken_attempt IS 'Internal: an attempt an exit has just ended (taken out of the running set), with its ready row''s body.';
 
 -- =========================================================================================
 -- One definition of a job: awa.job_template names the attributes every job

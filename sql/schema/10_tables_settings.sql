@@ -27,7 +27,7 @@ SELECT pg_catalog.pg_extension_config_dump('awa.plane_settings', '');
 GRANT SELECT ON awa.plane_settings TO awa_admin;
 COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
 COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
-COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: running attempts are receipts (default); false: leases.';
+COMMENT ON COLUMN awa.plane_settings.receipts IS 'true: receipts mode (default), running attempts recorded in claim batches (receipts); false: leases mode, one lease row per running attempt.';
 COMMENT ON COLUMN awa.plane_settings.dlq_enabled_by_default IS 'Default of queue_meta.dlq_enabled: dead-letter exhausted jobs (default false).';
 
 -- Per-queue settings. No row means one shard, not paused, and the install's DLQ default

@@ -119,7 +119,7 @@ COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across 
 -- order, and their claim times. A success writes no row of its own: a completion of ten
 -- jobs of one lane appends one row, not ten.
 -- A ready row is claimed once, so the attempt that ran it is named by the row itself: job
--- id, attempt (ready attempt + 1) and run lease (ready run_lease + 1) are read from the
+-- id, attempt (ready attempt + 1) and run_lease (ready run_lease + 1) are read from the
 -- ready row (awa._batch_completions), not stored again. The block (lane_seq / 64) bounds
 -- every look-up of one attempt to the few rows of its block, found by the key; the arrays
 -- are read only there. Partitioned by queue-ring slot like the ready rows they name, and

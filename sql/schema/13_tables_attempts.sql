@@ -33,7 +33,7 @@ COMMENT ON TABLE awa.leases IS 'Running attempts in leases mode; partitioned by 
 -- claim took from one block of one lane by their offsets in it (lane_seq - 64 * lane_block,
 -- 0..63), in lane order, and their effective priorities. A claim of ten jobs of one lane
 -- appends one row (two when its window crosses a block), not ten. Job id, attempt, run
--- lease and max_attempts of each attempt are its ready row's (attempt and run lease plus
+-- lease and max_attempts of each attempt are its ready row's (attempt and run_lease plus
 -- one), which a claim reads and never changes: they are not stored again. The receipt of one
 -- attempt is found through its ready row (the ready rows' job index gives the lane, the
 -- lane_seq and the ready slot), then by the key of its block and by its offset's position in
@@ -61,7 +61,7 @@ CREATE TABLE awa.claim_batches (
 CREATE INDEX claim_batches_block_idx ON awa.claim_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 CREATE INDEX claim_batches_deadline_idx ON awa.claim_batches (deadline_at) WHERE deadline_at IS NOT NULL;
 GRANT SELECT ON awa.claim_batches TO awa_admin;
-COMMENT ON TABLE awa.claim_batches IS 'Receipts: running attempts of receipts mode, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
+COMMENT ON TABLE awa.claim_batches IS 'Receipts mode: the records (receipts) of running attempts, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
 
 -- Closure evidence of a receipt: completed, rescued, deadline_expired, retryable, ...
 CREATE TABLE awa.lease_claim_closures (

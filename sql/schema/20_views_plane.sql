@@ -48,7 +48,7 @@ CREATE VIEW awa.lease_claims AS
        AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
        AND r.ready_generation = b.ready_generation;
 COMMENT ON VIEW awa.lease_claims IS
-    'Receipts: one row per claimed attempt of receipts mode whose ready row is still stored (awa.claim_batches unnested).';
+    'Receipts mode: one row per recorded attempt (receipt) whose ready row is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
 
 -- Every lane's claim cursor and run_at hint: the head's, or the lane's latest claim mark

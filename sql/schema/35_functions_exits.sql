@@ -26,7 +26,7 @@ CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigin
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
-    'Internal: awa._take_attempt, except that a receipt whose claim batch another transaction holds is left alone (rescues).';
+    'Internal: awa._take_attempt, except that an attempt whose claim batch another transaction holds (receipts mode) is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
 -- lease (C, latest committed state, like awa._take_attempt).
@@ -51,9 +51,9 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._take_named_attempt(bigint, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job id or run lease, then awa._take_attempt.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
 
--- A taken attempt to deferred_jobs (retryable or scheduled) at p_run_at.
+-- An ended attempt (awa.taken_attempt) to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
                                               p_attempt smallint, p_errors jsonb) RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -68,9 +68,10 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: a taken attempt to deferred_jobs (retryable or scheduled).';
+COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: an ended attempt''s job to deferred_jobs (retryable or scheduled).';
 
--- A taken attempt to done_entries on its own lane identity (failed or cancelled).
+-- An ended attempt (awa.taken_attempt) to done_entries on its own lane identity (failed
+-- or cancelled).
 CREATE FUNCTION awa._finish_attempt(t awa.taken_attempt, p_state awa.job_state, p_errors jsonb) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -84,9 +85,10 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: a taken attempt to done_entries on its own lane identity.';
+COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: an ended attempt''s terminal row in done_entries, on its own lane identity.';
 
--- A taken attempt to the dead-letter queue with p_reason and its errors (ordering key kept).
+-- An ended attempt (awa.taken_attempt) to the dead-letter queue with p_reason and its
+-- errors (ordering key kept).
 CREATE FUNCTION awa._dead_letter(t awa.taken_attempt, p_errors jsonb, p_reason text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -100,7 +102,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: a taken attempt to the dead-letter queue.';
+COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: an ended attempt''s job to the dead-letter queue.';
 
 -- A job ended where it was live (cancelled, ...): its terminal row with the job's attributes
 -- on the lane identity p_lane (ready_slot, ready_generation, enqueue_shard, lane_seq), and
@@ -129,10 +131,11 @@ CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
 REVOKE ALL ON FUNCTION awa._dlq_enabled(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 
--- A taken attempt that was the job's last (failed, rescued or past its deadline): to the
--- DLQ with reason 'max_attempts_exhausted' when its queue dead-letters exhausted jobs,
--- otherwise a failed terminal row on its own lane identity. Either way the job's state
--- is 'failed', its error is appended as terminal and the failure is counted.
+-- An ended attempt (awa.taken_attempt) that was the job's last (failed, rescued or past
+-- its deadline): to the DLQ with reason 'max_attempts_exhausted' when its queue
+-- dead-letters exhausted jobs, otherwise a failed terminal row on its own lane identity.
+-- Either way the job's state is 'failed', its error is appended as terminal and the
+-- failure is counted.
 CREATE FUNCTION awa._fail_exhausted(t awa.taken_attempt, p_error text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp

@@ -102,7 +102,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._rescue(interval, boolean, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one order (receipts by claim batch, then leases by job).';
+COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both rescues in one pass, every attempt taken in one order (receipts mode by claim batch, then leases mode by job).';
 
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).

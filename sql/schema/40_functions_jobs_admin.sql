@@ -61,7 +61,7 @@ COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job
 
 -- Cancel a job wherever it is live, in this order: an unclaimed ready row (removed under
 -- its lane head lock; the cancelled terminal row takes the row's own identity and body),
--- a running receipt-only attempt, a materialised lease (both closed with outcome
+-- an open attempt (receipts or leases mode alike; closed with outcome
 -- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
 -- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
 -- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
