@@ -193,8 +193,8 @@ on_xact(XactEvent event, void *arg)
 		if (reserved_in_xact || has_entries())
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that reserved lane sequence numbers"),
-							errdetail("A transaction that enqueued cannot be prepared, in either "
-									  "awa_shard.reservation_mode (here \"%s\").",
+							errdetail("A transaction that enqueued, or whose claim promoted due jobs, cannot "
+									  "be prepared, in either awa_shard.reservation_mode (here \"%s\").",
 									  registry != nullptr ? "registry" : "lane_lock"),
 							errhint("Enqueue in an ordinary transaction, before or after the prepared one.")));
 		break;
@@ -288,7 +288,7 @@ define_reservation_settings(bool preloaded)
 {
 	if (preloaded)
 		DefineCustomIntVariable("awa_shard.reservation_slots",
-								"In-flight reservations the shared registry can hold (0 = lane-lock mode).",
+								"Fixed entries of the in-flight reservation registry (0 = lane-lock mode).",
 								"Needs shared_preload_libraries. When they are all in use, a reservation "
 								"is registered in its backend's overflow list in dynamic shared memory.",
 								&reservation_slots, 1024, 0, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
