@@ -10,7 +10,13 @@
  * then takes its snapshot, and claims only rows below min(lowest in flight, high-water + 1).
  *
  * The registry is a fixed array under one LWLock: producers add and remove entries, claims
- * read them. Nothing that can take a heavyweight lock or do I/O runs under the LWLock.
+ * read them. When the array is full (or a transaction has used its share of it), the entry
+ * goes to the producing backend's overflow list instead, which lives in dynamic shared
+ * memory and grows as needed: every reservation of registry mode is registered, so no
+ * producer ever keeps a lane lock to commit for want of room (two such producers taking
+ * lanes in opposite orders deadlocked), and PREPARE TRANSACTION of a producer is refused
+ * whatever the registry holds. Nothing that can take a heavyweight lock or do I/O runs under
+ * the LWLock.
  */
 #include "pg_boundary.hpp"
 #include "registry.hpp"
@@ -21,6 +27,7 @@ extern "C"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -28,6 +35,7 @@ extern "C"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/dsa.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -43,8 +51,11 @@ int reservation_slots = 1024;
 namespace
 {
 
-/* Lanes one transaction can register; further lanes of that transaction hold their lock. */
+/* Fixed entries one transaction can take; its further lanes go to its overflow list. */
 constexpr int kMaxLanesPerXact = 64;
+
+/* Initial size of the in-place dynamic area that holds the overflow lists. */
+constexpr Size kOverflowAreaSize = 64 * 1024;
 
 /* One in-flight reservation: the lowest lane_seq a transaction reserved on a lane. */
 struct InflightEntry
@@ -55,15 +66,35 @@ struct InflightEntry
 	int owner; /* pgprocno of the reserving backend */
 };
 
+/*
+ * One backend's overflow list (indexed by backend id - 1): the in-flight reservations of its
+ * transaction that found no fixed entry, as InflightLow[count] in the dynamic area. The
+ * buffer is kept for the next transaction (and the next backend with that id).
+ */
+struct Overflow
+{
+	Oid dbid;	   /* InvalidOid: the list is empty */
+	int owner;	   /* pgprocno of the backend */
+	int count;	   /* entries in use */
+	int allocated; /* entries the buffer holds */
+	dsa_pointer lanes;
+};
+
 struct Registry
 {
 	LWLock *lock;
 	int capacity;
-	int used_bound; /* no entry at or above this index is in use */
+	int used_bound;	 /* no entry at or above this index is in use */
+	int overflowing; /* overflow lists in use (count > 0) */
+	int overflow_lists;
+	int area_tranche;
+	Overflow *overflow; /* overflow_lists entries, after the fixed entries */
+	void *area_place;	/* the in-place dynamic area, after the overflow lists */
 	InflightEntry entries[FLEXIBLE_ARRAY_MEMBER];
 };
 
 Registry *registry = nullptr;
+dsa_area *area = nullptr; /* this backend's attachment to the overflow area */
 bool registry_mode = false;
 char *reservation_mode_value = nullptr;
 
@@ -73,17 +104,73 @@ Oid my_lanes[kMaxLanesPerXact];
 int my_count = 0;
 bool exit_hook_registered = false;
 
-/* Free this backend's entries (commit, abort, exit). */
+/* This transaction reserved lane numbers (either mode; a rolled-back savepoint's count too). */
+bool reserved_in_xact = false;
+
+/* This backend's overflow list (a backend that reserves has a backend id). */
+Overflow *
+my_overflow()
+{
+	if (registry == nullptr || MyBackendId == InvalidBackendId || MyBackendId > registry->overflow_lists)
+		return nullptr;
+	return &registry->overflow[MyBackendId - 1];
+}
+
+/*
+ * Attach to the overflow area once per backend, for the life of the backend (the area's
+ * reference is given back at exit, as an in-place area without a segment needs).
+ */
+dsa_area *
+overflow_area()
+{
+	if (area == nullptr)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		LWLockRegisterTranche(registry->area_tranche, "awa_shard_registry_overflow");
+		area = dsa_attach_in_place(registry->area_place, nullptr);
+		on_shmem_exit(dsa_on_shmem_exit_release_in_place, PointerGetDatum(registry->area_place));
+		dsa_pin_mapping(area);
+		MemoryContextSwitchTo(old);
+	}
+	return area;
+}
+
+/* An overflow list's entries (the caller holds the LWLock, or owns the list). */
+InflightLow *
+overflow_lanes(const Overflow *o)
+{
+	return static_cast<InflightLow *>(dsa_get_address(overflow_area(), o->lanes));
+}
+
+/* Whether this transaction has any in-flight reservation (fixed entry or overflow). */
+bool
+has_entries()
+{
+	const Overflow *o = my_overflow();
+
+	return my_count > 0 || (o != nullptr && o->count > 0);
+}
+
+/* Free this backend's entries, fixed and overflow (commit, abort, exit). */
 void
 release_my_entries()
 {
-	if (my_count == 0 || registry == nullptr)
+	Overflow *o = my_overflow();
+
+	if (!has_entries())
 		return;
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < my_count; i++)
 		registry->entries[my_entries[i]].dbid = InvalidOid;
 	while (registry->used_bound > 0 && registry->entries[registry->used_bound - 1].dbid == InvalidOid)
 		registry->used_bound--;
+	if (o != nullptr && o->count > 0)
+	{
+		o->count = 0;
+		o->dbid = InvalidOid;
+		registry->overflowing--;
+	}
 	LWLockRelease(registry->lock);
 	my_count = 0;
 }
@@ -91,7 +178,11 @@ release_my_entries()
 /*
  * Transaction end. PostgreSQL 15 calls the COMMIT callbacks after ProcArrayEndTransaction,
  * so an entry disappears only once its commit is visible to every new snapshot.
- * A prepared transaction would outlive this backend's entries: PREPARE is refused.
+ * PREPARE of a transaction that reserved lane numbers is refused, in either mode and
+ * whatever the registry holds: in registry mode its entries would not outlive this backend;
+ * in lane-lock mode its enqueue may have sent a NOTIFY (awa_shard.notify_interval), which
+ * PostgreSQL cannot prepare, so the answer would depend on the throttle. This callback runs
+ * before PostgreSQL's own checks, so the answer is always this one.
  */
 void
 on_xact(XactEvent event, void *arg)
@@ -99,19 +190,20 @@ on_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 	case XACT_EVENT_PRE_PREPARE:
-		if (my_count > 0)
+		if (reserved_in_xact || has_entries())
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that reserved lane sequence numbers"),
-							errdetail("awa_shard.reservation_mode is \"registry\": an in-flight reservation "
-									  "lives in shared memory and cannot outlive its session."),
-							errhint("Enqueue outside the prepared transaction, or set "
-									"awa_shard.reservation_slots = 0 (lane-lock mode).")));
+							errdetail("A transaction that enqueued, or whose claim promoted due jobs, cannot "
+									  "be prepared, in either awa_shard.reservation_mode (here \"%s\").",
+									  registry != nullptr ? "registry" : "lane_lock"),
+							errhint("Enqueue in an ordinary transaction, before or after the prepared one.")));
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
+		reserved_in_xact = false;
 		release_my_entries();
 		break;
 	default:
@@ -126,14 +218,63 @@ on_exit_release(int code, Datum arg)
 	release_my_entries();
 }
 
-/* Whether this transaction already has an entry for the lane. */
+/* Whether this transaction already has an entry for the lane (its own list needs no lock). */
 bool
 registered_in_xact(Oid seq_oid)
 {
+	const Overflow *o = my_overflow();
+
 	for (int i = 0; i < my_count; i++)
 		if (my_lanes[i] == seq_oid)
 			return true;
+	if (o != nullptr && o->count > 0)
+	{
+		const InflightLow *lanes = overflow_lanes(o);
+
+		for (int i = 0; i < o->count; i++)
+			if (lanes[i].seq_oid == seq_oid)
+				return true;
+	}
 	return false;
+}
+
+/*
+ * Add an entry to this backend's overflow list, growing its buffer first if it is full.
+ * The buffer is allocated before the LWLock is taken (an allocation can fail, with an
+ * error) and the old one freed after: a claim reads a list only under the LWLock.
+ */
+void
+overflow_register(Oid seq_oid, int64 low)
+{
+	Overflow *o = my_overflow();
+	dsa_pointer old = InvalidDsaPointer;
+
+	if (o == nullptr)
+		elog(ERROR, "awa_shard: a reservation outside a regular backend");
+	if (o->count == o->allocated)
+	{
+		int allocated = Max(16, o->allocated * 2);
+		dsa_pointer grown = dsa_allocate(overflow_area(), sizeof(InflightLow) * allocated);
+
+		LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+		if (o->count > 0)
+			memcpy(dsa_get_address(area, grown), overflow_lanes(o), sizeof(InflightLow) * o->count);
+		old = o->allocated > 0 ? o->lanes : InvalidDsaPointer;
+		o->lanes = grown;
+		o->allocated = allocated;
+		LWLockRelease(registry->lock);
+		if (DsaPointerIsValid(old))
+			dsa_free(area, old);
+	}
+	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+	overflow_lanes(o)[o->count] = InflightLow{seq_oid, low};
+	if (o->count++ == 0)
+	{
+		o->dbid = MyDatabaseId;
+		o->owner = MyProc->pgprocno;
+		registry->overflowing++;
+	}
+	LWLockRelease(registry->lock);
 }
 
 } // namespace
@@ -147,9 +288,9 @@ define_reservation_settings(bool preloaded)
 {
 	if (preloaded)
 		DefineCustomIntVariable("awa_shard.reservation_slots",
-								"In-flight reservations the shared registry can hold (0 = lane-lock mode).",
-								"Needs shared_preload_libraries. When the registry is full, a reservation "
-								"falls back to holding its lane lock until its transaction ends.",
+								"Fixed entries of the in-flight reservation registry (0 = lane-lock mode).",
+								"Needs shared_preload_libraries. When they are all in use, a reservation "
+								"is registered in its backend's overflow list in dynamic shared memory.",
 								&reservation_slots, 1024, 0, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 	registry_mode = preloaded && reservation_slots > 0;
 	DefineCustomStringVariable(
@@ -159,11 +300,26 @@ define_reservation_settings(bool preloaded)
 		&reservation_mode_value, registry_mode ? "registry" : "lane_lock", PGC_INTERNAL, 0, nullptr, nullptr, nullptr);
 }
 
-/* Shared memory of the registry: reservation_slots entries (read in _PG_init). */
+/* Bytes before the overflow lists: the header and reservation_slots fixed entries. */
+static Size
+registry_entries_size()
+{
+	return MAXALIGN(add_size(offsetof(Registry, entries), mul_size(reservation_slots, sizeof(InflightEntry))));
+}
+
+/* Bytes of the overflow lists' headers: one per backend id (MaxBackends is known by now). */
+static Size
+registry_overflow_size()
+{
+	return MAXALIGN(mul_size(MaxBackends, sizeof(Overflow)));
+}
+
+/* Shared memory of the registry: fixed entries, overflow headers, the in-place area. */
 static Size
 registry_shmem_size()
 {
-	return add_size(offsetof(Registry, entries), mul_size(reservation_slots, sizeof(InflightEntry)));
+	return add_size(add_size(registry_entries_size(), registry_overflow_size()),
+					Max(kOverflowAreaSize, dsa_minimum_size()));
 }
 
 /* shmem_request_hook: the registry's lock, and room for the registry (none in lane-lock mode). */
@@ -187,11 +343,31 @@ registry_shmem_startup()
 	registry = static_cast<Registry *>(ShmemInitStruct("awa_shard registry", registry_shmem_size(), &found));
 	if (!found)
 	{
+		char *base = reinterpret_cast<char *>(registry);
+		dsa_area *created;
+
 		registry->lock = &(GetNamedLWLockTranche("awa_shard_registry"))->lock;
 		registry->capacity = reservation_slots;
 		registry->used_bound = 0;
 		for (int i = 0; i < reservation_slots; i++)
 			registry->entries[i].dbid = InvalidOid;
+		registry->overflowing = 0;
+		registry->overflow_lists = MaxBackends;
+		registry->overflow = reinterpret_cast<Overflow *>(base + registry_entries_size());
+		for (int i = 0; i < MaxBackends; i++)
+		{
+			registry->overflow[i].dbid = InvalidOid;
+			registry->overflow[i].count = 0;
+			registry->overflow[i].allocated = 0;
+			registry->overflow[i].lanes = InvalidDsaPointer;
+		}
+		/* The overflow area: created in place, pinned so that it lives as long as the server. */
+		registry->area_place = base + registry_entries_size() + registry_overflow_size();
+		registry->area_tranche = LWLockNewTrancheId();
+		created = dsa_create_in_place(registry->area_place, Max(kOverflowAreaSize, dsa_minimum_size()),
+									  registry->area_tranche, nullptr);
+		dsa_pin(created);
+		dsa_detach(created);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -203,32 +379,31 @@ registry_in_force()
 	return registry != nullptr;
 }
 
-/* Register the hook that frees this backend's entries at transaction end. */
+/* Register the hook that refuses PREPARE of a producer and frees this backend's entries. */
 void
 init_registry_hooks()
 {
-	if (!registry_mode)
-		return;
 	RegisterXactCallback(on_xact, nullptr);
 }
 
 /*
  * Record that this transaction reserved lane_seq >= low on a lane. The caller holds the
- * lane lock, so no later number of the lane is reserved before this entry exists. False
- * when the registry (or this transaction's share of it) is full: the caller keeps the lane
- * lock until the transaction ends instead.
+ * lane lock, so no later number of the lane is reserved before this entry exists. A fixed
+ * entry if one is free and the transaction has not used its share, else an entry of the
+ * backend's overflow list. False only in lane-lock mode: the caller keeps the lane lock
+ * until the transaction ends instead. Either way the transaction is now a producer, which
+ * PREPARE refuses.
  */
 bool
 registry_register(Oid seq_oid, int64 low)
 {
 	int slot = -1;
 
+	reserved_in_xact = true;
 	if (registry == nullptr)
 		return false;
 	if (registered_in_xact(seq_oid))
 		return true;
-	if (my_count >= kMaxLanesPerXact)
-		return false;
 	/* Exit callbacks of the postmaster are not inherited: register in the backend. */
 	if (!exit_hook_registered)
 	{
@@ -236,7 +411,7 @@ registry_register(Oid seq_oid, int64 low)
 		exit_hook_registered = true;
 	}
 	LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < registry->capacity; i++)
+	for (int i = 0; i < registry->capacity && my_count < kMaxLanesPerXact; i++)
 	{
 		if (registry->entries[i].dbid == InvalidOid)
 		{
@@ -257,7 +432,10 @@ registry_register(Oid seq_oid, int64 low)
 	}
 	LWLockRelease(registry->lock);
 	if (slot < 0)
-		return false;
+	{
+		overflow_register(seq_oid, low);
+		return true;
+	}
 	my_entries[my_count] = slot;
 	my_lanes[my_count] = seq_oid;
 	my_count++;
@@ -327,28 +505,58 @@ claim_bound(Oid seq_oid)
 		if (e->dbid == MyDatabaseId && e->seq_oid == seq_oid && e->owner != MyProc->pgprocno && e->low < bound)
 			bound = e->low;
 	}
+	for (int i = 0; registry->overflowing > 0 && i < registry->overflow_lists; i++)
+	{
+		const Overflow *o = &registry->overflow[i];
+
+		if (o->count > 0 && o->dbid == MyDatabaseId && o->owner != MyProc->pgprocno)
+		{
+			const InflightLow *lanes = overflow_lanes(o);
+
+			for (int j = 0; j < o->count; j++)
+				if (lanes[j].seq_oid == seq_oid && lanes[j].low < bound)
+					bound = lanes[j].low;
+		}
+	}
 	LWLockRelease(registry->lock);
 	return bound;
 }
 
 /*
  * The in-flight reservations of other transactions in this database (lane sequence, lowest
- * reserved lane_seq), copied under the LWLock for the claim's candidate walk, which skips a
- * lane whose cursor already reached its lowest in-flight reservation. None in lane-lock mode.
- * The array is kept for the life of the backend: a walk allocates nothing here.
+ * reserved lane_seq), fixed entries and overflow lists, copied under the LWLock for the
+ * claim's candidate walk, which skips a lane whose cursor already reached its lowest
+ * in-flight reservation. None in lane-lock mode. The array is kept for the life of the
+ * backend and grows (outside the LWLock) when the entries outnumber it.
  */
 const InflightLow *
 inflight_lows(int *n)
 {
 	static InflightLow *buf = nullptr;
+	static int buf_size = 0;
 
 	*n = 0;
 	if (registry == nullptr)
 		return nullptr;
-	if (buf == nullptr)
-		buf =
-			static_cast<InflightLow *>(MemoryContextAlloc(TopMemoryContext, sizeof(InflightLow) * registry->capacity));
-	LWLockAcquire(registry->lock, LW_SHARED);
+	for (;;)
+	{
+		int needed = 0;
+		InflightLow *grown;
+
+		LWLockAcquire(registry->lock, LW_SHARED);
+		for (int i = 0; registry->overflowing > 0 && i < registry->overflow_lists; i++)
+			needed += registry->overflow[i].count;
+		needed += registry->used_bound;
+		if (needed <= buf_size)
+			break;
+		LWLockRelease(registry->lock);
+		needed = Max(needed, registry->capacity);
+		grown = static_cast<InflightLow *>(MemoryContextAlloc(TopMemoryContext, sizeof(InflightLow) * needed));
+		if (buf != nullptr)
+			pfree(buf);
+		buf = grown;
+		buf_size = needed;
+	}
 	for (int i = 0; i < registry->used_bound; i++)
 	{
 		const InflightEntry *e = &registry->entries[i];
@@ -358,6 +566,16 @@ inflight_lows(int *n)
 			buf[*n].seq_oid = e->seq_oid;
 			buf[*n].low = e->low;
 			(*n)++;
+		}
+	}
+	for (int i = 0; registry->overflowing > 0 && i < registry->overflow_lists; i++)
+	{
+		const Overflow *o = &registry->overflow[i];
+
+		if (o->count > 0 && o->dbid == MyDatabaseId && o->owner != MyProc->pgprocno)
+		{
+			memcpy(&buf[*n], overflow_lanes(o), sizeof(InflightLow) * o->count);
+			*n += o->count;
 		}
 	}
 	LWLockRelease(registry->lock);

@@ -13,7 +13,7 @@ extern "C"
 namespace awa
 {
 
-/* Size of the registry (awa_shard.reservation_slots; 0 = lane-lock mode). */
+/* Fixed entries of the registry (awa_shard.reservation_slots; 0 = lane-lock mode). */
 extern int reservation_slots;
 
 /* Define awa_shard.reservation_slots and the read-only awa_shard.reservation_mode. */
@@ -22,7 +22,7 @@ void define_reservation_settings(bool preloaded);
 /* Whether reservations are fenced by the registry rather than by the lane lock held to commit. */
 bool registry_in_force();
 
-/* Register this transaction's reservation of lane_seq >= low (false: registry full). */
+/* Register this transaction's reservation of lane_seq >= low (false: lane-lock mode). */
 bool registry_register(Oid seq_oid, int64 low);
 
 /* Exclusive upper bound of lane_seq a claim may take on the lane (read before its snapshot). */
@@ -44,7 +44,7 @@ bool lane_sequence_readable(Oid seq_oid);
 /* A lane's high-water mark: its sequence's last value + 1; 0 while the lane is being dropped. */
 int64 lane_high_water(Oid seq_oid);
 
-/* Free this backend's entries at transaction end and exit. */
+/* Refuse PREPARE of a producer; free this backend's entries at transaction end and exit. */
 void init_registry_hooks();
 
 /* shmem_request_hook: request the registry's lock and its shared memory (none in lane-lock mode). */

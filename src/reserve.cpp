@@ -3,8 +3,9 @@
  *
  * A lane (queue, priority, enqueue_shard) owns one sequence. A reservation takes the
  * lane's advisory lock, then one nextval and (for a block) one setval. With the in-flight
- * registry (registry.cpp) it registers the block and lets the lock go at once; in lane-lock
- * mode, or when the registry is full, the lock stays held until the transaction ends.
+ * registry (registry.cpp) it registers the block and lets the lock go at once, always (a
+ * full registry overflows into dynamic shared memory); in lane-lock mode the lock stays
+ * held until the transaction ends.
  * A backend cache maps lane -> (sequence OID, lock key) so a known
  * lane costs no SPI, no DDL and no catalog lookup; entries created by a (sub)transaction
  * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
@@ -368,9 +369,10 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 
 /*
  * Reserve [start, start + count) on a lane. The lane lock makes nextval + setval one step
- * and orders reservations with their registration; it is released as soon as the block is
- * registered as in flight, and held until the transaction ends otherwise (lane-lock mode,
- * registry full). Re-entrant: a lock this transaction already holds only bumps a count.
+ * and orders reservations with their registration; in registry mode it is released as soon
+ * as the block is registered as in flight (a lane this transaction created stays locked to
+ * commit, ensure_lane), in lane-lock mode held until the transaction ends. Re-entrant: a
+ * lock this transaction already holds only bumps a count.
  */
 int64
 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count)

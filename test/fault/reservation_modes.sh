@@ -3,11 +3,15 @@
 # shared test server cannot have:
 #   1. without preload (lane-lock mode): every isolation spec runs, and those whose waits
 #      differ by mode (with an expected/<spec>_1.out) must match their lane-lock output;
-#   2. preloaded with a registry of two entries: PREPARE TRANSACTION of a producer is
-#      refused with 0A000 and leaves nothing behind, other prepared transactions work, a
-#      producer that finds the registry full falls back to holding its lane lock (no
-#      error, the lane stays fenced), a terminated producer frees its entry, and
-#      awa_shard.reservation_slots = 0 selects lane-lock mode.
+#   2. preloaded with a registry of two fixed entries: the specs of the reservation fence
+#      give their registry output while the registry is full (each spec's sessions take
+#      more entries than two); PREPARE TRANSACTION of a producer is refused with 0A000 and
+#      leaves nothing behind, with the registry free and with it full, other prepared
+#      transactions work, a producer that finds the registry full registers in its
+#      overflow list (no error, no lane lock held: a second producer of the lane does not
+#      wait, and the lane stays fenced), a terminated producer frees its entry, and
+#      awa_shard.reservation_slots = 0 selects lane-lock mode, where PREPARE of a producer is
+#      refused too, whether its enqueue sent a NOTIFY or not.
 # Run as the postgres user from the work tree; prints "reservation_modes: N passed, M failed".
 TEST=reservation_modes; . "$(dirname "$0")/lib.sh"
 PGXS_DIR=${PGXS_DIR:-/usr/lib/postgresql/15/lib/pgxs}
@@ -42,7 +46,30 @@ done
 check "lane-lock mode: the mode-dependent specs ran in lane-lock mode" \
   "$(grep -l '^lane_lock' "$dir"/iso/out/results/*.out 2>/dev/null | wc -l)" "$alternates"
 
-# 2. Registry mode with two entries.
+# 2. Registry mode with two fixed entries.
+#    The fence's specs (those with a lane-lock output, the enqueue and reserve specs, and the
+#    claim's gap jump) on a server whose registry they fill: the registry output, unchanged.
+mkdir -p "$dir/full/specs" "$dir/full/expected"
+full_specs=""
+for spec in test/specs/*.spec; do
+  name=$(basename "$spec" .spec)
+  case "$name" in
+    enqueue_*|reserve_*|claim_gap_then_cancel) ;;
+    *) [ -f "test/expected/${name}_1.out" ] || continue ;;
+  esac
+  cp "$spec" "$dir/full/specs/"; cp "test/expected/$name.out" "$dir/full/expected/"
+  full_specs="$full_specs $name"
+done
+{ cat test/postgresql.conf; echo "awa_shard.reservation_slots = 2"; } > "$dir/full.conf"
+(cd "$dir/full" && "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --temp-instance="$dir/full/tmp" \
+  --temp-config="$dir/full.conf" --inputdir=. --outputdir=out --bindir="$PGBIN" \
+  --load-extension=awa_shard $full_specs) > "$dir/full.log" 2>&1
+for name in $full_specs; do
+  r=$(grep -E "^(test| )? *$name +\.\.\." "$dir/full.log" | grep -oE '\.\.\. *[a-zA-Z]+' | awk '{print $2}')
+  check "registry of two entries: spec $name" "$r" "ok"
+done
+[ -f "$dir/full/out/regression.diffs" ] && head -n 80 "$dir/full/out/regression.diffs"
+
 start() {
   start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off \
     -c awa_shard.reservation_slots=$1 -c max_prepared_transactions=2
@@ -68,8 +95,9 @@ check "a prepared transaction that did not enqueue works" \
 qm -c "SELECT awa.insert_job_compat('after_prepare', 'm')" >/dev/null
 check "the lane drains after a refused PREPARE" "$(qm -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "after_prepare"
 
-# Registry full: two open producers on m2 and m3 take both entries; a third on m falls back
-# to holding m's lane lock (no error), so a fourth producer on m waits for it.
+# Registry full: two open producers on m2 and m3 take both entries; a third on m registers
+# in its overflow list (no error) and holds no lock, so a fourth producer on m does not wait
+# for it, and a claim takes nothing from m until the third commits.
 hold() { # hold NAME QUEUE SECONDS: enqueue one job and keep the transaction open
   printf "BEGIN;\nSELECT awa.insert_job_compat('%s', '%s');\nSELECT pg_sleep(%s);\nCOMMIT;\n" "$1" "$2" "$3" |
     "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d modes >/dev/null 2>&1 &
@@ -77,12 +105,18 @@ hold() { # hold NAME QUEUE SECONDS: enqueue one job and keep the transaction ope
 hold h2 m2 4; hold h3 m3 4; sleep 1
 check "two entries in use" "$(qm -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'")" "2"
 hold fallback m 3; sleep 0.5
-out=$(qm -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind_fallback', 'm')" 2>&1)
-check "registry full: the fallback producer holds its lane lock to commit" "$(echo "$out" | grep -c 'canceling statement due to lock timeout')" "1"
+out=$(qm -c "SET lock_timeout = '300ms'" -c "SELECT kind FROM awa.insert_job_compat('behind_fallback', 'm')" 2>&1)
+check "registry full: a second producer of the lane does not wait" "$out" "behind_fallback"
+check "registry full: the overflowed reservation fences its lane" "$(qm -c "SELECT count(*) FROM awa.claim_ready_runtime('m', 10)")" "0"
+# PREPARE of a producer while the registry is full: refused, as with the registry free.
+out=$(qm -c "BEGIN" -c "SELECT awa.insert_job_compat('prepared_full', 'm2')" -c "PREPARE TRANSACTION 'p3'" 2>&1)
+check "registry full: PREPARE of a producer fails with 0A000" "$(echo "$out" | grep -c 'cannot prepare a transaction that reserved lane sequence numbers')" "1"
+check "registry full: the refused PREPARE left no prepared transaction" "$(qm -c "SELECT count(*) FROM pg_prepared_xacts")" "0"
 sleep 4
 check "registry full: every held job committed" "$(qm -c "SELECT count(*) FROM awa.ready_entries WHERE kind IN ('h2', 'h3', 'fallback')")" "3"
-check "registry full: the fallback job is claimed" "$(qm -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('m', 10)")" "fallback"
-check "registry full: the log has no error but the lock timeout" "$(grep 'ERROR' "$dir/log" | grep -vc 'lock timeout\|cannot prepare')" "0"
+check "registry full: the overflowed job is claimed first, then the one behind it" "$(qm -c "SELECT string_agg(kind, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('m', 10)")" "fallback,behind_fallback"
+check "registry full: the refused PREPARE left no job" "$(qm -c "SELECT count(*) FROM awa.ready_entries WHERE kind = 'prepared_full'")" "0"
+check "registry full: the log has no error but the refused PREPAREs" "$(grep 'ERROR' "$dir/log" | grep -vc 'cannot prepare')" "0"
 
 # A producer terminated while its reservation is in flight frees its entry: the claim then
 # jumps the reservation it will never commit.
@@ -97,6 +131,12 @@ check "a terminated producer frees its entry" "$(qm -c "SELECT string_agg(kind, 
 # reservation_slots = 0 selects lane-lock mode on a preloaded server.
 "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null; start 0 || cat "$dir/log"
 check "reservation_slots = 0: lane-lock mode" "$(qm -c 'SELECT awa.reservation_mode()')" "lane_lock"
+# PREPARE of a producer in lane-lock mode: refused too, notified or not.
+for interval in 0 -1; do
+  out=$(qm -c "SET awa_shard.notify_interval = $interval" -c "BEGIN" -c "SELECT awa.insert_job_compat('prepared_lane_lock', 'm')" -c "PREPARE TRANSACTION 'p4'" 2>&1)
+  check "lane-lock mode (notify_interval $interval): PREPARE of a producer fails with 0A000" "$(echo "$out" | grep -c 'cannot prepare a transaction that reserved lane sequence numbers')" "1"
+done
+check "lane-lock mode: the refused PREPAREs left no prepared transaction" "$(qm -c "SELECT count(*) FROM pg_prepared_xacts")" "0"
 hold held m 2; sleep 0.5
 out=$(qm -c "SET lock_timeout = '300ms'" -c "SELECT awa.insert_job_compat('behind', 'm')" 2>&1)
 check "lane-lock mode: a second producer waits for the first" "$(echo "$out" | grep -c 'canceling statement due to lock timeout')" "1"

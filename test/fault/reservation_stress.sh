@@ -11,16 +11,19 @@
 # that steps over an in-flight reservation fails it.
 # Each job's args carry {"t": token, "c": intended commit}; public.stress_committed is
 # written by the producing (sub)transaction itself, so the database defines what committed.
-# Run as the postgres user; about 25 s with the defaults (LOAD_SECS=20); KEEP_DIR=1 keeps the
-# server directory and logs. Prints "reservation_stress: N passed, M failed".
+# RESERVATION_SLOTS=4 runs it with a registry of four fixed entries, full most of the time
+# (the overflow lists then fence most reservations). Run as the postgres user; about 25 s
+# with the defaults (LOAD_SECS=20); KEEP_DIR=1 keeps the server directory and logs. Prints
+# "reservation_stress: N passed, M failed".
 TEST=reservation_stress; . "$(dirname "$0")/lib.sh"
 LOAD_SECS=${LOAD_SECS:-20}        # producers and workers under load (the crash is inside)
 DRAIN_SECS=${DRAIN_SECS:-25}      # upper bound of the drain
 MIN_CLAIMS=${MIN_CLAIMS:-200}     # the run is not vacuous
 PRODUCERS=${PRODUCERS:-6}         # the last third run at REPEATABLE READ
+RESERVATION_SLOTS=${RESERVATION_SLOTS:-1024}  # fixed entries of the in-flight registry
 started=$EPOCHSECONDS
 start() {
-  "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off \
+  "$PGBIN/pg_ctl" -D "$dir/data" -o "-p $port -k $dir -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off -c awa_shard.reservation_slots=$RESERVATION_SLOTS \
     -c listen_addresses= -c lc_messages=C -c fsync=off -c full_page_writes=off -c max_connections=60" -l "$dir/log" -w -t 60 start >>"$dir/pg_ctl.out" 2>&1
 }
 # A process counts as gone once it has exited (a zombie nobody reaps is gone too).
