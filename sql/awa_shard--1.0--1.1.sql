@@ -3169,11 +3169,15 @@ GRANT EXECUTE ON FUNCTION awa.resume_schedule(text) TO awa_admin;
 COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job''s ticks again, from the next one after now; returns whether it exists. Role: awa_admin.';
 
 -- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
--- tick has come, oldest first, enqueue one job with run_at = the latest tick that has come
--- (after downtime the ticks before it are not enqueued) and move next_run_at past it, in
--- this transaction and under the schedule's row lock (FOR UPDATE SKIP LOCKED): a concurrent
--- pass skips the row, or sees the moved tick once this one commits, so every tick gets
--- exactly one job, whatever crashes or concurrent passes. Returns how many jobs it enqueued.
+-- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move
+-- next_run_at past the last one, in this transaction and under the schedule's row lock
+-- (FOR UPDATE SKIP LOCKED): a concurrent pass skips the row, or sees the moved tick once this
+-- one commits, so every tick gets at most one job, whatever crashes or concurrent passes.
+-- Which due ticks: if the schedule's previous job was enqueued less than 10 seconds ago, the
+-- maintenance kept up and the ticks only came while a pass ran late (a 1-second schedule,
+-- a pass a little longer than its interval), so each gets its job (at most 60, then the
+-- latest); otherwise (downtime) only the latest tick that has come. Returns how many jobs
+-- it enqueued.
 CREATE FUNCTION awa.run_schedules(p_limit integer DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -3182,8 +3186,10 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_tick timestamptz;
+    v_latest timestamptz;
     v_job bigint;
     v_count integer := 0;
+    v_ticks integer;
     s record;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
@@ -3191,29 +3197,37 @@ BEGIN
     PERFORM awa._require_read_committed('run_schedules');
     FOR s IN
         SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-               c.metadata, c.tags, c.next_run_at
+               c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
           FROM awa.cron_schedules c
          WHERE NOT c.paused AND c.next_run_at <= v_now
          ORDER BY c.next_run_at, c.name
          LIMIT p_limit
            FOR UPDATE SKIP LOCKED
     LOOP
-        v_tick := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
-        SELECT j.id INTO v_job
-          FROM awa.insert_job_compat(s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts, v_tick,
-                                     s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
+        v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
+        v_tick := CASE WHEN s.last_enqueued_at > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
+        v_ticks := 0;
+        LOOP
+            SELECT j.id INTO v_job
+              FROM awa.insert_job_compat(s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts, v_tick,
+                                         s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
+            v_count := v_count + 1;
+            v_ticks := v_ticks + 1;
+            EXIT WHEN v_tick >= v_latest;
+            v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
+                           ELSE v_latest END;
+        END LOOP;
         UPDATE awa.cron_schedules c
            SET next_run_at = awa._cron_next(s.cron, s.timezone, v_tick), last_run_at = v_tick,
                last_enqueued_at = clock_timestamp(), last_job_id = v_job
          WHERE c.name = s.name;
-        v_count := v_count + 1;
     END LOOP;
     RETURN v_count;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_schedules(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.run_schedules(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.run_schedules(integer) IS 'Enqueue one job for each due periodic job (the latest tick that has come); returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_schedules(integer) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';
 
 -- The schedules of periodic jobs (docs/api.md, "Periodic jobs"); next_run_at is NULL while
 -- a schedule is paused.

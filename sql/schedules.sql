@@ -153,6 +153,32 @@ SELECT count(*) AS fast_jobs,
        bool_and(j.run_at > :'t0'::timestamptz - interval '5 seconds') AS latest_tick
   FROM awa.jobs j WHERE j.queue = 'sched_q' AND j.metadata->>'awa_schedule' = 'fast';
 
+-- A pass that ran late, not downtime: the schedule's previous job was enqueued less than 10
+-- seconds before the pass (here: a stored time ahead of the clock, so that no pause of this
+-- test can make it older). Every due tick gets its job, in order, 5 seconds apart from the
+-- stored next tick up to the latest; the next tick is the one after it.
+SELECT coalesce(max(id), 0) AS before_id FROM awa.jobs \gset
+UPDATE awa.cron_schedules SET next_run_at = next_run_at - interval '15 seconds',
+       last_enqueued_at = now() + interval '1 hour' WHERE name = 'fast';
+SELECT next_run_at AS first_tick FROM awa.cron_schedules WHERE name = 'fast' \gset
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() >= 3 AS enqueued_every_due_tick;
+SELECT count(*) >= 3 AS jobs, min(j.run_at) = :'first_tick'::timestamptz AS from_stored_tick,
+       max(j.run_at) > :'t0'::timestamptz - interval '5 seconds' AS up_to_latest,
+       count(DISTINCT j.run_at) = count(*) AS each_once,
+       max(j.run_at) - min(j.run_at) = (count(*) - 1) * interval '5 seconds' AS every_5_seconds,
+       (SELECT s.last_run_at = max(j.run_at) AND s.next_run_at = max(j.run_at) + interval '5 seconds'
+          FROM awa.schedules s WHERE s.name = 'fast') AS schedule_moved
+  FROM awa.jobs j WHERE j.id > :before_id AND j.metadata->>'awa_schedule' = 'fast';
+-- The same due ticks when the previous job is 11 seconds old: downtime, the latest only.
+SELECT coalesce(max(id), 0) AS before_id FROM awa.jobs \gset
+UPDATE awa.cron_schedules SET next_run_at = next_run_at - interval '15 seconds',
+       last_enqueued_at = now() - interval '11 seconds' WHERE name = 'fast';
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() AS enqueued_after_downtime;
+SELECT count(*) AS jobs, bool_and(j.run_at > :'t0'::timestamptz - interval '5 seconds') AS latest_tick
+  FROM awa.jobs j WHERE j.id > :before_id AND j.metadata->>'awa_schedule' = 'fast';
+
 -- The step refuses to decide on an old snapshot.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.sqlstate_of('SELECT awa.run_schedules()');
@@ -163,7 +189,7 @@ SELECT awa.unschedule('hourly') AS removed, awa.unschedule('hourly') AS removed_
 SELECT awa.pause_schedule('nope') AS pause_unknown, awa.resume_schedule('nope') AS resume_unknown;
 SELECT pg_temp.sqlstate_of($$SELECT awa.unschedule(NULL)$$);
 SELECT name FROM awa.schedules ORDER BY 1;
-SELECT count(*) AS jobs_kept FROM awa.jobs WHERE queue = 'sched_q';
+SELECT count(*) AS hourly_jobs_kept FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'hourly';
 
 \c :home
 DROP DATABASE awa_schedules;
