@@ -28,8 +28,7 @@ constexpr std::int64_t kMaxShift = 4 * 3600;
 /* How far ahead a tick is searched for before the expression is taken as matching nothing. */
 constexpr int kSearchYears = 10;
 
-const char *const kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun",
-								   "jul", "aug", "sep", "oct", "nov", "dec"};
+const char *const kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"};
 const char *const kDayNames[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
 
 /* One of the five fields: its name in messages, its range and its names, if any. */
@@ -45,10 +44,8 @@ struct Field
 };
 
 const Field kFields[5] = {
-	{"minute", 0, 59, nullptr, 0, 0, nullptr},
-	{"hour", 0, 23, nullptr, 0, 0, nullptr},
-	{"day-of-month", 1, 31, nullptr, 0, 0, nullptr},
-	{"month", 1, 12, kMonthNames, 12, 1, "month name"},
+	{"minute", 0, 59, nullptr, 0, 0, nullptr},			{"hour", 0, 23, nullptr, 0, 0, nullptr},
+	{"day-of-month", 1, 31, nullptr, 0, 0, nullptr},	{"month", 1, 12, kMonthNames, 12, 1, "month name"},
 	{"day-of-week", 0, 7, kDayNames, 7, 0, "day name"},
 };
 
@@ -445,9 +442,8 @@ cron_parse(const char *expr, CronSpec *spec, char *error, std::size_t error_size
 	if (words.size() == 1 && words[0][0] == '@')
 	{
 		static const char *const kAliases[][2] = {
-			{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
-			{"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},	  {"@midnight", "0 0 * * *"},
-			{"@hourly", "0 * * * *"},
+			{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"}, {"@weekly", "0 0 * * 0"},
+			{"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"},
 		};
 		std::string alias = lower(words[0]);
 

@@ -18,15 +18,15 @@ namespace awa
 /* A parsed expression: either every N seconds, or the five cron fields as sets. */
 struct CronSpec
 {
-	int every_seconds = 0;	 /* 1..59 for 'N seconds'; 0 for the five-field form */
-	std::bitset<60> minutes; /* 0..59 */
-	std::bitset<24> hours;	 /* 0..23 */
-	std::bitset<32> days;	 /* 1..31 */
-	std::bitset<13> months;	 /* 1..12 */
-	std::bitset<7> weekdays; /* 0..6, Sunday = 0 (7 is read as 0) */
-	bool days_star = false;	 /* the day-of-month field starts with '*' */
+	int every_seconds = 0;		/* 1..59 for 'N seconds'; 0 for the five-field form */
+	std::bitset<60> minutes;	/* 0..59 */
+	std::bitset<24> hours;		/* 0..23 */
+	std::bitset<32> days;		/* 1..31 */
+	std::bitset<13> months;		/* 1..12 */
+	std::bitset<7> weekdays;	/* 0..6, Sunday = 0 (7 is read as 0) */
+	bool days_star = false;		/* the day-of-month field starts with '*' */
 	bool weekdays_star = false; /* the day-of-week field starts with '*' */
-	bool fixed_time = false; /* neither the minute nor the hour field starts with '*' */
+	bool fixed_time = false;	/* neither the minute nor the hour field starts with '*' */
 };
 
 /* A time zone as the offset (seconds east of UTC) in force at an instant. */

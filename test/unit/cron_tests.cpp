@@ -126,8 +126,8 @@ expect_next(const char *expr, std::int64_t after, std::int64_t expected, const s
 			const awa::CronZone &zone = kUtc)
 {
 	std::int64_t got = next_of(expr, after, zone);
-	check(got == expected, what + " (" + expr + "): got " + std::to_string(got) + ", expected " +
-							   std::to_string(expected));
+	check(got == expected,
+		  what + " (" + expr + "): got " + std::to_string(got) + ", expected " + std::to_string(expected));
 }
 
 /* Every field form, names and aliases. */
@@ -187,7 +187,8 @@ test_calendar()
 	expect_next("0 0 13 * *", at(2026, 1, 2, 0, 0), at(2026, 1, 13, 0, 0), "star day-of-week: 13th only");
 	check(next_of("0 0 31 2 *", at(2026, 1, 1, 0, 0)) == -1, "Feb 31 never comes");
 	check(next_of("0 0 31 4,6,9,11 *", at(2026, 1, 1, 0, 0)) == -1, "31 in 30-day months never comes");
-	check(next_of("0 0 30 2 fri", at(2026, 1, 1, 0, 0)) == at(2026, 2, 6, 0, 0), "Feb 30 OR Friday: Fridays of February");
+	check(next_of("0 0 30 2 fri", at(2026, 1, 1, 0, 0)) == at(2026, 2, 6, 0, 0),
+		  "Feb 30 OR Friday: Fridays of February");
 }
 
 /* Bad expressions: the exact messages, each naming its field. */
@@ -248,18 +249,15 @@ test_dst_berlin()
 				"fixed time in the gap runs at the gap's end", berlin);
 	expect_next("30 2 * * *", at(2026, 3, 29, 1, 0), at(2026, 3, 30, 0, 30), "and the next day at 02:30 CEST", berlin);
 	expect_next("0 3 * * *", at(2026, 3, 29, 0, 59), at(2026, 3, 29, 1, 0), "03:00 CEST is the gap's end", berlin);
-	expect_next("30 * * * *", at(2026, 3, 29, 0, 30), at(2026, 3, 29, 1, 30), "hourly skips the missing 02:30",
-				berlin);
-	expect_next("*/30 * * * *", at(2026, 3, 29, 0, 30), at(2026, 3, 29, 1, 0), "wildcard: next existing time",
-				berlin);
+	expect_next("30 * * * *", at(2026, 3, 29, 0, 30), at(2026, 3, 29, 1, 30), "hourly skips the missing 02:30", berlin);
+	expect_next("*/30 * * * *", at(2026, 3, 29, 0, 30), at(2026, 3, 29, 1, 0), "wildcard: next existing time", berlin);
 	/* Fixed ticks in one gap collapse into one instant: never twice. */
 	expect_next("0,30 2,3 * * *", at(2026, 3, 29, 0, 59), at(2026, 3, 29, 1, 0), "several gap ticks: one at the end",
 				berlin);
 	expect_next("0,30 2,3 * * *", at(2026, 3, 29, 1, 0), at(2026, 3, 29, 1, 30), "then 03:30 CEST", berlin);
 
 	/* Fall back: 02:00-02:59 local happens twice on 25 October 2026 (01:00 UTC back to 02:00). */
-	expect_next("30 2 * * *", at(2026, 10, 24, 12, 0), at(2026, 10, 25, 0, 30), "fixed time: first occurrence",
-				berlin);
+	expect_next("30 2 * * *", at(2026, 10, 24, 12, 0), at(2026, 10, 25, 0, 30), "fixed time: first occurrence", berlin);
 	expect_next("30 2 * * *", at(2026, 10, 25, 0, 30), at(2026, 10, 26, 1, 30), "and not the second", berlin);
 	expect_next("30 * * * *", at(2026, 10, 25, 0, 0), at(2026, 10, 25, 0, 30), "wildcard: first 02:30", berlin);
 	expect_next("30 * * * *", at(2026, 10, 25, 0, 30), at(2026, 10, 25, 1, 30), "wildcard: second 02:30", berlin);
@@ -278,11 +276,9 @@ test_dst_new_york()
 	expect_next("30 2 * * *", at(2026, 3, 7, 12, 0), at(2026, 3, 8, 7, 0), "New York: gap time runs at 03:00 EDT",
 				new_york);
 	expect_next("0 2 * * *", at(2026, 3, 8, 7, 0), at(2026, 3, 9, 6, 0), "New York: then 02:00 EDT", new_york);
-	expect_next("30 1 * * *", at(2026, 10, 31, 12, 0), at(2026, 11, 1, 5, 30), "New York: 01:30 EDT, first",
-				new_york);
+	expect_next("30 1 * * *", at(2026, 10, 31, 12, 0), at(2026, 11, 1, 5, 30), "New York: 01:30 EDT, first", new_york);
 	expect_next("30 1 * * *", at(2026, 11, 1, 5, 30), at(2026, 11, 2, 6, 30), "New York: not 01:30 EST", new_york);
-	expect_next("30 * * * *", at(2026, 11, 1, 5, 30), at(2026, 11, 1, 6, 30), "New York: hourly 01:30 EST",
-				new_york);
+	expect_next("30 * * * *", at(2026, 11, 1, 5, 30), at(2026, 11, 1, 6, 30), "New York: hourly 01:30 EST", new_york);
 	expect_next("0 9 * * *", at(2026, 11, 1, 0, 0), at(2026, 11, 1, 14, 0), "New York: 09:00 EST", new_york);
 }
 
