@@ -47,7 +47,7 @@ $(DATA_built): $(SCHEMA_SRCS)
 $(OBJS): $(wildcard src/*.hpp)
 
 # Pure C++ unit tests: no PostgreSQL header, no server.
-UNIT_SRCS = $(sort $(wildcard test/unit/*.cpp)) src/ordering_hash.cpp src/shard_math.cpp
+UNIT_SRCS = $(sort $(wildcard test/unit/*.cpp)) src/ordering_hash.cpp src/shard_math.cpp src/cron.cpp
 test/unit/unit_tests: $(UNIT_SRCS) $(wildcard src/*.hpp)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Isrc -o $@ $(UNIT_SRCS)
 

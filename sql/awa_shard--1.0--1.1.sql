@@ -774,8 +774,8 @@ CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolea
     RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 
--- Every periodic task once, in one transaction: promotion, deadline and heartbeat
--- rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
+-- Every periodic task once, in one transaction: the ticks of periodic jobs
+-- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
 -- locks of a prune are held only from its truncate to this transaction's commit, then the
 -- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
 -- 'deferred'. The background worker runs each step in
@@ -796,7 +796,8 @@ BEGIN
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._require_read_committed('run_maintenance');
-    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
+    v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
@@ -2250,7 +2251,7 @@ COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current s
 COMMENT ON FUNCTION awa.prune_queue_ring(integer) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
 COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ring''s current slot and start the next one when possible. Role: awa_admin.';
 COMMENT ON FUNCTION awa.prune_attempt_ring(text, integer) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
-COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
 -- Helpers.
 COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
@@ -2980,3 +2981,263 @@ CREATE OR REPLACE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer)
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Periodic jobs (docs/api.md, "Periodic jobs"): schedules, their maintenance step and view.
+
+-- Periodic jobs (docs/api.md, "Periodic jobs"): one row per named schedule, managed by
+-- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
+-- awa.run_schedules() enqueues the job of a due tick and moves next_run_at in the same
+-- transaction, under this row's lock: the row is the fence that makes one job per tick.
+-- A configuration table: pg_dump keeps its rows.
+CREATE TABLE awa.cron_schedules (
+    name text PRIMARY KEY,
+    cron text NOT NULL,
+    timezone text NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    args jsonb NOT NULL,
+    priority smallint NOT NULL,
+    max_attempts smallint NOT NULL,
+    metadata jsonb NOT NULL,
+    tags text[] NOT NULL,
+    paused boolean NOT NULL DEFAULT false,
+    next_run_at timestamptz,
+    last_run_at timestamptz,
+    last_enqueued_at timestamptz,
+    last_job_id bigint,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CONSTRAINT cron_schedules_name_length CHECK (length(name) BETWEEN 1 AND 200));
+CREATE INDEX cron_schedules_due ON awa.cron_schedules (next_run_at) WHERE NOT paused;
+SELECT pg_catalog.pg_extension_config_dump('awa.cron_schedules', '');
+GRANT SELECT ON awa.cron_schedules TO awa_admin;
+COMMENT ON TABLE awa.cron_schedules IS 'Periodic jobs: one row per schedule (awa.schedule); the maintenance step enqueues their ticks.';
+COMMENT ON COLUMN awa.cron_schedules.cron IS 'Five cron fields, an @alias or ''N seconds'' (1..59).';
+COMMENT ON COLUMN awa.cron_schedules.timezone IS 'Time zone of the cron fields (a name of pg_timezone_names).';
+COMMENT ON COLUMN awa.cron_schedules.next_run_at IS 'The next tick to enqueue; stale while paused (resume computes it again).';
+COMMENT ON COLUMN awa.cron_schedules.last_run_at IS 'The tick (run_at) of the last job enqueued.';
+COMMENT ON COLUMN awa.cron_schedules.last_enqueued_at IS 'When the last job was enqueued.';
+COMMENT ON COLUMN awa.cron_schedules.last_job_id IS 'Id of the last job enqueued.';
+
+-- Periodic jobs (docs/api.md, "Periodic jobs"): schedules in awa.cron_schedules, managed by
+-- awa_admin; the maintenance step awa.run_schedules() enqueues one job per due tick. Cron
+-- expressions are parsed and their ticks computed in C (src/cron.cpp, src/cron_sql.cpp).
+
+-- The first tick of a cron expression in a time zone strictly after p_after; NULL when it
+-- matches no date within ten years. 22023 for a bad expression (naming its field) or zone.
+CREATE FUNCTION awa._cron_next(p_cron text, p_timezone text, p_after timestamptz)
+    RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'awa_cron_next'
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._cron_next(text, text, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._cron_next(text, text, timestamptz) IS 'Internal: the first tick of a cron expression in a time zone after an instant.';
+
+-- The latest tick in [p_from, p_until], or p_from when none lies after it: after downtime,
+-- the one tick a schedule enqueues.
+CREATE FUNCTION awa._cron_latest(p_cron text, p_timezone text, p_from timestamptz, p_until timestamptz)
+    RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'awa_cron_latest'
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) IS 'Internal: the latest tick of a cron expression in a time zone within a stretch of time.';
+
+-- Create or replace the schedule p_name: a job of p_kind in p_queue (with the job
+-- attributes of awa.insert_job_compat) at every tick of p_cron in p_timezone. Every
+-- argument is checked before anything is written. Replacing keeps the paused flag and the
+-- last enqueue; it keeps the next tick when cron and time zone are unchanged, else the next
+-- tick is the first after now. Returns the next tick (NULL while paused).
+CREATE FUNCTION awa.schedule(
+    p_name text,
+    p_cron text,
+    p_kind text,
+    p_queue text DEFAULT 'default',
+    p_args jsonb DEFAULT '{}',
+    p_timezone text DEFAULT 'UTC',
+    p_priority integer DEFAULT 2,
+    p_max_attempts integer DEFAULT 25,
+    p_metadata jsonb DEFAULT '{}',
+    p_tags text[] DEFAULT '{}')
+    RETURNS timestamptz
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_next timestamptz;
+BEGIN
+    PERFORM awa._check_queue(p_name, 'p_name');
+    PERFORM awa._require(p_cron IS NULL, 'p_cron');
+    PERFORM awa._require(p_kind IS NULL, 'p_kind');
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_args IS NULL, 'p_args');
+    PERFORM awa._require(p_timezone IS NULL, 'p_timezone');
+    PERFORM awa._require(p_priority IS NULL, 'p_priority');
+    PERFORM awa._require(p_max_attempts IS NULL, 'p_max_attempts');
+    PERFORM awa._require(p_metadata IS NULL, 'p_metadata');
+    PERFORM awa._require(p_tags IS NULL, 'p_tags');
+    IF length(p_kind) NOT BETWEEN 1 AND awa._limit('max_kind_chars') THEN
+        RAISE EXCEPTION 'p_kind must be 1 to % characters long', awa._limit('max_kind_chars')
+            USING ERRCODE = '23514', DETAIL = format('The value has %s characters.', length(p_kind));
+    END IF;
+    PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._check_between(p_max_attempts, 1, awa._limit('max_attempts'), 'p_max_attempts', '23514');
+    PERFORM awa._check_arg(jsonb_typeof(p_metadata) = 'object', 'p_metadata must be a JSON object');
+    PERFORM awa._check_arg(coalesce(array_ndims(p_tags), 1) = 1, 'p_tags must be a one-dimensional array');
+    IF cardinality(p_tags) > awa._limit('max_tags') THEN
+        RAISE EXCEPTION 'p_tags must hold at most % tags', awa._limit('max_tags')
+            USING ERRCODE = '23514', DETAIL = format('The array has %s elements.', cardinality(p_tags));
+    END IF;
+    IF array_position(p_tags, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'p_tags must not contain nulls' USING ERRCODE = '22004';
+    END IF;
+    -- 22023 for a bad expression (naming its field) or an unknown time zone.
+    v_next := awa._cron_next(p_cron, p_timezone, clock_timestamp());
+    IF v_next IS NULL THEN
+        RAISE EXCEPTION 'cron expression "%" matches no date', p_cron USING ERRCODE = '22023',
+            HINT = 'Check the day-of-month and month fields: February has no day 30 or 31.';
+    END IF;
+    INSERT INTO awa.cron_schedules AS s
+           (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, next_run_at)
+    VALUES (p_name, p_cron, p_timezone, p_kind, p_queue, p_args, p_priority, p_max_attempts, p_metadata,
+            p_tags, v_next)
+    ON CONFLICT (name) DO UPDATE
+       SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, kind = EXCLUDED.kind, queue = EXCLUDED.queue,
+           args = EXCLUDED.args, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
+           metadata = EXCLUDED.metadata, tags = EXCLUDED.tags,
+           next_run_at = CASE WHEN s.cron = EXCLUDED.cron AND s.timezone = EXCLUDED.timezone
+                              THEN s.next_run_at ELSE EXCLUDED.next_run_at END,
+           updated_at = clock_timestamp()
+    RETURNING CASE WHEN s.paused THEN NULL ELSE s.next_run_at END INTO v_next;
+    RETURN v_next;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) TO awa_admin;
+COMMENT ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[])
+    IS 'Create or replace a periodic job: a job of p_kind at every tick of p_cron in p_timezone; returns the next tick. Role: awa_admin.';
+
+-- Remove a schedule; jobs it enqueued stay. Returns whether it existed.
+CREATE FUNCTION awa.unschedule(p_name text)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_name IS NULL, 'p_name');
+    DELETE FROM awa.cron_schedules s WHERE s.name = p_name;
+    RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.unschedule(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.unschedule(text) TO awa_admin;
+COMMENT ON FUNCTION awa.unschedule(text) IS 'Remove a periodic job (its enqueued jobs stay); returns whether it existed. Role: awa_admin.';
+
+-- Stop enqueueing a schedule's ticks. Returns whether the schedule exists.
+CREATE FUNCTION awa.pause_schedule(p_name text)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_name IS NULL, 'p_name');
+    UPDATE awa.cron_schedules s SET paused = true, updated_at = clock_timestamp()
+     WHERE s.name = p_name AND NOT s.paused;
+    RETURN FOUND OR EXISTS (SELECT 1 FROM awa.cron_schedules s WHERE s.name = p_name);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.pause_schedule(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.pause_schedule(text) TO awa_admin;
+COMMENT ON FUNCTION awa.pause_schedule(text) IS 'Stop enqueueing a periodic job''s ticks; returns whether it exists. Role: awa_admin.';
+
+-- Enqueue a paused schedule's ticks again, from the first tick after now: ticks that fell
+-- while it was paused are not enqueued. Returns whether the schedule exists.
+CREATE FUNCTION awa.resume_schedule(p_name text)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_name IS NULL, 'p_name');
+    UPDATE awa.cron_schedules s
+       SET paused = false, next_run_at = awa._cron_next(s.cron, s.timezone, clock_timestamp()),
+           updated_at = clock_timestamp()
+     WHERE s.name = p_name AND s.paused;
+    RETURN FOUND OR EXISTS (SELECT 1 FROM awa.cron_schedules s WHERE s.name = p_name);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.resume_schedule(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.resume_schedule(text) TO awa_admin;
+COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job''s ticks again, from the next one after now; returns whether it exists. Role: awa_admin.';
+
+-- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
+-- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move
+-- next_run_at past the last one, in this transaction and under the schedule's row lock
+-- (FOR UPDATE SKIP LOCKED): a concurrent pass skips the row, or sees the moved tick once this
+-- one commits, so every tick gets at most one job, whatever crashes or concurrent passes.
+-- Which due ticks: if the schedule's previous job was enqueued less than 10 seconds ago, the
+-- maintenance kept up and the ticks only came while a pass ran late (a 1-second schedule,
+-- a pass a little longer than its interval), so each gets its job (at most 60, then the
+-- latest); otherwise (downtime) only the latest tick that has come. Returns how many jobs
+-- it enqueued.
+CREATE FUNCTION awa.run_schedules(p_limit integer DEFAULT 1000)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_tick timestamptz;
+    v_latest timestamptz;
+    v_job bigint;
+    v_count integer := 0;
+    v_ticks integer;
+    s record;
+BEGIN
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    PERFORM awa._require_read_committed('run_schedules');
+    FOR s IN
+        SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+               c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
+          FROM awa.cron_schedules c
+         WHERE NOT c.paused AND c.next_run_at <= v_now
+         ORDER BY c.next_run_at, c.name
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
+        v_tick := CASE WHEN s.last_enqueued_at > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
+        v_ticks := 0;
+        LOOP
+            SELECT j.id INTO v_job
+              FROM awa.insert_job_compat(s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts, v_tick,
+                                         s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
+            v_count := v_count + 1;
+            v_ticks := v_ticks + 1;
+            EXIT WHEN v_tick >= v_latest;
+            v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
+                           ELSE v_latest END;
+        END LOOP;
+        UPDATE awa.cron_schedules c
+           SET next_run_at = awa._cron_next(s.cron, s.timezone, v_tick), last_run_at = v_tick,
+               last_enqueued_at = clock_timestamp(), last_job_id = v_job
+         WHERE c.name = s.name;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.run_schedules(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_schedules(integer) TO awa_admin;
+COMMENT ON FUNCTION awa.run_schedules(integer) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';
+
+-- The schedules of periodic jobs (docs/api.md, "Periodic jobs"); next_run_at is NULL while
+-- a schedule is paused.
+CREATE VIEW awa.schedules AS
+    SELECT s.name, s.cron, s.timezone, s.kind, s.queue, s.args, s.priority, s.max_attempts,
+           s.metadata, s.tags, s.paused,
+           CASE WHEN s.paused THEN NULL ELSE s.next_run_at END AS next_run_at,
+           s.last_run_at, s.last_enqueued_at, s.last_job_id, s.created_at, s.updated_at
+      FROM awa.cron_schedules s;
+COMMENT ON VIEW awa.schedules IS 'Periodic jobs: cron, time zone, job template, next tick (NULL while paused), last job enqueued.';
+GRANT SELECT ON awa.schedules TO awa_admin, pg_monitor;

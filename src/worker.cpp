@@ -62,6 +62,7 @@ struct Step
 };
 
 const Step kSteps[] = {
+	{"SELECT awa.run_schedules(1000)", true}, /* periodic jobs: 1.1, like the claim marks */
 	{"SELECT awa.promote_due(1000)", false},
 	{"SELECT awa.rescue_expired_deadlines(1000)", false},
 	{"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)", false},
@@ -129,7 +130,7 @@ run_step(const Step &step)
 }
 
 /*
- * One maintenance pass: promotion and rescue every time, ring rotation and prune every
+ * One maintenance pass: periodic jobs, promotion and rescue every time, ring rotation and prune every
  * tenth pass (every 10 s by default: each prune truncates files, and turning the ring
  * faster than that buys nothing). Each step first checks that the extension is still there
  * (a DROP EXTENSION meanwhile ends the pass quietly). Returns whether it was there.
@@ -138,7 +139,7 @@ bool
 maintenance_pass()
 {
 	constexpr int kRingEvery = 10;
-	constexpr int kFirstRingStep = 3;
+	constexpr int kFirstRingStep = 4;
 	static int pass = 0;
 	bool installed = true;
 	int k = 0;

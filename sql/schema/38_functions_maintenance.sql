@@ -116,8 +116,8 @@ GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, integer) TO awa_admin;
 COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 
--- Every periodic task once, in one transaction: promotion, deadline and heartbeat
--- rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
+-- Every periodic task once, in one transaction: the ticks of periodic jobs
+-- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
 -- locks of a prune are held only from its truncate to this transaction's commit, then the
 -- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
 -- 'deferred'. The background worker runs each step in
@@ -138,7 +138,8 @@ BEGIN
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._require_read_committed('run_maintenance');
-    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
+    v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
@@ -176,7 +177,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
 -- Background maintenance needs no setting when preloaded: a launcher serves every database
 -- with awa_shard (maintenance.md §1). Installing or updating tells it at once.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Live test of backups: a database holding jobs in every state (waiting on several shards,
 # running on a receipt and on a lease, completed, failed in a ring slot and retained,
-# retryable, scheduled, dead-lettered, cancelled), with a turned ring and a sealed slot, is
+# retryable, scheduled, dead-lettered, cancelled), with a turned ring and a sealed slot, and
+# periodic jobs (one with a past enqueue, one paused), is
 # dumped with pg_dump -Fc and restored with pg_restore, and dumped as plain SQL and restored
 # with psql. The restored database has every job in its state with its id, the lanes and
-# their claim cursors, the ring state, the settings; no job id or lane_seq is handed out
+# their claim cursors, the ring state, the settings, the schedules with their next and last
+# ticks; the restored schedules enqueue a due tick once; no job id or lane_seq is handed out
 # twice; waiting jobs drain in lane order; open attempts finish. Each restore runs in one
 # transaction, as docs/operations.md §6 asks. Background maintenance is off so that the
 # source stays as it was dumped and the two can be compared row by row. Run as the postgres user;
@@ -47,6 +49,13 @@ SELECT awa.insert_job_compat('poison', 'b_dlq');
 SELECT awa.fail_job_to_dlq(job_id, run_lease, 'poison') FROM awa.claim_ready_runtime('b_dlq', 1, 0, 0);
 SELECT awa.cancel_job((awa.insert_job_compat('cancel_me', 'b_plain')).id);
 SELECT awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
+-- Periodic jobs: one that has enqueued a tick, one paused.
+SELECT awa.schedule('b_nightly', '30 2 * * *', 'nightly', 'b_sched', '{"n": 1}', p_timezone => 'Europe/Berlin',
+                    p_priority => 3, p_max_attempts => 5, p_metadata => '{"m": 1}', p_tags => ARRAY['t']);
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day' WHERE name = 'b_nightly';
+SELECT awa.run_schedules();
+SELECT awa.schedule('b_hourly', '@hourly', 'hourly', 'b_sched');
+SELECT awa.pause_schedule('b_hourly');
 SQL
 
 # What must come back: every job, lanes and cursors, next ids, ring, settings.
@@ -61,7 +70,8 @@ snapshot() {
          -c "SELECT current_slot, generation FROM awa.claim_ring_state" \
          -c "SELECT receipts FROM awa.plane_settings" \
          -c "SELECT queue, paused, enqueue_shards FROM awa.queue_meta ORDER BY queue" \
-         -c "SELECT unique_key, job_id FROM awa.job_unique_claims ORDER BY 1"
+         -c "SELECT unique_key, job_id FROM awa.job_unique_claims ORDER BY 1" \
+         -c "SELECT s.*, c.next_run_at FROM awa.schedules s JOIN awa.cron_schedules c USING (name) ORDER BY name"
 }
 snapshot src > "$dir/src.snap" || exit 1
 jobs_src=$(q src -c "SELECT count(*) FROM awa.jobs")
@@ -97,6 +107,12 @@ restore_check() {
     "$(q "$db" -c "DO \$\$ BEGIN PERFORM awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
                               RAISE EXCEPTION 'duplicate accepted'; EXCEPTION WHEN unique_violation THEN NULL; END \$\$;
                    SELECT 'held'")" "held"
+  check "$how: a restored schedule enqueues its due tick once" \
+    "$(q "$db" -c "UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 hour' WHERE name = 'b_nightly'" \
+              -c "SELECT awa.run_schedules()" -c "SELECT awa.run_schedules()" \
+              -c "SELECT count(*) FROM awa.jobs WHERE queue = 'b_sched'" | tr '\n' ' ')" "1 0 2 "
+  check "$how: the paused schedule stays paused" \
+    "$(q "$db" -c "SELECT paused FROM awa.schedules WHERE name = 'b_hourly'")" "t"
   check "$how: maintenance runs on the restored rings" \
     "$(q "$db" -c "SELECT awa.run_maintenance() ? 'queue_prune'")" "t"
 }

@@ -1,5 +1,5 @@
 /*
- * unit_tests.cpp — tests of the pure C++ (hash, shard math), no server needed.
+ * unit_tests.cpp — tests of the pure C++ (hash, shard math, cron: cron_tests.cpp), no server needed.
  * Reads the shared vectors file when given (argv[1]); prints "unit: N passed, M failed".
  */
 #include "ordering_hash.hpp"
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "pure_cpp.hpp" /* last: the pure headers above brought in no PostgreSQL header */
+
+void run_cron_tests(void (*check)(bool, const std::string &));
 
 static int passed = 0;
 static int failed = 0;
@@ -171,6 +173,7 @@ main(int argc, char **argv)
 	test_embedded_vectors();
 	test_traps();
 	test_shard_math();
+	run_cron_tests(check);
 	if (argc > 1)
 		test_vector_file(argv[1]);
 	std::printf("unit: %d passed, %d failed\n", passed, failed);

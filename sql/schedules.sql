@@ -1,0 +1,195 @@
+-- Periodic jobs (docs/api.md, "Periodic jobs"): cron ticks in real time zones (PostgreSQL's
+-- zone data; the tick search itself is unit-tested in test/unit/cron_tests.cpp), bad
+-- expressions (22023 naming the field), create/replace/pause/resume/unschedule, the view,
+-- and the maintenance step: one job per tick however often it runs, and after downtime only
+-- the latest missed tick. Nothing here depends on how long a statement takes: "downtime" is
+-- a stored next tick set in the past, and every tick asserted is fixed or bracketed by
+-- clock readings taken around the step.
+-- Schedules are database-wide and every maintenance pass runs them: a database of our own.
+SELECT current_database() AS home \gset
+CREATE DATABASE awa_schedules;
+\c awa_schedules
+SET client_min_messages = warning;
+CREATE EXTENSION awa_shard;
+RESET client_min_messages;
+SET timezone = 'UTC';
+\set ECHO none
+\i sql/sqlstate_of.psql
+\set ECHO all
+
+-- Ticks across daylight-saving changes, in the zone's wall-clock time and in UTC.
+-- Berlin 2026: 02:00-02:59 skipped on 29 March, repeated on 25 October. New York 2026:
+-- skipped on 8 March, 01:00-01:59 repeated on 1 November. A fixed-time schedule (minute and
+-- hour fields without '*') runs a skipped time at the end of the gap and a repeated time
+-- once; a schedule with '*' in the minute or hour field skips the gap and runs both times.
+SELECT c.expr, c.zone, c.after, n AS next_utc, n AT TIME ZONE c.zone AS next_local
+  FROM (VALUES
+    ('30 2 * * *', 'Europe/Berlin', '2026-03-28 12:00+00'::timestamptz),
+    ('30 2 * * *', 'Europe/Berlin', '2026-03-29 01:00+00'),
+    ('30 * * * *', 'Europe/Berlin', '2026-03-29 00:30+00'),
+    ('30 2 * * *', 'Europe/Berlin', '2026-10-24 12:00+00'),
+    ('30 2 * * *', 'Europe/Berlin', '2026-10-25 00:30+00'),
+    ('30 * * * *', 'Europe/Berlin', '2026-10-25 00:30+00'),
+    ('30 * * * *', 'Europe/Berlin', '2026-10-25 01:30+00'),
+    ('30 2 * * *', 'America/New_York', '2026-03-07 12:00+00'),
+    ('30 1 * * *', 'America/New_York', '2026-10-31 12:00+00'),
+    ('30 1 * * *', 'America/New_York', '2026-11-01 05:30+00'),
+    ('30 * * * *', 'America/New_York', '2026-11-01 05:30+00'),
+    ('0 9 * * mon-fri', 'Asia/Kolkata', '2026-01-09 04:00+00'),
+    ('@daily', 'europe/berlin', '2026-02-28 23:00+00'),
+    ('0 0 29 2 *', 'UTC', '2026-01-01 00:00+00'),
+    ('0 0 13 * fri', 'UTC', '2026-01-03 00:00+00'),
+    ('15 seconds', 'Europe/Berlin', '2026-03-29 00:59:50.5+00'))
+    AS c(expr, zone, after)
+ CROSS JOIN LATERAL awa._cron_next(c.expr, c.zone, c.after) n;
+-- The latest tick of a stretch: what a schedule enqueues after downtime.
+SELECT awa._cron_latest('*/5 * * * *', 'UTC', '2026-01-01 00:00+00', '2026-03-01 10:07:59+00') AS latest_5min,
+       awa._cron_latest('@weekly', 'America/New_York', '2020-01-05 05:00+00', '2026-12-03 12:00+00') AS latest_weekly,
+       awa._cron_latest('0 12 * * *', 'UTC', '2026-01-01 12:00+00', '2026-01-02 11:59+00') AS none_later;
+-- Matches no date: NULL (awa.schedule refuses it).
+SELECT awa._cron_next('0 0 31 2 *', 'UTC', '2026-01-01') AS feb_31;
+
+-- Bad input: 22023 naming the field (or the zone), checked before anything is written.
+SELECT pg_temp.sqlstate_of(format('SELECT awa.schedule(%L, %L, %L)', 'bad', c, 'k'))
+  FROM unnest(ARRAY['61 * * * *', '* 24 * * *', '* * 0 * *', '* * * 13 *', '* * * * 8', 'mon * * * *',
+                    '* * * jan-foo *', '*/0 * * * *', '30-10 * * * *', '* * * *', '@reboot', '60 seconds',
+                    '0 seconds', '', '0 0 31 2 *', '0 0 30 2 *']) c;
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_timezone => 'Mars/Olympus')$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', NULL, 'k')$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('', '* * * * *', 'k')$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', '')$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_queue => NULL)$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_priority => 9)$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_max_attempts => 0)$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_metadata => '[]')$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_tags => ARRAY['a', NULL])$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa._cron_next('1 2 3', 'UTC', now())$$);
+SELECT pg_temp.sqlstate_of($$SELECT awa.run_schedules(0)$$);
+SELECT count(*) AS schedules_after_bad_input FROM awa.cron_schedules;
+
+-- Create: the first tick after now (far ahead here, so no pass below enqueues it unasked).
+SELECT awa.schedule('yearly', '@yearly', 'report', 'sched_q', '{"kind": "annual"}') > now() AS next_is_ahead;
+SELECT awa.schedule('hourly', '0 * * * *', 'tick', 'sched_q', p_timezone => 'Europe/Berlin', p_priority => 1,
+                    p_max_attempts => 3, p_metadata => '{"team": "ops"}', p_tags => ARRAY['cron']) > now()
+       AS next_is_ahead;
+SELECT awa.schedule('fast', '5 seconds', 'ping', 'sched_q') > now() AS next_is_ahead;
+SELECT awa.pause_schedule('fast') AS paused_fast;
+SELECT name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, paused,
+       next_run_at IS NOT NULL AS has_next, last_run_at, last_enqueued_at, last_job_id
+  FROM awa.schedules ORDER BY name;
+-- The view's next tick is the stored one, NULL while paused.
+SELECT s.name, s.next_run_at IS NOT DISTINCT FROM (CASE WHEN c.paused THEN NULL ELSE c.next_run_at END) AS same
+  FROM awa.schedules s JOIN awa.cron_schedules c USING (name) ORDER BY 1;
+SELECT next_run_at = date_trunc('year', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 year'
+       AS yearly_next_is_next_new_year
+  FROM awa.schedules WHERE name = 'yearly';
+
+-- Replace with the same cron and zone keeps the next tick; a new cron computes it again.
+SELECT next_run_at AS yearly_next FROM awa.cron_schedules WHERE name = 'yearly' \gset
+UPDATE awa.cron_schedules SET next_run_at = next_run_at + interval '1 second' WHERE name = 'yearly';
+SELECT awa.schedule('yearly', '@yearly', 'report2', 'sched_q', '{"v": 2}')
+       = :'yearly_next'::timestamptz + interval '1 second' AS kept_next;
+SELECT kind, args FROM awa.schedules WHERE name = 'yearly';
+SELECT awa.schedule('yearly', '@annually', 'report2', 'sched_q', '{"v": 2}') = :'yearly_next'::timestamptz
+       AS recomputed_next;
+-- Replacing keeps a schedule paused.
+SELECT awa.schedule('fast', '5 seconds', 'ping', 'sched_q', '{"v": 2}') IS NULL AS still_paused_returns_null;
+SELECT paused FROM awa.schedules WHERE name = 'fast';
+
+-- Nothing is due yet: the step enqueues nothing.
+SELECT awa.run_schedules() AS enqueued;
+
+-- Downtime: the yearly schedule's stored tick is 25 years old. One pass enqueues ONE job,
+-- for the latest tick that has come (this year's 1 January), not one per missed year; a
+-- second pass for the same tick enqueues nothing. Clock readings bracket the pass.
+UPDATE awa.cron_schedules SET next_run_at = '2001-01-01 00:00+00' WHERE name = 'yearly';
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() AS enqueued;
+SELECT clock_timestamp() AS t1 \gset
+SELECT awa.run_schedules() AS enqueued_again;
+SELECT (awa.run_maintenance())->>'schedules' AS enqueued_by_run_maintenance;
+SELECT count(*) AS yearly_jobs FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'yearly';
+SELECT j.kind, j.args, j.state, j.priority, j.max_attempts, j.metadata, j.tags,
+       j.run_at = date_trunc('year', j.run_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS run_at_is_new_year,
+       j.run_at > :'t0'::timestamptz - interval '1 year' AND j.run_at <= :'t1'::timestamptz AS run_at_is_latest_tick,
+       s.last_job_id = j.id AS last_job, s.last_run_at = j.run_at AS last_run,
+       s.last_enqueued_at BETWEEN :'t0'::timestamptz AND :'t1'::timestamptz AS last_enqueued,
+       s.next_run_at = j.run_at + interval '1 year' AS next_is_following_tick
+  FROM awa.jobs j JOIN awa.schedules s ON s.last_job_id = j.id
+ WHERE s.name = 'yearly';
+
+-- The same through awa.run_maintenance() (no background worker needed), for an hourly
+-- schedule in Berlin three days behind: one job, on the hour, within the last hour.
+UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) - interval '3 days' WHERE name = 'hourly';
+SELECT clock_timestamp() AS t0 \gset
+SELECT (awa.run_maintenance())->>'schedules' AS enqueued_by_run_maintenance;
+SELECT clock_timestamp() AS t1 \gset
+SELECT (awa.run_maintenance())->>'schedules' AS enqueued_again;
+SELECT count(*) AS hourly_jobs,
+       bool_and(j.run_at = date_trunc('hour', j.run_at)) AS on_the_hour,
+       bool_and(j.run_at > :'t0'::timestamptz - interval '1 hour' AND j.run_at <= :'t1'::timestamptz) AS latest_tick,
+       bool_and(j.kind = 'tick' AND j.priority = 1 AND j.max_attempts = 3 AND j.tags = ARRAY['cron']
+                AND j.metadata = '{"team": "ops", "awa_schedule": "hourly"}') AS template
+  FROM awa.jobs j WHERE j.queue = 'sched_q' AND j.metadata->>'awa_schedule' = 'hourly';
+
+-- Paused: due ticks are not enqueued; resuming starts from the first tick after now (the
+-- ticks that fell while paused are not enqueued).
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day' WHERE name = 'fast';
+SELECT awa.run_schedules() AS enqueued_while_paused;
+SELECT awa.resume_schedule('fast') AS resumed, awa.resume_schedule('fast') AS resumed_again;
+SELECT paused, next_run_at > :'t1'::timestamptz AS next_after_resume,
+       extract(epoch FROM next_run_at)::numeric % 5 = 0 AS on_a_5_second_tick
+  FROM awa.schedules WHERE name = 'fast';
+SELECT awa.pause_schedule('fast') AS paused, awa.pause_schedule('fast') AS paused_again;
+SELECT count(*) AS fast_jobs FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'fast';
+
+-- 'N seconds' after downtime: one job, on a multiple of N seconds since the epoch.
+SELECT awa.resume_schedule('fast') AS resumed;
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day' WHERE name = 'fast';
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() AS enqueued;
+SELECT count(*) AS fast_jobs,
+       bool_and(extract(epoch FROM j.run_at)::numeric % 5 = 0) AS on_a_5_second_tick,
+       bool_and(j.run_at > :'t0'::timestamptz - interval '5 seconds') AS latest_tick
+  FROM awa.jobs j WHERE j.queue = 'sched_q' AND j.metadata->>'awa_schedule' = 'fast';
+
+-- A pass that ran late, not downtime: the schedule's previous job was enqueued less than 10
+-- seconds before the pass (here: a stored time ahead of the clock, so that no pause of this
+-- test can make it older). Every due tick gets its job, in order, 5 seconds apart from the
+-- stored next tick up to the latest; the next tick is the one after it.
+SELECT coalesce(max(id), 0) AS before_id FROM awa.jobs \gset
+UPDATE awa.cron_schedules SET next_run_at = next_run_at - interval '15 seconds',
+       last_enqueued_at = now() + interval '1 hour' WHERE name = 'fast';
+SELECT next_run_at AS first_tick FROM awa.cron_schedules WHERE name = 'fast' \gset
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() >= 3 AS enqueued_every_due_tick;
+SELECT count(*) >= 3 AS jobs, min(j.run_at) = :'first_tick'::timestamptz AS from_stored_tick,
+       max(j.run_at) > :'t0'::timestamptz - interval '5 seconds' AS up_to_latest,
+       count(DISTINCT j.run_at) = count(*) AS each_once,
+       max(j.run_at) - min(j.run_at) = (count(*) - 1) * interval '5 seconds' AS every_5_seconds,
+       (SELECT s.last_run_at = max(j.run_at) AND s.next_run_at = max(j.run_at) + interval '5 seconds'
+          FROM awa.schedules s WHERE s.name = 'fast') AS schedule_moved
+  FROM awa.jobs j WHERE j.id > :before_id AND j.metadata->>'awa_schedule' = 'fast';
+-- The same due ticks when the previous job is 11 seconds old: downtime, the latest only.
+SELECT coalesce(max(id), 0) AS before_id FROM awa.jobs \gset
+UPDATE awa.cron_schedules SET next_run_at = next_run_at - interval '15 seconds',
+       last_enqueued_at = now() - interval '11 seconds' WHERE name = 'fast';
+SELECT clock_timestamp() AS t0 \gset
+SELECT awa.run_schedules() AS enqueued_after_downtime;
+SELECT count(*) AS jobs, bool_and(j.run_at > :'t0'::timestamptz - interval '5 seconds') AS latest_tick
+  FROM awa.jobs j WHERE j.id > :before_id AND j.metadata->>'awa_schedule' = 'fast';
+
+-- The step refuses to decide on an old snapshot.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.sqlstate_of('SELECT awa.run_schedules()');
+ROLLBACK;
+
+-- Unschedule: the schedule goes, its jobs stay; unknown names answer false.
+SELECT awa.unschedule('hourly') AS removed, awa.unschedule('hourly') AS removed_again;
+SELECT awa.pause_schedule('nope') AS pause_unknown, awa.resume_schedule('nope') AS resume_unknown;
+SELECT pg_temp.sqlstate_of($$SELECT awa.unschedule(NULL)$$);
+SELECT name FROM awa.schedules ORDER BY 1;
+SELECT count(*) AS hourly_jobs_kept FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'hourly';
+
+\c :home
+DROP DATABASE awa_schedules;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Live test of periodic jobs (docs/api.md, "Periodic jobs"): 100 one-second schedules run by
+# the background maintenance of a preloaded server with no settings, across a clean restart
+# and a crash (immediate stop). Every tick gets at most one job, run_at on the tick; each
+# schedule's ticks follow one another second by second, except across a stop longer than the
+# documented catch-up (10 s since the schedule's previous job: only the latest tick then);
+# the schedules' last enqueue matches their jobs. Prints the enqueue delay (created_at -
+# run_at) as information only. Run as the postgres user; prints
+# "schedules_live: N passed, M failed".
+TEST=schedules_live; . "$(dirname "$0")/lib.sh"
+start() { start_server -c shared_preload_libraries=awa_shard "$@"; }
+
+new_server schedules 58000
+start || give_up "the server did not start"
+"$PGBIN/createdb" -h "$dir" -p "$port" live
+q live -c "CREATE EXTENSION awa_shard" \
+       -c "SELECT count(awa.schedule('tick-' || n, '1 second', 'tick', 'live_q', jsonb_build_object('n', n)))
+             FROM generate_series(1, 100) n" >/dev/null || give_up "scheduling failed"
+
+jobs() { q live -c "SELECT count(*) FROM awa.jobs WHERE queue = 'live_q'" 2>/dev/null || echo 0; }
+# Wait (at most 60 s) until N more jobs than now have been enqueued.
+wait_more() {
+  local want=$(( $(jobs) + $1 )) i
+  for i in $(seq 1 600); do [ "$(jobs)" -ge "$want" ] && return 0; sleep 0.1; done
+  give_up "fewer than $want jobs after 60 s"
+}
+
+wait_more 300
+"$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
+start || give_up "the server did not restart"
+wait_more 300
+"$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null
+start || give_up "the server did not restart after the crash"
+wait_more 300
+# Freeze: no maintenance while the jobs are counted.
+"$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
+start -c awa_shard.maintenance=off || give_up "the server did not start for the checks"
+
+check "every schedule enqueued jobs before and after both stops" \
+  "$(q live -c "SELECT count(*) FROM (SELECT metadata->>'awa_schedule' AS s, count(*) AS n FROM awa.jobs
+                 WHERE queue = 'live_q' GROUP BY 1) x WHERE n >= 6")" "100"
+check "no tick has two jobs" \
+  "$(q live -c "SELECT count(*) - count(DISTINCT (metadata->>'awa_schedule', run_at)) FROM awa.jobs WHERE queue = 'live_q'")" "0"
+check "every run_at is a whole second (the tick)" \
+  "$(q live -c "SELECT count(*) FROM awa.jobs WHERE queue = 'live_q' AND run_at <> date_trunc('second', run_at)")" "0"
+check "every job carries its schedule's args" \
+  "$(q live -c "SELECT count(*) FROM awa.jobs WHERE queue = 'live_q' AND 'tick-' || (args->>'n') <> metadata->>'awa_schedule'")" "0"
+# Consecutive ticks of a schedule are 1 s apart; a longer gap is allowed only where the
+# previous job was more than 10 s old when the pass came (a stop longer than the catch-up).
+gaps=$(q live -c "SELECT count(*) FILTER (WHERE gap > interval '1 second' AND gap <= interval '11 seconds'),
+                         count(*) FILTER (WHERE gap > interval '11 seconds')
+                    FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
+                            FROM awa.jobs WHERE queue = 'live_q') g")
+check "no tick missed except across a stop longer than the catch-up (short gaps, long gaps: $gaps)" "${gaps%%|*}" "0"
+check "each schedule's last enqueue is its latest job" \
+  "$(q live -c "SELECT count(*) FROM awa.cron_schedules s
+                  LEFT JOIN LATERAL (SELECT j.id, j.run_at FROM awa.jobs j
+                                      WHERE j.queue = 'live_q' AND j.metadata->>'awa_schedule' = s.name
+                                      ORDER BY j.run_at DESC LIMIT 1) l ON true
+                 WHERE (s.last_job_id, s.last_run_at) IS DISTINCT FROM (l.id, l.run_at)")" "0"
+check "each schedule's next tick is one second after its last" \
+  "$(q live -c "SELECT count(*) FROM awa.cron_schedules WHERE next_run_at <> last_run_at + interval '1 second'")" "0"
+echo "# enqueue delay (created_at - run_at) over $(jobs) jobs: $(q live -c "SELECT 'p50 ' || round(extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY created_at - run_at))::numeric, 3)
+  || ' s, p99 ' || round(extract(epoch FROM percentile_cont(0.99) WITHIN GROUP (ORDER BY created_at - run_at))::numeric, 3)
+  || ' s, max ' || round(extract(epoch FROM max(created_at - run_at))::numeric, 3) || ' s' FROM awa.jobs WHERE queue = 'live_q'")"
+summary
+[ "$failed" -eq 0 ]
