@@ -795,6 +795,7 @@ BEGIN
     PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
+    PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
@@ -928,6 +929,7 @@ AS $$
 BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
+    PERFORM awa._check_interval(p_stale, 'p_stale');
     RETURN (awa._rescue(p_stale, false, p_limit)).heartbeat_rescued;
 END
 $$;
@@ -1129,6 +1131,7 @@ BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_interval(p_older_than, 'p_older_than');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
@@ -1451,6 +1454,7 @@ BEGIN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
@@ -1552,6 +1556,7 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
+    PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
     t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
     IF t.job_id IS NULL THEN
         RETURN NULL;
@@ -2410,6 +2415,28 @@ COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.h
 COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
 
+-- An interval argument of at most kMaxIntervalYears (src/limits.hpp) in the sum of its
+-- parts' sizes (months, days, time), so that now plus or minus it is a valid timestamp
+-- (22023 naming it; longer ones failed with 22008); NULL passes (awa._require's).
+CREATE FUNCTION awa._check_interval(p_value interval, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_years numeric := abs(extract(year FROM p_value) * 12 + extract(month FROM p_value)) / 12
+                       + abs(extract(day FROM p_value)) / 365.25
+                       + abs(extract(hour FROM p_value) * 3600 + extract(minute FROM p_value) * 60
+                             + extract(second FROM p_value)) / 31557600;
+BEGIN
+    IF v_years > awa._limit('max_interval_years') THEN
+        RAISE EXCEPTION '% must be at most % years', p_name, awa._limit('max_interval_years') USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
+
 -- =========================================================================================
 -- One definition of a job: awa.job_template names the attributes every job
 -- carries, under the same names and types in every table that holds jobs (ready_entries,
@@ -2615,6 +2642,7 @@ BEGIN
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
+    PERFORM awa._check_interval(p_delay, 'p_delay');
     t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
     IF t.job_id IS NULL THEN
         RETURN false;
@@ -2926,3 +2954,9 @@ COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 COMMENT ON TABLE awa.queue_claim_heads IS
     'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';
+
+-- Retry backoff: attempts below 0 count as 0 (power(2, -2^31) underflowed, 22003).
+CREATE OR REPLACE FUNCTION awa.backoff_duration(p_attempt integer, p_max_attempts integer) RETURNS interval
+    LANGUAGE sql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN least(make_interval(secs => power(2, greatest(least(p_attempt, 20), 0)) * (1 + random() * 0.25)), interval '24 hours');

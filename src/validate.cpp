@@ -388,6 +388,7 @@ constexpr NamedLimit kNamedLimits[] = {
 	{"max_insert_batch", awa::kMaxInsertBatch},
 	{"max_reserve_count", awa::kMaxReserveCount},
 	{"max_wait_ms", awa::kMaxWaitMs},
+	{"max_interval_years", awa::kMaxIntervalYears},
 };
 
 } // namespace

@@ -114,6 +114,7 @@ AS $$
 BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
+    PERFORM awa._check_interval(p_stale, 'p_stale');
     RETURN (awa._rescue(p_stale, false, p_limit)).heartbeat_rescued;
 END
 $$;

@@ -137,6 +137,7 @@ BEGIN
     PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
+    PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock

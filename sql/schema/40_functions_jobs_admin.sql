@@ -231,6 +231,7 @@ BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_interval(p_older_than, 'p_older_than');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
@@ -346,6 +347,7 @@ BEGIN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
