@@ -392,7 +392,9 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+                        THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
+                        ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;
 END
 $$;

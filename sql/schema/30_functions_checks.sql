@@ -121,7 +121,8 @@ REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
 
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
--- row lock: they refuse to run where a statement does not see that state.
+-- row lock: they refuse to run where a statement does not see that state (and so do
+-- purge_queue and drop_queue, which move or read lane cursors; their hint is their own).
 CREATE FUNCTION awa._require_read_committed(p_name text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -129,7 +130,9 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+                        THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
+                        ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;
 END
 $$;
