@@ -40,7 +40,7 @@ REVOKE ALL ON FUNCTION awa._check_queue(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
 
 -- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
-CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+CREATE FUNCTION awa._check_priority(p_priority bigint, p_name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -48,8 +48,8 @@ BEGIN
     PERFORM awa._check_between(p_priority, awa._limit('min_priority'), awa._limit('max_priority'), p_name, '23514');
 END
 $$;
-REVOKE ALL ON FUNCTION awa._check_priority(integer, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+REVOKE ALL ON FUNCTION awa._check_priority(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_priority(bigint, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
 
 -- A number argument below its minimum (22023), naming it; NULL is left to awa._require.
 CREATE FUNCTION awa._require_at_least(p_value bigint, p_min bigint, p_name text) RETURNS void
@@ -151,10 +151,10 @@ COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a u
 
 -- Retry backoff: 2^attempt seconds plus up to 25 % jitter, at most 24 hours; attempts below
 -- 0 count as 0 (power(2, -2^31) underflowed, 22003).
-CREATE FUNCTION awa.backoff_duration(p_attempt integer, p_max_attempts integer) RETURNS interval
+CREATE FUNCTION awa.backoff_duration(p_attempt bigint, p_max_attempts bigint) RETURNS interval
     LANGUAGE sql VOLATILE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
     RETURN least(make_interval(secs => power(2, greatest(least(p_attempt, 20), 0)) * (1 + random() * 0.25)), interval '24 hours');
-REVOKE ALL ON FUNCTION awa.backoff_duration(integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.backoff_duration(integer, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+REVOKE ALL ON FUNCTION awa.backoff_duration(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.backoff_duration(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.backoff_duration(bigint, bigint) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
