@@ -392,7 +392,9 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+                        THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
+                        ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;
 END
 $$;
@@ -481,7 +483,8 @@ REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
 --   6. truncate the slot's partitions and mark it free.
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
 -- Returns pruned / skipped_none_sealed / skipped_running / skipped_locked / skipped_concurrent.
-CREATE OR REPLACE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+DROP FUNCTION awa.prune_queue_ring(integer);
+CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -495,6 +498,7 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
@@ -535,7 +539,7 @@ BEGIN
         END IF;
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms) THEN
+                                         p_lock_timeout_ms::integer) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
@@ -625,6 +629,9 @@ BEGIN
     RETURN 'pruned';
 END
 $$;
+REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_queue_ring(bigint) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -684,7 +691,8 @@ $$;
 -- use costs nothing), then again under the partition locks, which no writer can pass.
 -- Returns pruned / skipped_none_sealed / skipped_open_receipts / skipped_open_leases /
 -- skipped_locked / skipped_concurrent.
-CREATE OR REPLACE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+DROP FUNCTION awa.prune_attempt_ring(text, integer);
+CREATE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -698,6 +706,7 @@ BEGIN
     PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_attempt_ring');
     BEGIN
         IF p_ring = 'claim' THEN
@@ -730,7 +739,7 @@ BEGIN
         END IF;
         BEGIN
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
@@ -748,7 +757,7 @@ BEGIN
             RETURN 'skipped_open_leases';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['leases_' || v_slot], p_lock_timeout_ms) THEN
+            IF NOT awa._lock_ring_partitions(ARRAY['leases_' || v_slot], p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot) THEN
@@ -765,6 +774,9 @@ BEGIN
     RETURN 'pruned';
 END
 $$;
+REVOKE ALL ON FUNCTION awa.prune_attempt_ring(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_attempt_ring(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_attempt_ring(text, bigint) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
 
 -- Whether a claim slot holds an open receipt (awa._open_receipts). A completed receipt has
 -- no closure, so counting receipts against closures no longer tells.
@@ -780,8 +792,9 @@ REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 -- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
 -- 'deferred'. The background worker runs each step in
 -- its own transaction instead.
-CREATE OR REPLACE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
-                                               p_batch integer DEFAULT 1000)
+DROP FUNCTION awa.run_maintenance(interval, integer);
+CREATE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
+                                               p_batch bigint DEFAULT 1000)
     RETURNS jsonb
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -795,6 +808,7 @@ BEGIN
     PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
+    PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
     v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
@@ -802,7 +816,7 @@ BEGIN
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
            r.deadline_rescued + r.heartbeat_rescued > 0
-      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
+      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, least(p_batch, 2147483647)::integer) r;
     v_result := v_result || jsonb_build_object(
         'queue_ring', awa.rotate_queue_ring(),
         'claim_ring', awa.rotate_attempt_ring('claim'),
@@ -833,6 +847,9 @@ BEGIN
     RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
+REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
@@ -921,7 +938,8 @@ COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both r
 
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).
-CREATE OR REPLACE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit integer DEFAULT 500)
+DROP FUNCTION awa.rescue_stale_heartbeats(interval, integer);
+CREATE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit bigint DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -929,12 +947,17 @@ AS $$
 BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
-    RETURN (awa._rescue(p_stale, false, p_limit)).heartbeat_rescued;
+    PERFORM awa._check_interval(p_stale, 'p_stale');
+    RETURN (awa._rescue(p_stale, false, least(p_limit, 2147483647)::integer)).heartbeat_rescued;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
 
 -- Rescue attempts past their hard deadline, with the same last-attempt rule.
-CREATE OR REPLACE FUNCTION awa.rescue_expired_deadlines(p_limit integer DEFAULT 500)
+DROP FUNCTION awa.rescue_expired_deadlines(integer);
+CREATE FUNCTION awa.rescue_expired_deadlines(p_limit bigint DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -942,9 +965,12 @@ AS $$
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
-    RETURN (awa._rescue(NULL, true, p_limit)).deadline_rescued;
+    RETURN (awa._rescue(NULL, true, least(p_limit, 2147483647)::integer)).deadline_rescued;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.rescue_expired_deadlines(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.rescue_expired_deadlines(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.rescue_expired_deadlines(bigint) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
 
 -- A rescued attempt: back to deferred_jobs as retryable with backoff while attempts
 -- remain; at its last attempt the job ends as fail_job would leave it (awa._fail_exhausted,
@@ -1113,7 +1139,8 @@ $$;
 -- keep their key's shard, keyless rows take the rotor, within the queue's current width.
 -- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
 -- every queue). Returns how many rows moved up.
-CREATE OR REPLACE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000,
+DROP FUNCTION awa.age_waiting_priorities(interval, integer, text);
+CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit bigint DEFAULT 1000,
                                                       p_queue text DEFAULT NULL)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -1130,6 +1157,7 @@ BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_interval(p_older_than, 'p_older_than');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
@@ -1180,6 +1208,9 @@ BEGIN
     RETURN awa._enqueue_ready(v_rows);
 END
 $$;
+REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
 CREATE OR REPLACE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
@@ -1320,8 +1351,8 @@ CREATE FUNCTION awa.insert_job_compat(
     p_queue text DEFAULT 'default',
     p_args jsonb DEFAULT '{}',
     p_state awa.job_state DEFAULT 'available',
-    p_priority integer DEFAULT 2,
-    p_max_attempts integer DEFAULT 25,
+    p_priority bigint DEFAULT 2,
+    p_max_attempts bigint DEFAULT 25,
     p_run_at timestamptz DEFAULT NULL,
     p_metadata jsonb DEFAULT '{}',
     p_tags text[] DEFAULT '{}',
@@ -1340,10 +1371,10 @@ CREATE FUNCTION awa.insert_jobs(
     p_queue text,
     p_kinds text[],
     p_args jsonb[] DEFAULT NULL,
-    p_priorities integer[] DEFAULT NULL,
+    p_priorities bigint[] DEFAULT NULL,
     p_run_ats timestamptz[] DEFAULT NULL,
     p_ordering_keys bytea[] DEFAULT NULL,
-    p_max_attempts integer[] DEFAULT NULL,
+    p_max_attempts bigint[] DEFAULT NULL,
     p_metadata jsonb[] DEFAULT NULL,
     p_unique_keys bytea[] DEFAULT NULL,
     p_unique_states bit(8)[] DEFAULT NULL,
@@ -1354,14 +1385,14 @@ CREATE FUNCTION awa.insert_jobs(
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority).
-CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority integer, p_ordering_key bytea DEFAULT NULL)
+CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority bigint, p_ordering_key bytea DEFAULT NULL)
     RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_enqueue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
 -- Reserve [start, start + count) of a lane under the lane lock; count <= 0 peeks.
-CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqueue_shard integer, p_count bigint)
+CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority bigint, p_enqueue_shard bigint, p_count bigint)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_reserve_enqueue_seq'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
@@ -1370,7 +1401,7 @@ CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqu
 -- Name of a lane's sequence: md5 of 'queue:priority:shard' (unchanged by the integer type).
 -- The rule of 1.0 (queue_enqueue_seq_ and left(md5('queue:priority:shard'), 32)), in C
 -- (src/reserve.cpp) so that the enqueue path and SQL share one text of it.
-CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
+CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority bigint, p_enqueue_shard bigint)
     RETURNS text
     AS 'MODULE_PATHNAME', 'awa_lane_sequence_name'
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
@@ -1378,14 +1409,14 @@ CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enque
 
 -- Advisory-lock key of a lane (held by every reservation until its transaction ends).
 -- The rule of 1.0 (hashtextextended('awa.' || quote_ident(lane_sequence_name(...)), 0)), in C.
-CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
+CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority bigint, p_enqueue_shard bigint)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_lane_lock_key'
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp;
 
 -- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
-CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+CREATE FUNCTION awa._check_priority(p_priority bigint, p_name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1398,7 +1429,7 @@ $$;
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
 -- does not exist yet is created, as an enqueue would create it.
-CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority integer DEFAULT NULL)
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -1437,7 +1468,7 @@ $$;
 -- Bring a job back from the dead-letter queue, optionally into another queue or priority
 -- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
 CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
-                                   p_priority integer DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -1452,6 +1483,7 @@ BEGIN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
@@ -1488,23 +1520,23 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION
-    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
-    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
-    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint),
-    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer),
-    awa._check_priority(integer, text), awa.move_queue(bigint, text, integer),
-    awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint),
+    awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint),
+    awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint),
+    awa.retry_from_dlq(bigint, text, bigint, timestamptz)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    awa.lane_sequence_name(text, integer, integer), awa.lane_lock_key(text, integer, integer)
+    awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint)
     TO awa_producer, awa_worker, awa_admin;
 GRANT EXECUTE ON FUNCTION
-    awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea),
-    awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean),
-    awa.shard_for_enqueue(text, integer, bytea), awa.reserve_enqueue_seq(text, integer, integer, bigint)
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea),
+    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
+    awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     TO awa_producer, awa_admin;
 GRANT EXECUTE ON FUNCTION
-    awa.move_queue(bigint, text, integer), awa.retry_from_dlq(bigint, text, integer, timestamptz)
+    awa.move_queue(bigint, text, bigint), awa.retry_from_dlq(bigint, text, bigint, timestamptz)
     TO awa_admin;
 
 -- Exhausted jobs to the DLQ: off by default. plane_settings.dlq_enabled_by_default is the
@@ -1554,6 +1586,7 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
+    PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
     t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
     IF t.job_id IS NULL THEN
         RETURN NULL;
@@ -1627,7 +1660,7 @@ $$;
 -- when this call created the row (also for a queue producers had created implicitly);
 -- false when the queue already has these settings; 42710 when it has other ones
 -- (a NULL p_dlq_enabled is not compared).
-CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards integer DEFAULT 1,
+CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards bigint DEFAULT 1,
                                  p_dlq_enabled boolean DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
@@ -2112,7 +2145,7 @@ $$;
 
 -- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
 -- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.
-CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
+CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit bigint DEFAULT 100)
     RETURNS SETOF awa.job_row
     LANGUAGE plpgsql STABLE ROWS 100
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -2166,20 +2199,137 @@ CREATE VIEW awa.queues AS
       FROM awa._queues();
 
 REVOKE ALL ON FUNCTION
-    awa.queue_depth(text), awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.queue_depth(text), awa.create_queue(text, bigint, boolean), awa.set_queue_dlq(text, boolean),
     awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
-    awa.get_job(bigint), awa.get_job(text, bigint), awa.list_jobs(text, awa.job_state, integer), awa._queues()
+    awa.get_job(bigint), awa.get_job(text, bigint), awa.list_jobs(text, awa.job_state, bigint), awa._queues()
     FROM PUBLIC;
 REVOKE ALL ON awa.queues FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    awa.create_queue(text, integer, boolean), awa.set_queue_dlq(text, boolean),
+    awa.create_queue(text, bigint, boolean), awa.set_queue_dlq(text, boolean),
     awa.pause_queue(text), awa.resume_queue(text), awa.purge_queue(text), awa.drop_queue(text, boolean),
-    awa.list_jobs(text, awa.job_state, integer)
+    awa.list_jobs(text, awa.job_state, bigint)
     TO awa_admin;
 GRANT EXECUTE ON FUNCTION awa.get_job(bigint), awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
 GRANT EXECUTE ON FUNCTION awa.queue_depth(text) TO awa_worker, awa_admin, pg_monitor;
 GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
+
+-- Retry backoff: attempts below 0 count as 0 (power(2, -2^31) underflowed, 22003).
+DROP FUNCTION awa.backoff_duration(integer, integer);
+CREATE FUNCTION awa.backoff_duration(p_attempt bigint, p_max_attempts bigint) RETURNS interval
+    LANGUAGE sql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN least(make_interval(secs => power(2, greatest(least(p_attempt, 20), 0)) * (1 + random() * 0.25)), interval '24 hours');
+REVOKE ALL ON FUNCTION awa.backoff_duration(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.backoff_duration(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.backoff_duration(bigint, bigint) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+
+-- Integer arguments are bigint (1.1): any integer type a driver sends (smallint, integer,
+-- bigint, an untyped literal) resolves to the one function of each name.
+DROP FUNCTION awa.shard_for_ordering_key(bytea, integer);
+CREATE FUNCTION awa.shard_for_ordering_key(key bytea, shards bigint) RETURNS smallint
+    AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_bytea'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
+DROP FUNCTION awa.shard_for_ordering_key(text, integer);
+CREATE FUNCTION awa.shard_for_ordering_key(key text, shards bigint) RETURNS smallint
+    AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_text'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(text, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.shard_for_ordering_key(text, bigint) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
+DROP FUNCTION awa.wait_for_jobs(text, integer);
+CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms bigint) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_jobs(text, bigint) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
+DROP FUNCTION awa.promote_due(integer);
+CREATE FUNCTION awa.promote_due(p_limit bigint DEFAULT 1000)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows awa.deferred_jobs[];
+    d awa.deferred_jobs;
+BEGIN
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    WITH due AS (
+        SELECT j.job_id FROM awa.deferred_jobs j
+         WHERE j.run_at <= clock_timestamp()
+           AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
+         ORDER BY j.run_at, j.priority, j.job_id
+         LIMIT p_limit
+         FOR UPDATE SKIP LOCKED),
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOREACH d IN ARRAY v_rows LOOP
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+    END LOOP;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.promote_due(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.promote_due(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.promote_due(bigint) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+DROP FUNCTION awa.list_dlq(text, integer);
+CREATE FUNCTION awa.list_dlq(p_queue text, p_limit bigint DEFAULT 100) RETURNS SETOF awa.dlq_entries
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    IF p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 10000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit);
+    END IF;
+    RETURN QUERY
+        SELECT e.* FROM awa.dlq_entries e
+         WHERE p_queue IS NULL OR e.queue = p_queue
+         ORDER BY e.dlq_at DESC, e.job_id DESC
+         LIMIT p_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.list_dlq(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.list_dlq(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+DROP FUNCTION awa.set_enqueue_shards(text, integer);
+CREATE FUNCTION awa.set_enqueue_shards(p_queue text, p_shards bigint) RETURNS smallint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_old smallint;
+BEGIN
+    PERFORM awa._check_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_shards IS NULL, 'p_shards');
+    IF p_shards NOT BETWEEN 1 AND 64 THEN
+        RAISE EXCEPTION 'p_shards must be between 1 and 64' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_shards);
+    END IF;
+    SELECT m.enqueue_shards INTO v_old FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (p_queue, p_shards)
+    ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards;
+    RETURN coalesce(v_old, 1);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_enqueue_shards(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_enqueue_shards(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
 
 -- Self-description: every function, table, view, type and sequence of schema awa has a
 -- comment (\df+ awa.*, \dt+ awa.*, \dv+ awa.*), checked by test/pgtap/comments.sql so
@@ -2187,22 +2337,22 @@ GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
 COMMENT ON SCHEMA awa IS 'awa_shard: a sharded, vacuum-aware job queue (docs/api.md).';
 
 -- Producing and routing.
-COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea)
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea)
     IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
-COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean)
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean)
     IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
-COMMENT ON FUNCTION awa.shard_for_enqueue(text, integer, bytea)
+COMMENT ON FUNCTION awa.shard_for_enqueue(text, bigint, bytea)
     IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
-COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint)
+COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     IS 'Reserve a contiguous block of a lane''s numbers under the lane lock (count <= 0: peek). Role: awa_producer, awa_admin.';
 COMMENT ON FUNCTION awa.queue_enqueue_shards(text)
     IS 'The width (enqueue_shards) this transaction routes a queue with; 1 without settings. Role: all three.';
 COMMENT ON FUNCTION awa.ordering_key_hash(bytea) IS 'The 64-bit ordering-key hash of the key bytes (two''s-complement bigint). Role: all three.';
 COMMENT ON FUNCTION awa.ordering_key_hash(text) IS 'The 64-bit ordering-key hash of the UTF-8 bytes of a text key. Role: all three.';
-COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, integer) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
-COMMENT ON FUNCTION awa.shard_for_ordering_key(text, integer) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
-COMMENT ON FUNCTION awa.lane_sequence_name(text, integer, integer) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
-COMMENT ON FUNCTION awa.lane_lock_key(text, integer, integer) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
+COMMENT ON FUNCTION awa.shard_for_ordering_key(text, bigint) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
+COMMENT ON FUNCTION awa.lane_sequence_name(text, bigint, bigint) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
+COMMENT ON FUNCTION awa.lane_lock_key(text, bigint, bigint) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
 
 -- Working.
 COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
@@ -2214,14 +2364,14 @@ COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an a
 COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.wait_for_jobs(text, integer) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
+COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.queue_depth(text)
     IS 'Cheap depth of a known queue for autoscalers: lane positions handed out and not yet claimed (an upper bound of waiting jobs; no scan). Role: awa_worker, awa_admin, pg_monitor.';
 
 -- Queues and administration.
-COMMENT ON FUNCTION awa.create_queue(text, integer, boolean)
+COMMENT ON FUNCTION awa.create_queue(text, bigint, boolean)
     IS 'Create a queue with its width and DLQ override; true when created, false when it exists with these settings. Role: awa_admin.';
 COMMENT ON FUNCTION awa.drop_queue(text, boolean)
     IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
@@ -2229,37 +2379,37 @@ COMMENT ON FUNCTION awa.purge_queue(text)
     IS 'Remove every waiting, scheduled and retryable job of a known queue (running attempts finish); returns how many. Role: awa_admin.';
 COMMENT ON FUNCTION awa.pause_queue(text) IS 'Pause a known queue (claims and promotion skip it); true when this call paused it. Role: awa_admin.';
 COMMENT ON FUNCTION awa.resume_queue(text) IS 'Resume a known queue; true when this call resumed it. Role: awa_admin.';
-COMMENT ON FUNCTION awa.set_enqueue_shards(text, integer) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
 COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
     IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
-COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, integer) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
 COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
 COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
-COMMENT ON FUNCTION awa.age_waiting_priorities(interval, integer, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
-COMMENT ON FUNCTION awa.move_queue(bigint, text, integer) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
-COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
 COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
-COMMENT ON FUNCTION awa.list_dlq(text, integer) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
 COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
 COMMENT ON FUNCTION awa.reset_shard_stats() IS 'Forget the shared-memory per-shard counters of this database; false when not preloaded. Role: awa_admin.';
 
 -- Maintenance.
-COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
-COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
-COMMENT ON FUNCTION awa.rescue_expired_deadlines(integer) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.promote_due(bigint) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
+COMMENT ON FUNCTION awa.rescue_expired_deadlines(bigint) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
 COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current slot and start the next one when possible. Role: awa_admin.';
-COMMENT ON FUNCTION awa.prune_queue_ring(integer) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_queue_ring(bigint) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
 COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ring''s current slot and start the next one when possible. Role: awa_admin.';
-COMMENT ON FUNCTION awa.prune_attempt_ring(text, integer) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
-COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_attempt_ring(text, bigint) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
+COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
 -- Helpers.
 COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
-COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+COMMENT ON FUNCTION awa.backoff_duration(bigint, bigint) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
 
 -- Internal building blocks (no role is granted them; signatures may change).
 COMMENT ON FUNCTION awa._append_error(jsonb, text, integer, boolean) IS 'Internal: an errors array with one more {error, attempt, at[, terminal]} entry.';
-COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+COMMENT ON FUNCTION awa._check_priority(bigint, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
 COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
 COMMENT ON FUNCTION awa._require_queue(text, text) IS 'Internal: awa._check_queue, then 42704 when the name is no known queue.';
 COMMENT ON FUNCTION awa._queue_known(text) IS 'Internal: whether a queue has settings, lanes, scheduled or dead-lettered jobs.';
@@ -2411,6 +2561,28 @@ REVOKE ALL ON FUNCTION awa._limit(text), awa._check_between(bigint, bigint, bigi
 COMMENT ON FUNCTION awa._limit(text) IS 'Internal: a named limit of src/limits.hpp (the C++ side), so SQL states it once.';
 COMMENT ON FUNCTION awa._check_between(bigint, bigint, bigint, text, text) IS 'Internal: raise 22023 (or the given SQLSTATE) for a number outside its range.';
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
+
+-- An interval argument of at most kMaxIntervalYears (src/limits.hpp) in the sum of its
+-- parts' sizes (months, days, time), so that now plus or minus it is a valid timestamp
+-- (22023 naming it; longer ones failed with 22008); NULL passes (awa._require's).
+CREATE FUNCTION awa._check_interval(p_value interval, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_years numeric := abs(extract(year FROM p_value) * 12 + extract(month FROM p_value)) / 12
+                       + abs(extract(day FROM p_value)) / 365.25
+                       + abs(extract(hour FROM p_value) * 3600 + extract(minute FROM p_value) * 60
+                             + extract(second FROM p_value)) / 31557600;
+BEGIN
+    IF v_years > awa._limit('max_interval_years') THEN
+        RAISE EXCEPTION '% must be at most % years', p_name, awa._limit('max_interval_years') USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
 
 -- =========================================================================================
 -- One definition of a job: awa.job_template names the attributes every job
@@ -2618,6 +2790,7 @@ BEGIN
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
+    PERFORM awa._check_interval(p_delay, 'p_delay');
     t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
     IF t.job_id IS NULL THEN
         RETURN false;
@@ -2872,7 +3045,7 @@ $$;
 -- p_defer_secs: rows deleted or updated then stay as dead rows that vacuum cannot remove
 -- until it ends, so deleting would free nothing, whereas marks left alone are live rows read
 -- by a backward index probe. Returns the number of heads moved.
-CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_limit integer DEFAULT 10000)
+CREATE FUNCTION awa.fold_claim_marks(p_defer_secs bigint DEFAULT 10, p_limit bigint DEFAULT 10000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -2883,6 +3056,7 @@ BEGIN
     PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
     PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
                            'p_defer_secs must not be negative and p_limit must be at least 1');
+    p_defer_secs := least(p_defer_secs, 2147483647);  -- longer than any transaction
     PERFORM awa._require_read_committed('fold_claim_marks');
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
                 WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database d
@@ -2923,9 +3097,9 @@ BEGIN
     RETURN v_count;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
+REVOKE ALL ON FUNCTION awa.fold_claim_marks(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(bigint, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 COMMENT ON TABLE awa.queue_claim_heads IS
     'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';
@@ -2976,13 +3150,6 @@ CREATE OR REPLACE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bi
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
-
-CREATE OR REPLACE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-
--- Periodic jobs (docs/api.md, "Periodic jobs"): schedules, their maintenance step and view.
 
 -- Periodic jobs (docs/api.md, "Periodic jobs"): one row per named schedule, managed by
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
@@ -3055,8 +3222,8 @@ CREATE FUNCTION awa.schedule(
     p_queue text DEFAULT 'default',
     p_args jsonb DEFAULT '{}',
     p_timezone text DEFAULT 'UTC',
-    p_priority integer DEFAULT 2,
-    p_max_attempts integer DEFAULT 25,
+    p_priority bigint DEFAULT 2,
+    p_max_attempts bigint DEFAULT 25,
     p_metadata jsonb DEFAULT '{}',
     p_tags text[] DEFAULT '{}')
     RETURNS timestamptz
@@ -3112,9 +3279,9 @@ BEGIN
     RETURN v_next;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) TO awa_admin;
-COMMENT ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[])
+REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) TO awa_admin;
+COMMENT ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[])
     IS 'Create or replace a periodic job: a job of p_kind at every tick of p_cron in p_timezone; returns the next tick. Role: awa_admin.';
 
 -- Remove a schedule; jobs it enqueued stay. Returns whether it existed.
@@ -3180,7 +3347,7 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- a pass a little longer than its interval), so each gets its job (at most 60, then the
 -- latest); otherwise (downtime) only the latest tick that has come. Returns how many jobs
 -- it enqueued.
-CREATE FUNCTION awa.run_schedules(p_limit integer DEFAULT 1000)
+CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -3227,9 +3394,9 @@ BEGIN
     RETURN v_count;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.run_schedules(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.run_schedules(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.run_schedules(integer) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.run_schedules(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_schedules(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.run_schedules(bigint) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';
 
 -- The schedules of periodic jobs (docs/api.md, "Periodic jobs"); next_run_at is NULL while
 -- a schedule is paused.

@@ -42,7 +42,7 @@ SELECT b.side, pg_temp.bound(b.stmt, b.at, b.past, b.code) AS agrees
 -- scripts), what C++ gives a job whose caller passed NULL, the mask columns.
 SELECT 'insert_job_compat DEFAULTs' AS sql_side,
        pg_get_function_arguments('awa.insert_job_compat'::regproc)
-           LIKE format('%%p_priority integer DEFAULT %s, p_max_attempts integer DEFAULT %s,%%', dprio, datt) AS agrees
+           LIKE format('%%p_priority bigint DEFAULT %s, p_max_attempts bigint DEFAULT %s,%%', dprio, datt) AS agrees
   FROM lim
 UNION ALL
 SELECT 'max_attempts column DEFAULTs',

@@ -117,10 +117,16 @@ SELECT count(*) AS late_completion FROM q_force_run r, LATERAL awa.complete_jobs
 SELECT count(*) AS jobs_left FROM awa.jobs WHERE queue = 'q_force';
 SELECT count(*) AS claims_left FROM awa.job_unique_claims WHERE unique_key IN ('\x02'::bytea, '\x03'::bytea);
 SELECT awa.prune_attempt_ring('claim') IS NOT NULL AS claim_ring_prunable;
--- Purge and drop decide on the latest state: not inside REPEATABLE READ.
+-- Purge and drop decide on the latest state: not inside REPEATABLE READ, with a hint about
+-- the isolation level (not the maintenance hint of the ring functions).
+\set VERBOSITY default
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT awa.purge_queue('q_mail');
 ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT awa.drop_queue('q_mail');
+ROLLBACK;
+\set VERBOSITY terse
 
 -- 8. Exhausted jobs to the DLQ: off by default; per queue (create_queue, set_queue_dlq) or
 -- for the install (plane_settings.dlq_enabled_by_default); fail_job and rescue alike.

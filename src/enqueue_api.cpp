@@ -162,7 +162,7 @@ struct OptionalArray
 	Datum *values; /* nullptr when the argument is NULL */
 	bool *nulls;
 	int count;
-	Oid elemtype; /* the array's own element type (smallint[] from a 1.0 catalog, integer[] from 1.1) */
+	Oid elemtype; /* the array's own element type (smallint[] from a 1.0 catalog, bigint[] from 1.1) */
 };
 
 /* Deconstruct an optional array argument (NULL: every job takes the default); 22023 when multi-dimensional. */

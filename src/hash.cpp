@@ -53,7 +53,7 @@ AWA_SQL_FUNCTION(awa_ordering_key_hash_text)
 	return Int64GetDatum(static_cast<int64>(hash_text_utf8(PG_GETARG_TEXT_PP(0))));
 }
 
-/* awa.shard_for_ordering_key(bytea, integer): NULL key -> NULL (no key, the rotor decides). */
+/* awa.shard_for_ordering_key(bytea, bigint): NULL key -> NULL (no key, the rotor decides). */
 AWA_SQL_FUNCTION(awa_shard_for_ordering_key_bytea)
 {
 	int shards = awa::shards_arg(fcinfo, 1, "shards");
@@ -63,7 +63,7 @@ AWA_SQL_FUNCTION(awa_shard_for_ordering_key_bytea)
 	return Int16GetDatum(static_cast<int16>(awa::shard_for_hash(hash_bytea(PG_GETARG_BYTEA_PP(0)), shards)));
 }
 
-/* awa.shard_for_ordering_key(text, integer). */
+/* awa.shard_for_ordering_key(text, bigint). */
 AWA_SQL_FUNCTION(awa_shard_for_ordering_key_text)
 {
 	int shards = awa::shards_arg(fcinfo, 1, "shards");

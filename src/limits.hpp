@@ -48,6 +48,11 @@ constexpr int kMaxWaitMs = 3600 * 1000;
 
 /* Claim deadlines and aging steps: 0 (none), or finite from the minimum up to ten years. */
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
+/*
+ * Longest interval argument (retry and snooze delays, staleness and age thresholds): 1000
+ * years; now plus or minus it is always a valid timestamp (longer ones overflowed, 22008).
+ */
+constexpr int kMaxIntervalYears = 1000;
 /* Shortest aging step: a smaller one would overflow the priority arithmetic. */
 constexpr double kMinAgingSeconds = 0.001;
 

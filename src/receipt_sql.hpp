@@ -61,7 +61,9 @@
 /* The live arc of the claim ring as a condition on `b`, when it is parameters $3..$6. */
 #define AWA_CLAIM_ARC_OF_B "AND (b.claim_slot BETWEEN $3 AND $4 OR b.claim_slot BETWEEN $5 AND $6)"
 #define AWA_RECEIPT_OF_JOB(JOB) " r.job_id = " JOB " AND x.k IS NOT NULL "
-#define AWA_RECEIPT_IS(JOB, LEASE) AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease = " LEASE " - 1 "
+/* The ready row's run lease plus one, as the receipt's run_lease above: `LEASE - 1` overflowed
+ * (22003) for the smallest bigint, which names no attempt. */
+#define AWA_RECEIPT_IS(JOB, LEASE) AWA_RECEIPT_OF_JOB(JOB) " AND r.run_lease + 1 = " LEASE " "
 /*
  * Lock the claim batch whose key and receipt_base a row `k` names (FOR UPDATE, WAIT "" or
  * "SKIP LOCKED"), as a lateral subquery `b`. A batch is always found first and locked by its

@@ -439,7 +439,8 @@ AWA_SQL_FUNCTION(awa_lane_sequence_name)
 	text *queue = PG_GETARG_TEXT_PP(0);
 	char name[awa::kLaneSeqNameSize];
 
-	awa::lane_sequence_name(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), PG_GETARG_INT32(1), PG_GETARG_INT32(2), name);
+	awa::lane_sequence_name(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), awa::int32_arg(fcinfo, 1, "p_priority"),
+							awa::int32_arg(fcinfo, 2, "p_enqueue_shard"), name);
 	PG_RETURN_TEXT_P(cstring_to_text(name));
 }
 
@@ -448,8 +449,9 @@ AWA_SQL_FUNCTION(awa_lane_lock_key)
 {
 	text *queue = PG_GETARG_TEXT_PP(0);
 
-	PG_RETURN_INT64(
-		awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), PG_GETARG_INT32(1), PG_GETARG_INT32(2)));
+	PG_RETURN_INT64(awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue),
+									   awa::int32_arg(fcinfo, 1, "p_priority"),
+									   awa::int32_arg(fcinfo, 2, "p_enqueue_shard")));
 }
 
 /*

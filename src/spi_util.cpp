@@ -80,14 +80,17 @@ exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_onl
 /*
  * Run a kept plan with a fresh snapshot of the latest committed state. The hot
  * path reads ring cursors, lanes and widths this way, so a REPEATABLE READ or SERIALIZABLE
- * caller behaves like a READ COMMITTED one (docs/design.md, isolation levels).
+ * caller behaves like a READ COMMITTED one (docs/design.md, isolation levels). The statement
+ * is a query of its own for AFTER triggers, as in SPI_execute_plan: a user's trigger on a
+ * table it writes fires at its end (without that, a claim called from a plain SELECT, which
+ * opens no trigger context, failed with "AfterTriggerSaveEvent() called outside of query").
  */
 void
 exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 				 const char *what)
 {
 	int rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(), InvalidSnapshot,
-								  read_only, false, count);
+								  read_only, true, count);
 
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),

@@ -94,47 +94,71 @@ checked_kind(Datum kind, const char *argname)
 	return PointerGetDatum(checked_text_chars(DatumGetTextPP(kind), kMaxKindChars, argname));
 }
 
+/*
+ * An integer argument, declared bigint (1.1: any integer type a driver sends converts to it),
+ * or integer / smallint in the catalog of an older version still in place before ALTER
+ * EXTENSION UPDATE: read as the type the call passes, so no value wraps.
+ */
+int64
+int_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Oid type = fcinfo->flinfo ? get_fn_expr_argtype(fcinfo->flinfo, argno) : InvalidOid;
+
+	if (type == INT2OID)
+		return PG_GETARG_INT16(argno);
+	if (type == INT4OID)
+		return PG_GETARG_INT32(argno);
+	return PG_GETARG_INT64(argno);
+}
+
+/* An integer argument that must fit an int (a lane's priority or shard in its name): 22023. */
+int
+int32_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	return static_cast<int>(
+		checked_between(int_arg(fcinfo, argno), PG_INT32_MIN, PG_INT32_MAX, argname, ERRCODE_INVALID_PARAMETER_VALUE));
+}
+
 /* Priorities are kMinPriority (most urgent) to kMaxPriority (23514). */
 int
-checked_priority(int priority, const char *argname)
+checked_priority(int64 priority, const char *argname)
 {
 	return static_cast<int>(checked_between(priority, kMinPriority, kMaxPriority, argname, ERRCODE_CHECK_VIOLATION));
 }
 
 /* max_attempts: 1..kMaxAttempts (23514), the range ready_entries.max_attempts also holds. */
 int
-checked_max_attempts(int value, const char *argname)
+checked_max_attempts(int64 value, const char *argname)
 {
 	return static_cast<int>(checked_between(value, 1, kMaxAttempts, argname, ERRCODE_CHECK_VIOLATION));
 }
 
 /*
- * A priority argument declared integer (1.1; smallint in 1.0): read as int32, so 65537 is
- * refused instead of wrapping to 1. Reading an int2 Datum of a 1.0 catalog as int32 gives the
- * same value, so the library serves both until the update runs.
+ * A priority argument declared bigint (1.1; smallint in 1.0): read with int_arg, so 65537 is
+ * refused instead of wrapping to 1, and the library serves both catalogs until the update runs.
  */
 int
 priority_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_not_null(PG_ARGISNULL(argno), argname);
-	return checked_priority(PG_GETARG_INT32(argno), argname);
+	return checked_priority(int_arg(fcinfo, argno), argname);
 }
 
-/* An enqueue shard argument declared integer: 0..kMaxEnqueueShards - 1 (22023), read as int32. */
+/* An enqueue shard argument: 0..kMaxEnqueueShards - 1 (22023), read with int_arg (no wrap). */
 int
 enqueue_shard_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_not_null(PG_ARGISNULL(argno), argname);
 	return static_cast<int>(
-		checked_between(PG_GETARG_INT32(argno), 0, kMaxEnqueueShards - 1, argname, ERRCODE_INVALID_PARAMETER_VALUE));
+		checked_between(int_arg(fcinfo, argno), 0, kMaxEnqueueShards - 1, argname, ERRCODE_INVALID_PARAMETER_VALUE));
 }
 
-/* A max_attempts argument declared integer: 1..kMaxAttempts (23514), read as int32 (no wrap). */
+/* A max_attempts argument: 1..kMaxAttempts (23514), read with int_arg (no wrap). */
 int
 max_attempts_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_not_null(PG_ARGISNULL(argno), argname);
-	return checked_max_attempts(PG_GETARG_INT32(argno), argname);
+	return checked_max_attempts(int_arg(fcinfo, argno), argname);
 }
 
 /* A shard count argument: NULL -> 22004, outside 1..kMaxEnqueueShards -> 22023. */
@@ -143,7 +167,7 @@ shards_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_not_null(PG_ARGISNULL(argno), argname);
 	return static_cast<int>(
-		checked_between(PG_GETARG_INT32(argno), 1, kMaxEnqueueShards, argname, ERRCODE_INVALID_PARAMETER_VALUE));
+		checked_between(int_arg(fcinfo, argno), 1, kMaxEnqueueShards, argname, ERRCODE_INVALID_PARAMETER_VALUE));
 }
 
 /* A claim's batch size: NULL -> 22004, outside 1..kMaxClaimBatch -> 22023. */
@@ -160,7 +184,7 @@ timeout_ms_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_not_null(PG_ARGISNULL(argno), argname);
 	return static_cast<int>(
-		checked_between(PG_GETARG_INT32(argno), 0, kMaxWaitMs, argname, ERRCODE_INVALID_PARAMETER_VALUE));
+		checked_between(int_arg(fcinfo, argno), 0, kMaxWaitMs, argname, ERRCODE_INVALID_PARAMETER_VALUE));
 }
 
 /* A lane reservation's count: NULL -> 22004, above kMaxReserveCount -> 22023 (<= 0 peeks). */
@@ -348,14 +372,16 @@ checked_run_at(TimestampTz run_at, const char *argname)
 	return run_at;
 }
 
-/* An element of an integer[] argument, or of the smallint[] a 1.0 catalog still passes. */
-int
+/* An element of a bigint[] argument (1.1), or of the smallint[] a 1.0 catalog still passes. */
+int64
 int_array_element(Datum element, Oid elemtype)
 {
 	if (elemtype == INT2OID)
 		return DatumGetInt16(element);
 	if (elemtype == INT4OID)
 		return DatumGetInt32(element);
+	if (elemtype == INT8OID)
+		return DatumGetInt64(element);
 	elog(ERROR, "awa_shard: unexpected array element type %u", elemtype);
 	pg_unreachable();
 }
@@ -388,6 +414,7 @@ constexpr NamedLimit kNamedLimits[] = {
 	{"max_insert_batch", awa::kMaxInsertBatch},
 	{"max_reserve_count", awa::kMaxReserveCount},
 	{"max_wait_ms", awa::kMaxWaitMs},
+	{"max_interval_years", awa::kMaxIntervalYears},
 };
 
 } // namespace

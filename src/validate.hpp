@@ -35,15 +35,20 @@ text *checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 Datum checked_kind(Datum kind, const char *argname);
 
 /* Priority checked to kMinPriority..kMaxPriority (23514). */
-int checked_priority(int priority, const char *argname);
+int checked_priority(int64 priority, const char *argname);
 
 /* max_attempts checked to 1..kMaxAttempts (23514). */
-int checked_max_attempts(int value, const char *argname);
+int checked_max_attempts(int64 value, const char *argname);
 
 /* A finite run_at (22023 for 'infinity' and '-infinity'). */
 TimestampTz checked_run_at(TimestampTz run_at, const char *argname);
 
-/* Integer arguments that were smallint in 1.0, read as int32 and range-checked (no wrap). */
+/* An integer argument (bigint in 1.1, integer or smallint in older catalogs), read as passed. */
+int64 int_arg(FunctionCallInfo fcinfo, int argno);
+/* The same, refused (22023) outside the range of int. */
+int int32_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Integer arguments that were smallint in 1.0, range-checked (no wrap). */
 int priority_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 int enqueue_shard_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 int max_attempts_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
@@ -77,7 +82,7 @@ void check_ordering_key(Datum key, const char *argname);
 void check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg, const char *mask_arg);
 const char *checked_enqueue_state(Datum state, const char *argname);
 
-/* An element of an integer[] (1.1) or smallint[] (1.0 catalog) argument. */
-int int_array_element(Datum element, Oid elemtype);
+/* An element of a bigint[] (1.1) or smallint[] (1.0 catalog) argument. */
+int64 int_array_element(Datum element, Oid elemtype);
 
 } // namespace awa

@@ -40,7 +40,7 @@ REVOKE ALL ON FUNCTION awa._check_queue(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_queue(text, text) IS 'Internal: raise 22004 / 23514 for a NULL or badly sized queue name.';
 
 -- A priority argument: 1 (most urgent) to 4 (23514), NULL allowed (keep the job's own).
-CREATE FUNCTION awa._check_priority(p_priority integer, p_name text) RETURNS void
+CREATE FUNCTION awa._check_priority(p_priority bigint, p_name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -48,8 +48,8 @@ BEGIN
     PERFORM awa._check_between(p_priority, awa._limit('min_priority'), awa._limit('max_priority'), p_name, '23514');
 END
 $$;
-REVOKE ALL ON FUNCTION awa._check_priority(integer, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._check_priority(integer, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
+REVOKE ALL ON FUNCTION awa._check_priority(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_priority(bigint, text) IS 'Internal: raise 23514 for a priority outside 1..4 (NULL allowed).';
 
 -- A number argument below its minimum (22023), naming it; NULL is left to awa._require.
 CREATE FUNCTION awa._require_at_least(p_value bigint, p_min bigint, p_name text) RETURNS void
@@ -98,8 +98,31 @@ $$;
 REVOKE ALL ON FUNCTION awa._check_arg(boolean, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_arg(boolean, text) IS 'Internal: raise 22023 with the message when an argument rule is false.';
 
+-- An interval argument of at most kMaxIntervalYears (src/limits.hpp) in the sum of its
+-- parts' sizes (months, days, time), so that now plus or minus it is a valid timestamp
+-- (22023 naming it; longer ones failed with 22008); NULL passes (awa._require's).
+CREATE FUNCTION awa._check_interval(p_value interval, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_years numeric := abs(extract(year FROM p_value) * 12 + extract(month FROM p_value)) / 12
+                       + abs(extract(day FROM p_value)) / 365.25
+                       + abs(extract(hour FROM p_value) * 3600 + extract(minute FROM p_value) * 60
+                             + extract(second FROM p_value)) / 31557600;
+BEGIN
+    IF v_years > awa._limit('max_interval_years') THEN
+        RAISE EXCEPTION '% must be at most % years', p_name, awa._limit('max_interval_years') USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_value);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
+
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
--- row lock: they refuse to run where a statement does not see that state.
+-- row lock: they refuse to run where a statement does not see that state (and so do
+-- purge_queue and drop_queue, which move or read lane cursors; their hint is their own).
 CREATE FUNCTION awa._require_read_committed(p_name text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -107,7 +130,9 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = 'Call it in its own transaction, or let the background worker run maintenance.';
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+                        THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
+                        ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;
 END
 $$;
@@ -124,11 +149,12 @@ REVOKE ALL ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.job_state_in_bitmask(bit, awa.job_state) IS 'Whether a unique-state mask holds a state (leftmost bit = scheduled). Role: all three.';
 
--- Retry backoff: 2^attempt seconds plus up to 25 % jitter, at most 24 hours.
-CREATE FUNCTION awa.backoff_duration(p_attempt integer, p_max_attempts integer) RETURNS interval
+-- Retry backoff: 2^attempt seconds plus up to 25 % jitter, at most 24 hours; attempts below
+-- 0 count as 0 (power(2, -2^31) underflowed, 22003).
+CREATE FUNCTION awa.backoff_duration(p_attempt bigint, p_max_attempts bigint) RETURNS interval
     LANGUAGE sql VOLATILE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
-    RETURN least(make_interval(secs => power(2, least(p_attempt, 20)) * (1 + random() * 0.25)), interval '24 hours');
-REVOKE ALL ON FUNCTION awa.backoff_duration(integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.backoff_duration(integer, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.backoff_duration(integer, integer) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';
+    RETURN least(make_interval(secs => power(2, greatest(least(p_attempt, 20), 0)) * (1 + random() * 0.25)), interval '24 hours');
+REVOKE ALL ON FUNCTION awa.backoff_duration(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.backoff_duration(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.backoff_duration(bigint, bigint) IS 'Default retry delay: 2^attempt seconds plus up to 25 % jitter, at most 24 hours. Role: all three.';

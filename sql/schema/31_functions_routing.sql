@@ -19,21 +19,21 @@ GRANT EXECUTE ON FUNCTION awa.ordering_key_hash(text) TO awa_producer, awa_worke
 COMMENT ON FUNCTION awa.ordering_key_hash(text) IS 'The 64-bit ordering-key hash of the UTF-8 bytes of a text key. Role: all three.';
 
 -- Shard of a key for a queue of `shards` lanes (1..64): unsigned hash mod shards.
-CREATE FUNCTION awa.shard_for_ordering_key(key bytea, shards integer) RETURNS smallint
+CREATE FUNCTION awa.shard_for_ordering_key(key bytea, shards bigint) RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_bytea'
     LANGUAGE C IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(bytea, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(bytea, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, integer) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
+REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.shard_for_ordering_key(bytea, bigint) IS 'The shard of a key in a queue of `shards` lanes (hash mod shards). Role: all three.';
 
-CREATE FUNCTION awa.shard_for_ordering_key(key text, shards integer) RETURNS smallint
+CREATE FUNCTION awa.shard_for_ordering_key(key text, shards bigint) RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_ordering_key_text'
     LANGUAGE C IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(text, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.shard_for_ordering_key(text, integer) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
+REVOKE ALL ON FUNCTION awa.shard_for_ordering_key(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.shard_for_ordering_key(text, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.shard_for_ordering_key(text, bigint) IS 'The shard of a text key (UTF-8 bytes) in a queue of `shards` lanes. Role: all three.';
 
 -- Current enqueue width of a queue as this transaction sees it (no queue_meta row = 1).
 CREATE FUNCTION awa.queue_enqueue_shards(p_queue text) RETURNS smallint
@@ -46,37 +46,37 @@ COMMENT ON FUNCTION awa.queue_enqueue_shards(text)
     IS 'The width (enqueue_shards) this transaction routes a queue with; 1 without settings. Role: all three.';
 
 -- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority).
-CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority integer, p_ordering_key bytea DEFAULT NULL)
+CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority bigint, p_ordering_key bytea DEFAULT NULL)
     RETURNS smallint
     AS 'MODULE_PATHNAME', 'awa_shard_for_enqueue'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.shard_for_enqueue(text, integer, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.shard_for_enqueue(text, integer, bytea) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.shard_for_enqueue(text, integer, bytea)
+REVOKE ALL ON FUNCTION awa.shard_for_enqueue(text, bigint, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.shard_for_enqueue(text, bigint, bytea) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.shard_for_enqueue(text, bigint, bytea)
     IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
 
 -- Name of a lane's sequence: 'queue_enqueue_seq_' and left(md5('queue:priority:shard'), 32),
 -- the rule of 1.0, in C (src/reserve.cpp) so that the enqueue path and SQL share one text.
-CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority integer, p_enqueue_shard integer)
+CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority bigint, p_enqueue_shard bigint)
     RETURNS text
     AS 'MODULE_PATHNAME', 'awa_lane_sequence_name'
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa.lane_sequence_name(text, integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.lane_sequence_name(text, integer, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.lane_sequence_name(text, integer, integer) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
+REVOKE ALL ON FUNCTION awa.lane_sequence_name(text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.lane_sequence_name(text, bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.lane_sequence_name(text, bigint, bigint) IS 'Name of a lane''s enqueue sequence in schema awa. Role: all three.';
 
 -- Advisory-lock key of a lane (held by every reservation until its transaction ends):
 -- hashtextextended('awa.' || quote_ident(lane_sequence_name(...)), 0), the rule of 1.0, in C.
-CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority integer, p_enqueue_shard integer)
+CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority bigint, p_enqueue_shard bigint)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_lane_lock_key'
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa.lane_lock_key(text, integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.lane_lock_key(text, integer, integer) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.lane_lock_key(text, integer, integer) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
+REVOKE ALL ON FUNCTION awa.lane_lock_key(text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.lane_lock_key(text, bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.lane_lock_key(text, bigint, bigint) IS 'Advisory-lock key of a lane (find lane waits in pg_locks). Role: all three.';
 
 -- Create a lane's heads and sequence if missing, under the lane lock (cold path of enqueue;
 -- C, src/reserve.cpp, the same code the reservation runs on a cache miss).
@@ -89,14 +89,14 @@ REVOKE ALL ON FUNCTION awa._ensure_lane(text, smallint, smallint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
 
 -- Reserve [start, start + count) of a lane under the lane lock; count <= 0 peeks.
-CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority integer, p_enqueue_shard integer, p_count bigint)
+CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority bigint, p_enqueue_shard bigint, p_count bigint)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'awa_reserve_enqueue_seq'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, integer, integer, bigint)
+REVOKE ALL ON FUNCTION awa.reserve_enqueue_seq(text, bigint, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.reserve_enqueue_seq(text, bigint, bigint, bigint) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     IS 'Reserve a contiguous block of a lane''s numbers under the lane lock (count <= 0: peek). Role: awa_producer, awa_admin.';
 
 -- The exclusive upper bound of lane_seq below which every reservation of a lane (given by

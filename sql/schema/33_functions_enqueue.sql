@@ -6,8 +6,8 @@ CREATE FUNCTION awa.insert_job_compat(
     p_queue text DEFAULT 'default',
     p_args jsonb DEFAULT '{}',
     p_state awa.job_state DEFAULT 'available',
-    p_priority integer DEFAULT 2,
-    p_max_attempts integer DEFAULT 25,
+    p_priority bigint DEFAULT 2,
+    p_max_attempts bigint DEFAULT 25,
     p_run_at timestamptz DEFAULT NULL,
     p_metadata jsonb DEFAULT '{}',
     p_tags text[] DEFAULT '{}',
@@ -18,9 +18,9 @@ CREATE FUNCTION awa.insert_job_compat(
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, integer, integer, timestamptz, jsonb, text[], bytea, bit, bytea)
+REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea)
     IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
 
 -- Enqueue a batch into one queue. Arrays are NULL or as long as the batch; a one-element
@@ -30,10 +30,10 @@ CREATE FUNCTION awa.insert_jobs(
     p_queue text,
     p_kinds text[],
     p_args jsonb[] DEFAULT NULL,
-    p_priorities integer[] DEFAULT NULL,
+    p_priorities bigint[] DEFAULT NULL,
     p_run_ats timestamptz[] DEFAULT NULL,
     p_ordering_keys bytea[] DEFAULT NULL,
-    p_max_attempts integer[] DEFAULT NULL,
+    p_max_attempts bigint[] DEFAULT NULL,
     p_metadata jsonb[] DEFAULT NULL,
     p_unique_keys bytea[] DEFAULT NULL,
     p_unique_states bit(8)[] DEFAULT NULL,
@@ -42,9 +42,9 @@ CREATE FUNCTION awa.insert_jobs(
     AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], integer[], timestamptz[], bytea[], integer[], jsonb[], bytea[], bit[], boolean)
+REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean)
     IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
 
 -- Put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves): ids,

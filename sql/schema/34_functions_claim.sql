@@ -56,13 +56,13 @@ GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[]) TO awa_worker, a
 COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[]) IS 'Complete open attempts (job_id, run_lease); returns the pairs this call completed. Role: awa_worker, awa_admin.';
 
 -- Sleep until a producing transaction of the queue commits or the timeout passes.
-CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer) RETURNS boolean
+CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms bigint) RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.wait_for_jobs(text, integer) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.wait_for_jobs(text, integer) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_jobs(text, bigint) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
 
 -- A lane's claim cursor on the latest committed state, whatever the caller's isolation
 -- level: what an admin path reads after locking the lane's head (no claim can move the

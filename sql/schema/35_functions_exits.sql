@@ -166,6 +166,7 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
+    PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
     t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
     IF t.job_id IS NULL THEN
         RETURN NULL;
@@ -224,6 +225,7 @@ BEGIN
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
+    PERFORM awa._check_interval(p_delay, 'p_delay');
     t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
     IF t.job_id IS NULL THEN
         RETURN false;

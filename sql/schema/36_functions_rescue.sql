@@ -106,7 +106,7 @@ COMMENT ON FUNCTION awa._rescue(interval, boolean, integer) IS 'Internal: both r
 
 -- Rescue attempts whose last heartbeat (or claim) is older than p_stale: retryable with
 -- backoff while attempts remain, failed at the last one (like fail_job).
-CREATE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit integer DEFAULT 500)
+CREATE FUNCTION awa.rescue_stale_heartbeats(p_stale interval, p_limit bigint DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -114,15 +114,16 @@ AS $$
 BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
-    RETURN (awa._rescue(p_stale, false, p_limit)).heartbeat_rescued;
+    PERFORM awa._check_interval(p_stale, 'p_stale');
+    RETURN (awa._rescue(p_stale, false, least(p_limit, 2147483647)::integer)).heartbeat_rescued;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, integer) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
 
 -- Rescue attempts past their hard deadline, with the same last-attempt rule.
-CREATE FUNCTION awa.rescue_expired_deadlines(p_limit integer DEFAULT 500)
+CREATE FUNCTION awa.rescue_expired_deadlines(p_limit bigint DEFAULT 500)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -130,9 +131,9 @@ AS $$
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
-    RETURN (awa._rescue(NULL, true, p_limit)).deadline_rescued;
+    RETURN (awa._rescue(NULL, true, least(p_limit, 2147483647)::integer)).deadline_rescued;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.rescue_expired_deadlines(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.rescue_expired_deadlines(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.rescue_expired_deadlines(integer) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.rescue_expired_deadlines(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.rescue_expired_deadlines(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.rescue_expired_deadlines(bigint) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';

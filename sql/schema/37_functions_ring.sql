@@ -147,7 +147,7 @@ COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot'
 --   6. truncate the slot's partitions and mark it free.
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
 -- Returns pruned / skipped_none_sealed / skipped_running / skipped_locked / skipped_concurrent.
-CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -161,6 +161,7 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
@@ -201,7 +202,7 @@ BEGIN
         END IF;
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms) THEN
+                                         p_lock_timeout_ms::integer) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
@@ -291,9 +292,9 @@ BEGIN
     RETURN 'pruned';
 END
 $$;
-REVOKE ALL ON FUNCTION awa.prune_queue_ring(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.prune_queue_ring(integer) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_queue_ring(bigint) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -365,7 +366,7 @@ COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whe
 -- use costs nothing), then again under the partition locks, which no writer can pass.
 -- Returns pruned / skipped_none_sealed / skipped_open_receipts / skipped_open_leases /
 -- skipped_locked / skipped_concurrent.
-CREATE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms integer DEFAULT 1000) RETURNS text
+CREATE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -379,6 +380,7 @@ BEGIN
     PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_attempt_ring');
     BEGIN
         IF p_ring = 'claim' THEN
@@ -411,7 +413,7 @@ BEGIN
         END IF;
         BEGIN
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
@@ -429,7 +431,7 @@ BEGIN
             RETURN 'skipped_open_leases';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['leases_' || v_slot], p_lock_timeout_ms) THEN
+            IF NOT awa._lock_ring_partitions(ARRAY['leases_' || v_slot], p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot) THEN
@@ -446,6 +448,6 @@ BEGIN
     RETURN 'pruned';
 END
 $$;
-REVOKE ALL ON FUNCTION awa.prune_attempt_ring(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.prune_attempt_ring(text, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.prune_attempt_ring(text, integer) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.prune_attempt_ring(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_attempt_ring(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_attempt_ring(text, bigint) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';

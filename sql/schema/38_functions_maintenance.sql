@@ -3,7 +3,7 @@
 
 -- Promote due scheduled/retryable jobs of unpaused queues into the ready plane with the
 -- queue's current width (keyed jobs to their key's shard). Returns how many moved.
-CREATE FUNCTION awa.promote_due(p_limit integer DEFAULT 1000)
+CREATE FUNCTION awa.promote_due(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -32,9 +32,9 @@ BEGIN
     RETURN awa._enqueue_ready(v_rows);
 END
 $$;
-REVOKE ALL ON FUNCTION awa.promote_due(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.promote_due(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.promote_due(integer) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.promote_due(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.promote_due(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.promote_due(bigint) IS 'Move due scheduled and retryable jobs to the ready plane; returns how many. Role: awa_admin.';
 
 -- Promotion of one queue, run by claims where no maintenance worker serves the database
 -- (maintenance.md §1): up to p_limit due scheduled/retryable jobs of p_queue, oldest
@@ -60,7 +60,7 @@ COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotio
 -- p_defer_secs: rows deleted or updated then stay as dead rows that vacuum cannot remove
 -- until it ends, so deleting would free nothing, whereas marks left alone are live rows read
 -- by a backward index probe. Returns the number of heads moved.
-CREATE FUNCTION awa.fold_claim_marks(p_defer_secs integer DEFAULT 10, p_limit integer DEFAULT 10000)
+CREATE FUNCTION awa.fold_claim_marks(p_defer_secs bigint DEFAULT 10, p_limit bigint DEFAULT 10000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -71,6 +71,7 @@ BEGIN
     PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
     PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
                            'p_defer_secs must not be negative and p_limit must be at least 1');
+    p_defer_secs := least(p_defer_secs, 2147483647);  -- longer than any transaction
     PERFORM awa._require_read_committed('fold_claim_marks');
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
                 WHERE a.datid = (SELECT d.oid FROM pg_catalog.pg_database d
@@ -111,9 +112,9 @@ BEGIN
     RETURN v_count;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.fold_claim_marks(integer, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(integer, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
+REVOKE ALL ON FUNCTION awa.fold_claim_marks(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(bigint, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 
 -- Every periodic task once, in one transaction: the ticks of periodic jobs
@@ -123,7 +124,7 @@ COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
 -- 'deferred'. The background worker runs each step in
 -- its own transaction instead.
 CREATE FUNCTION awa.run_maintenance(p_stale_heartbeat interval DEFAULT '5 minutes',
-                                               p_batch integer DEFAULT 1000)
+                                               p_batch bigint DEFAULT 1000)
     RETURNS jsonb
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -137,6 +138,7 @@ BEGIN
     PERFORM awa._require(p_stale_heartbeat IS NULL OR p_batch IS NULL, 'p_stale_heartbeat and p_batch');
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
+    PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
     v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
@@ -144,7 +146,7 @@ BEGIN
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
            r.deadline_rescued + r.heartbeat_rescued > 0
-      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, p_batch) r;
+      INTO v_result, v_rescued FROM awa._rescue(p_stale_heartbeat, true, least(p_batch, 2147483647)::integer) r;
     v_result := v_result || jsonb_build_object(
         'queue_ring', awa.rotate_queue_ring(),
         'claim_ring', awa.rotate_attempt_ring('claim'),
@@ -175,9 +177,9 @@ BEGIN
     RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
-REVOKE ALL ON FUNCTION awa.run_maintenance(interval, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.run_maintenance(interval, integer) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
 -- Background maintenance needs no setting when preloaded: a launcher serves every database
 -- with awa_shard (maintenance.md §1). Installing or updating tells it at once.

@@ -214,7 +214,7 @@ COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and rel
 -- keep their key's shard, keyless rows take the rotor, within the queue's current width.
 -- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
 -- every queue). Returns how many rows moved up.
-CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit integer DEFAULT 1000,
+CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit bigint DEFAULT 1000,
                                                       p_queue text DEFAULT NULL)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -231,6 +231,7 @@ BEGIN
     PERFORM awa._require(p_older_than IS NULL, 'p_older_than');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
+    PERFORM awa._check_interval(p_older_than, 'p_older_than');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
@@ -281,15 +282,15 @@ BEGIN
     RETURN awa._enqueue_ready(v_rows);
 END
 $$;
-REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, integer, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, integer, text) TO awa_admin;
-COMMENT ON FUNCTION awa.age_waiting_priorities(interval, integer, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
 -- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
 -- does not exist yet is created, as an enqueue would create it.
-CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority integer DEFAULT NULL)
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -324,14 +325,14 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.move_queue(bigint, text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.move_queue(bigint, text, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.move_queue(bigint, text, integer) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.move_queue(bigint, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_queue(bigint, text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
 
 -- Bring a job back from the dead-letter queue, optionally into another queue or priority
 -- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
 CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
-                                   p_priority integer DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -346,6 +347,7 @@ BEGIN
         PERFORM awa._check_queue(p_queue, 'p_queue');
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
@@ -380,9 +382,9 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) TO awa_admin;
-COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, integer, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) TO awa_admin;
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
 
 -- Move a failed terminal job into the dead-letter queue with a reason. The body comes
 -- from the done row or, where that is narrow, from the ready row of the same lane
@@ -415,7 +417,7 @@ GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text) TO awa_admin;
 COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
 
 -- Dead-letter entries of a queue (every queue when p_queue is NULL), newest first.
-CREATE FUNCTION awa.list_dlq(p_queue text, p_limit integer DEFAULT 100) RETURNS SETOF awa.dlq_entries
+CREATE FUNCTION awa.list_dlq(p_queue text, p_limit bigint DEFAULT 100) RETURNS SETOF awa.dlq_entries
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -435,9 +437,9 @@ BEGIN
          LIMIT p_limit;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.list_dlq(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.list_dlq(text, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.list_dlq(text, integer) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.list_dlq(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.list_dlq(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
 
 -- One job by id, in its current state (awa.jobs): one row, or none when the id is unknown
 -- or the job's terminal row has been pruned. For producers and workers, who cannot read
@@ -475,7 +477,7 @@ COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its
 
 -- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
 -- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.
-CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit integer DEFAULT 100)
+CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, p_limit bigint DEFAULT 100)
     RETURNS SETOF awa.job_row
     LANGUAGE plpgsql STABLE ROWS 100
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -491,6 +493,6 @@ BEGIN
          LIMIT p_limit;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.list_jobs(text, awa.job_state, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.list_jobs(text, awa.job_state, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, integer) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';

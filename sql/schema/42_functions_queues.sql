@@ -67,7 +67,7 @@ COMMENT ON FUNCTION awa.queue_depth(text)
 -- when this call created the row (also for a queue producers had created implicitly);
 -- false when the queue already has these settings; 42710 when it has other ones
 -- (a NULL p_dlq_enabled is not compared).
-CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards integer DEFAULT 1,
+CREATE FUNCTION awa.create_queue(p_queue text, p_enqueue_shards bigint DEFAULT 1,
                                  p_dlq_enabled boolean DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
@@ -98,9 +98,9 @@ BEGIN
     RETURN false;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.create_queue(text, integer, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.create_queue(text, integer, boolean) TO awa_admin;
-COMMENT ON FUNCTION awa.create_queue(text, integer, boolean)
+REVOKE ALL ON FUNCTION awa.create_queue(text, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.create_queue(text, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.create_queue(text, bigint, boolean)
     IS 'Create a queue with its width and DLQ override; true when created, false when it exists with these settings. Role: awa_admin.';
 
 -- Set or clear (NULL: the install default) a known queue's DLQ override for exhausted jobs.
@@ -163,7 +163,7 @@ COMMENT ON FUNCTION awa.resume_queue(text) IS 'Resume a known queue; true when t
 -- Set a queue's enqueue width (1..64; the UPSERT of the ADR). Every backend routes with
 -- it from its next transaction; rows on shards >= the new width keep draining.
 -- Returns the previous width.
-CREATE FUNCTION awa.set_enqueue_shards(p_queue text, p_shards integer) RETURNS smallint
+CREATE FUNCTION awa.set_enqueue_shards(p_queue text, p_shards bigint) RETURNS smallint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -182,9 +182,9 @@ BEGIN
     RETURN coalesce(v_old, 1);
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_enqueue_shards(text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_enqueue_shards(text, integer) TO awa_admin;
-COMMENT ON FUNCTION awa.set_enqueue_shards(text, integer) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.set_enqueue_shards(text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_enqueue_shards(text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
 
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),

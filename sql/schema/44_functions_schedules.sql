@@ -34,8 +34,8 @@ CREATE FUNCTION awa.schedule(
     p_queue text DEFAULT 'default',
     p_args jsonb DEFAULT '{}',
     p_timezone text DEFAULT 'UTC',
-    p_priority integer DEFAULT 2,
-    p_max_attempts integer DEFAULT 25,
+    p_priority bigint DEFAULT 2,
+    p_max_attempts bigint DEFAULT 25,
     p_metadata jsonb DEFAULT '{}',
     p_tags text[] DEFAULT '{}')
     RETURNS timestamptz
@@ -91,9 +91,9 @@ BEGIN
     RETURN v_next;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[]) TO awa_admin;
-COMMENT ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[])
+REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) TO awa_admin;
+COMMENT ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[])
     IS 'Create or replace a periodic job: a job of p_kind at every tick of p_cron in p_timezone; returns the next tick. Role: awa_admin.';
 
 -- Remove a schedule; jobs it enqueued stay. Returns whether it existed.
@@ -159,7 +159,7 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- a pass a little longer than its interval), so each gets its job (at most 60, then the
 -- latest); otherwise (downtime) only the latest tick that has come. Returns how many jobs
 -- it enqueued.
-CREATE FUNCTION awa.run_schedules(p_limit integer DEFAULT 1000)
+CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -206,6 +206,6 @@ BEGIN
     RETURN v_count;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.run_schedules(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.run_schedules(integer) TO awa_admin;
-COMMENT ON FUNCTION awa.run_schedules(integer) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.run_schedules(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.run_schedules(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.run_schedules(bigint) IS 'Enqueue the due ticks of the periodic jobs (after downtime only the latest of each); returns how many jobs. Role: awa_admin.';

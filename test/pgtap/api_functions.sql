@@ -8,19 +8,19 @@ SELECT plan(71);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature (integer priority and attempts)');
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'bigint', 'bigint', 'timestamp with time zone', 'jsonb',
+          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature (bigint priority and attempts)');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE proname = 'insert_job_compat' AND pronamespace = 'awa'::regnamespace), 1,
           'insert_job_compat has exactly one overload (11-argument calls are not ambiguous)');
 SELECT has_function('awa', 'insert_jobs',
-    ARRAY['text', 'text[]', 'jsonb[]', 'integer[]', 'timestamp with time zone[]', 'bytea[]', 'integer[]', 'jsonb[]',
+    ARRAY['text', 'text[]', 'jsonb[]', 'bigint[]', 'timestamp with time zone[]', 'bytea[]', 'bigint[]', 'jsonb[]',
           'bytea[]', 'bit[]', 'boolean'], 'insert_jobs signature');
-SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'integer', 'integer', 'bigint'], 'reserve_enqueue_seq signature');
-SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'shard_for_enqueue signature');
+SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'bigint', 'bigint', 'bigint'], 'reserve_enqueue_seq signature');
+SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'bigint', 'bytea'], 'shard_for_enqueue signature');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['bytea'], 'ordering_key_hash(bytea)');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['text'], 'ordering_key_hash(text)');
-SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'integer'], 'shard_for_ordering_key(bytea, integer)');
-SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['text', 'integer'], 'shard_for_ordering_key(text, integer)');
+SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'bigint'], 'shard_for_ordering_key(bytea, bigint)');
+SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['text', 'bigint'], 'shard_for_ordering_key(text, bigint)');
 SELECT has_function('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'],
                     'claim_ready_runtime signature');
 SELECT has_function('awa', 'complete_jobs', ARRAY['bigint[]', 'bigint[]'], 'complete_jobs signature');
@@ -29,18 +29,18 @@ SELECT has_function('awa', 'fail_job_to_dlq', ARRAY['bigint', 'bigint', 'text', 
 SELECT has_function('awa', 'retry_job_after', ARRAY['bigint', 'bigint', 'interval'], 'retry_job_after signature');
 SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval'], 'snooze_job signature');
 SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]'], 'heartbeat_jobs signature');
-SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'integer'], 'wait_for_jobs signature');
-SELECT has_function('awa', 'rescue_stale_heartbeats', ARRAY['interval', 'integer'], 'rescue_stale_heartbeats signature');
-SELECT has_function('awa', 'rescue_expired_deadlines', ARRAY['integer'], 'rescue_expired_deadlines signature');
-SELECT has_function('awa', 'promote_due', ARRAY['integer'], 'promote_due signature');
-SELECT has_function('awa', 'create_queue', ARRAY['text', 'integer', 'boolean'], 'create_queue signature');
+SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'bigint'], 'wait_for_jobs signature');
+SELECT has_function('awa', 'rescue_stale_heartbeats', ARRAY['interval', 'bigint'], 'rescue_stale_heartbeats signature');
+SELECT has_function('awa', 'rescue_expired_deadlines', ARRAY['bigint'], 'rescue_expired_deadlines signature');
+SELECT has_function('awa', 'promote_due', ARRAY['bigint'], 'promote_due signature');
+SELECT has_function('awa', 'create_queue', ARRAY['text', 'bigint', 'boolean'], 'create_queue signature');
 SELECT has_function('awa', 'drop_queue', ARRAY['text', 'boolean'], 'drop_queue signature');
 SELECT has_function('awa', 'purge_queue', ARRAY['text'], 'purge_queue signature');
 SELECT has_function('awa', 'set_queue_dlq', ARRAY['text', 'boolean'], 'set_queue_dlq signature');
 SELECT has_function('awa', 'queue_depth', ARRAY['text'], 'queue_depth signature');
 SELECT has_function('awa', 'get_job', ARRAY['bigint'], 'get_job(job_id)');
 SELECT has_function('awa', 'get_job', ARRAY['text', 'bigint'], 'get_job(queue, job_id)');
-SELECT has_function('awa', 'list_jobs', ARRAY['text', 'awa.job_state', 'integer'], 'list_jobs signature');
+SELECT has_function('awa', 'list_jobs', ARRAY['text', 'awa.job_state', 'bigint'], 'list_jobs signature');
 
 -- Return shapes.
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.insert_job_compat'::regproc), 'awa.job_row',
@@ -91,19 +91,19 @@ SELECT is((SELECT count(*)::int FROM awa.claim_ready_runtime('tap_api_q', 10)), 
 -- Volatility, strictness and parallel safety.
 SELECT volatility_is('awa', 'ordering_key_hash', ARRAY['bytea'], 'immutable', 'ordering_key_hash(bytea) is immutable');
 SELECT volatility_is('awa', 'ordering_key_hash', ARRAY['text'], 'immutable', 'ordering_key_hash(text) is immutable');
-SELECT volatility_is('awa', 'shard_for_ordering_key', ARRAY['bytea', 'integer'], 'immutable', 'shard_for_ordering_key is immutable');
+SELECT volatility_is('awa', 'shard_for_ordering_key', ARRAY['bytea', 'bigint'], 'immutable', 'shard_for_ordering_key is immutable');
 SELECT is_strict('awa', 'ordering_key_hash', ARRAY['bytea'], 'ordering_key_hash is strict (NULL key -> NULL)');
-SELECT isnt_strict('awa', 'shard_for_ordering_key', ARRAY['bytea', 'integer'],
+SELECT isnt_strict('awa', 'shard_for_ordering_key', ARRAY['bytea', 'bigint'],
                    'shard_for_ordering_key is not strict (a NULL shard count must raise)');
 SELECT is((SELECT array_agg(DISTINCT proparallel::text) FROM pg_proc
             WHERE pronamespace = 'awa'::regnamespace AND proname IN ('ordering_key_hash', 'shard_for_ordering_key')),
           ARRAY['s'], 'the hash functions are parallel safe');
 SELECT volatility_is('awa', 'insert_job_compat',
-    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'integer', 'integer', 'timestamp with time zone', 'jsonb',
+    ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'bigint', 'bigint', 'timestamp with time zone', 'jsonb',
           'text[]', 'bytea', 'bit', 'bytea'], 'volatile', 'insert_job_compat is volatile');
 SELECT volatility_is('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'], 'volatile',
                      'claim_ready_runtime is volatile');
-SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'integer', 'bytea'], 'volatile',
+SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'bigint', 'bytea'], 'volatile',
                      'shard_for_enqueue is volatile (rotor, current width)');
 
 -- Security: what producer and worker roles call runs as the owner, with a pinned search_path.

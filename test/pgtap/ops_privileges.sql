@@ -9,13 +9,13 @@ SELECT plan(69);
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
     ('awa.cancel_job(bigint)'), ('awa.delete_job(bigint)'),
-    ('awa.age_waiting_priorities(interval, integer, text)'),
-    ('awa.move_queue(bigint, text, integer)'),
-    ('awa.retry_from_dlq(bigint, text, integer, timestamptz)'),
-    ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, integer)'),
-    ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, integer)'),
-    ('awa.reset_shard_stats()'), ('awa.create_queue(text, integer, boolean)'), ('awa.drop_queue(text, boolean)'),
-    ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, integer)');
+    ('awa.age_waiting_priorities(interval, bigint, text)'),
+    ('awa.move_queue(bigint, text, bigint)'),
+    ('awa.retry_from_dlq(bigint, text, bigint, timestamptz)'),
+    ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, bigint)'),
+    ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, bigint)'),
+    ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.drop_queue(text, boolean)'),
+    ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, bigint)');
 
 -- Admin functions: awa_admin yes; producers, workers, monitors and PUBLIC no.
 SELECT ok(bool_and(has_function_privilege('awa_admin', sig, 'EXECUTE')), 'awa_admin may run every admin function')

@@ -9,9 +9,9 @@ SELECT plan(49);
 
 CREATE TEMP TABLE sched_admin_fns (sig text);
 INSERT INTO sched_admin_fns VALUES
-    ('awa.schedule(text, text, text, text, jsonb, text, integer, integer, jsonb, text[])'),
+    ('awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[])'),
     ('awa.unschedule(text)'), ('awa.pause_schedule(text)'), ('awa.resume_schedule(text)'),
-    ('awa.run_schedules(integer)');
+    ('awa.run_schedules(bigint)');
 
 SELECT ok(bool_and(has_function_privilege('awa_admin', sig, 'EXECUTE')), 'awa_admin may manage and run schedules')
   FROM sched_admin_fns;
