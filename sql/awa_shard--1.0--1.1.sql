@@ -2926,3 +2926,24 @@ COMMENT ON FUNCTION awa.fold_claim_marks(integer, integer) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 COMMENT ON TABLE awa.queue_claim_heads IS
     'One row per lane, locked by a claim of the lane: the folded claim cursor claim_seq and its head_run_at hint (awa.lane_cursors adds the claim marks).';
+
+-- Background maintenance as the launcher sees it (maintenance.md §1), from shared memory:
+-- every database known to have awa_shard, and always this one.
+CREATE FUNCTION awa._maintenance_status(
+    OUT database name, OUT served_by text, OUT worker_pid integer, OUT last_pass timestamptz,
+    OUT passes bigint, OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'awa_maintenance_status'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._maintenance_status() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._maintenance_status() IS 'Internal: the rows of the awa.maintenance_status view (shared memory).';
+
+-- Background maintenance per database (maintenance.md §1): served_by 'worker' while its
+-- passes are recent, 'claims' when none ended lately (its claims then promote due jobs).
+CREATE VIEW awa.maintenance_status AS
+    SELECT database, served_by, worker_pid, last_pass, passes, last_error, last_error_at
+      FROM awa._maintenance_status();
+COMMENT ON VIEW awa.maintenance_status IS 'Background maintenance per database: who serves it (worker or claims), the worker in it now, last pass, passes, last error.';
+GRANT SELECT ON awa.maintenance_status TO awa_admin, pg_monitor;
