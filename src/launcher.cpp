@@ -113,7 +113,9 @@ struct Served
 	char name[NAMEDATALEN];
 	BackgroundWorkerHandle *handle;
 	TimestampTz started_at;
-	bool unserved_logged; /* the log said once that it gets no pass */
+	bool unserved;				 /* it has had no pass lately (since the launcher saw so) */
+	bool unserved_logged;		 /* and the log said so for this episode */
+	TimestampTz unserved_log_at; /* when the log last said so: at most once an hour */
 };
 
 /* What the launcher reads of a database's mark at the start of a tick. */
@@ -232,7 +234,9 @@ list_databases()
 		strlcpy(listed[n].name, NameStr(db->datname), NAMEDATALEN);
 		listed[n].handle = nullptr;
 		listed[n].started_at = 0;
+		listed[n].unserved = false;
 		listed[n].unserved_logged = false;
+		listed[n].unserved_log_at = 0;
 		n++;
 	}
 	table_endscan(scan);
@@ -309,7 +313,9 @@ sync_marks(int n, MarkView *views, TimestampTz now)
 			{
 				listed[i].handle = served[k].handle;
 				listed[i].started_at = served[k].started_at;
+				listed[i].unserved = served[k].unserved;
 				listed[i].unserved_logged = served[k].unserved_logged;
+				listed[i].unserved_log_at = served[k].unserved_log_at;
 				served[k].handle = nullptr;
 				break;
 			}
@@ -346,15 +352,20 @@ sync_marks(int n, MarkView *views, TimestampTz now)
 }
 
 /*
- * `waiting` databases are due and have no worker: ask as many workers to leave after their
- * pass (a worker always finishes the pass it is in, and makes one in each turn), those
- * whose turn began first, and wake them if they sleep. Workers read `waiting` after a pass.
+ * `waiting` databases are due and have no worker: have as many workers leave after their
+ * pass (a worker always finishes the pass it is in, and makes one in each turn), counting
+ * those already asked, asking those whose turn began first, and waking them if they sleep.
+ * Workers read `waiting` after a pass.
  */
 void
 ask_workers_to_yield(int waiting)
 {
 	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
 	launcher_shared->waiting = waiting;
+	/* Workers already asked are leaving: ask only for the rest. */
+	for (auto &m : launcher_shared->marks)
+		if (m.dbid != InvalidOid && m.worker_pid != 0 && m.yield)
+			waiting--;
 	while (waiting-- > 0)
 	{
 		DatabaseMark *oldest = nullptr;
@@ -403,20 +414,37 @@ note_start(bool started, int running, TimestampTz now)
 						  max_worker_processes)));
 }
 
-/* A database with the extension has had no pass for five intervals and a second: say so once (until it has one). */
+/*
+ * A database with the extension has had no pass for five intervals and a second: say so
+ * once, and not again for an hour however often it falls behind and catches up (a pool
+ * that barely keeps up would otherwise fill the log); the return of its passes is said
+ * only for an episode that was said.
+ */
 void
-log_unserved(Served *s, TimestampTz last_pass_at, TimestampTz now)
+note_served(Served *s, bool recent, TimestampTz last_pass_at, TimestampTz now)
 {
 	long secs = 0;
 	int usecs = 0;
 
-	if (s->unserved_logged)
+	if (recent)
+	{
+		if (s->unserved && s->unserved_logged)
+			ereport(LOG, (errmsg("awa_shard launcher: database \"%s\" has maintenance passes again", s->name)));
+		s->unserved = false;
+		s->unserved_logged = false;
+		return;
+	}
+	if (s->unserved)
+		return;
+	s->unserved = true;
+	if (s->unserved_log_at != 0 && !TimestampDifferenceExceeds(s->unserved_log_at, now, 3600 * 1000))
 		return;
 	s->unserved_logged = true;
+	s->unserved_log_at = now;
 	TimestampDifference(last_pass_at, now, &secs, &usecs);
 	ereport(LOG, (errmsg("awa_shard launcher: database \"%s\" has had no maintenance pass for %ld s", s->name, secs),
 				  errdetail("Claims in it promote its due jobs themselves until it has one; awa.maintenance_status "
-							"shows it served by claims."),
+							"shows it served by claims. Said at most once an hour per database."),
 				  errhint("Raise awa_shard.max_maintenance_workers (now %d) or max_worker_processes (now %d); "
 						  "docs/maintenance.md §1 has the sizing.",
 						  max_maintenance_workers, max_worker_processes)));
@@ -471,18 +499,13 @@ launch_passes()
 	}
 	ask_workers_to_yield(ndue - k);
 
-	/* Say once when a database with the extension falls behind, and once when it is back. */
+	/* Say once when a database with the extension falls behind, and when it is back. */
 	for (k = 0; k < nserved; k++)
 	{
 		bool recent = recent_pass(views[k].last_pass_at, views[k].pass_started_at, now);
 
-		if (recent && served[k].unserved_logged)
-		{
-			served[k].unserved_logged = false;
-			ereport(LOG, (errmsg("awa_shard launcher: database \"%s\" has maintenance passes again", served[k].name)));
-		}
-		else if (!recent && views[k].has_extension && views[k].last_pass_at != 0)
-			log_unserved(&served[k], views[k].last_pass_at, now);
+		if (recent || (views[k].has_extension && views[k].last_pass_at != 0))
+			note_served(&served[k], recent, views[k].last_pass_at, now);
 	}
 	pfree(views);
 	pfree(due);
@@ -697,7 +720,7 @@ void
 launcher_shmem_request()
 {
 	RequestAddinShmemSpace(sizeof(LauncherShared));
-	RequestNamedLWLockTranche("awa_shard launcher", 1);
+	RequestNamedLWLockTranche("awa_shard_launcher", 1);
 }
 
 /* shmem_startup_hook: claim the launcher's marks by name (initialised once, by the postmaster). */
@@ -711,7 +734,7 @@ launcher_shmem_startup()
 		static_cast<LauncherShared *>(ShmemInitStruct("awa_shard launcher", sizeof(LauncherShared), &found));
 	if (!found)
 	{
-		launcher_shared->lock = &(GetNamedLWLockTranche("awa_shard launcher"))->lock;
+		launcher_shared->lock = &(GetNamedLWLockTranche("awa_shard_launcher"))->lock;
 		launcher_shared->launcher_latch = nullptr;
 		launcher_shared->waiting = 0;
 		for (auto &m : launcher_shared->marks)
