@@ -2940,8 +2940,8 @@ REVOKE ALL ON FUNCTION awa._maintenance_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._maintenance_status() TO awa_admin, pg_monitor;
 COMMENT ON FUNCTION awa._maintenance_status() IS 'Internal: the rows of the awa.maintenance_status view (shared memory).';
 
--- Background maintenance per database (maintenance.md §1): served_by 'worker' while its
--- passes are recent, 'claims' when none ended lately (its claims then promote due jobs).
+-- Background maintenance per database (maintenance.md §1): served_by 'worker' while a
+-- worker is in it, 'claims' otherwise (between turns; its claims then promote due jobs).
 CREATE VIEW awa.maintenance_status AS
     SELECT database, served_by, worker_pid, last_pass, passes, last_error, last_error_at
       FROM awa._maintenance_status();

@@ -8,12 +8,14 @@
  * every tick (each awa_shard.maintenance_interval, and whenever one of its workers starts
  * or exits) it starts a worker for each database due for a pass, least recently passed
  * first, while the pool has room. A worker stays in its database while no other database
- * waits; when one waits, the launcher asks the workers that have served longest to leave
- * after their pass, so with more databases than workers each database gets a pass in turn
- * and none is left out. A database that gets no pass (no free background-worker slot, a
- * pool too small for its databases) is logged once, claims there promote due jobs
- * themselves (claim.cpp asks database_recently_maintained), and awa.maintenance_status
- * shows it.
+ * waits; when one waits, the launcher asks the workers that have made a turn of ten passes
+ * (one of them turns the rings) and served longest to leave, so with more databases than
+ * workers each database gets its turn and none is left out, and a worker's start (a
+ * backend with cold caches, about ten passes' worth) is paid once per ten passes. Claims
+ * promote their queue's due jobs themselves whenever no worker is in their database
+ * (claim.cpp asks database_has_worker), between turns as without background maintenance.
+ * A database that waits much longer than its turn (no free background-worker slot, a pass
+ * held up elsewhere) is logged once, and awa.maintenance_status shows every database.
  *
  * A worker that finds no awa_shard in its database marks it absent in shared memory and
  * exits, and the launcher leaves that database alone for a minute (or until CREATE
@@ -72,6 +74,7 @@ namespace
 constexpr int kMaxDatabases = 1024;
 constexpr long kAbsentRecheckMs = 60 * 1000;
 constexpr int kErrorLength = 256;
+constexpr int kTurnPasses = 10; /* passes of a turn before a worker yields to a waiting database */
 
 /*
  * Per database, in shared memory (under the launcher lock): when a worker last found no
@@ -89,6 +92,7 @@ struct DatabaseMark
 	int worker_pid;		 /* 0: no worker in it now */
 	Latch *worker_latch; /* set when the launcher asks it to yield */
 	TimestampTz turn_started_at;
+	int turn_passes; /* passes of the current turn */
 	pg_atomic_uint64 pass_started_at;
 	pg_atomic_uint64 last_pass_at;
 	uint64 passes;
@@ -139,11 +143,11 @@ stale_after_ms()
 	return 5L * maintenance_interval_ms + 1000;
 }
 
-/* Whether a pass ended recently, or one is running and started recently. */
+/* Whether a pass ended within bound_ms (default: recently), or one is running and started within it. */
 bool
-recent_pass(TimestampTz last_pass_at, TimestampTz pass_started_at, TimestampTz now)
+recent_pass(TimestampTz last_pass_at, TimestampTz pass_started_at, TimestampTz now, long bound_ms = 0)
 {
-	long bound = stale_after_ms();
+	long bound = bound_ms > 0 ? bound_ms : stale_after_ms();
 
 	if (last_pass_at != 0 && !TimestampDifferenceExceeds(last_pass_at, now, bound))
 		return true;
@@ -183,6 +187,7 @@ mark_of(Oid dbid)
 		free_mark->worker_pid = 0;
 		free_mark->worker_latch = nullptr;
 		free_mark->turn_started_at = 0;
+		free_mark->turn_passes = 0;
 		pg_atomic_write_u64(&free_mark->pass_started_at, 0);
 		pg_atomic_write_u64(&free_mark->last_pass_at, 0);
 		free_mark->passes = 0;
@@ -353,9 +358,9 @@ sync_marks(int n, MarkView *views, TimestampTz now)
 
 /*
  * `waiting` databases are due and have no worker: have as many workers leave after their
- * pass (a worker always finishes the pass it is in, and makes one in each turn), counting
- * those already asked, asking those whose turn began first, and waking them if they sleep.
- * Workers read `waiting` after a pass.
+ * pass, counting those already asked, asking among those whose turn has had its ten passes
+ * the ones whose turn began first, and waking them if they sleep. Workers read `waiting`
+ * after a pass.
  */
 void
 ask_workers_to_yield(int waiting)
@@ -371,7 +376,7 @@ ask_workers_to_yield(int waiting)
 		DatabaseMark *oldest = nullptr;
 
 		for (auto &m : launcher_shared->marks)
-			if (m.dbid != InvalidOid && m.worker_pid != 0 && !m.yield &&
+			if (m.dbid != InvalidOid && m.worker_pid != 0 && !m.yield && m.turn_passes >= kTurnPasses &&
 				(oldest == nullptr || m.turn_started_at < oldest->turn_started_at))
 				oldest = &m;
 		if (oldest == nullptr)
@@ -415,10 +420,10 @@ note_start(bool started, int running, TimestampTz now)
 }
 
 /*
- * A database with the extension has had no pass for five intervals and a second: say so
- * once, and not again for an hour however often it falls behind and catches up (a pool
- * that barely keeps up would otherwise fill the log); the return of its passes is said
- * only for an episode that was said.
+ * A database with the extension has waited much longer than its turn: say so once, and
+ * not again for an hour however often it falls behind and catches up (a pool that barely
+ * keeps up would otherwise fill the log); the return of its passes is said only for an
+ * episode that was said.
  */
 void
 note_served(Served *s, bool recent, TimestampTz last_pass_at, TimestampTz now)
@@ -443,8 +448,8 @@ note_served(Served *s, bool recent, TimestampTz last_pass_at, TimestampTz now)
 	s->unserved_log_at = now;
 	TimestampDifference(last_pass_at, now, &secs, &usecs);
 	ereport(LOG, (errmsg("awa_shard launcher: database \"%s\" has had no maintenance pass for %ld s", s->name, secs),
-				  errdetail("Claims in it promote its due jobs themselves until it has one; awa.maintenance_status "
-							"shows it served by claims. Said at most once an hour per database."),
+				  errdetail("Claims in it promote their queue's due jobs themselves; rescue and the rings wait "
+							"for a pass. Said at most once an hour per database."),
 				  errhint("Raise awa_shard.max_maintenance_workers (now %d) or max_worker_processes (now %d); "
 						  "docs/maintenance.md §1 has the sizing.",
 						  max_maintenance_workers, max_worker_processes)));
@@ -465,6 +470,8 @@ launch_passes()
 	int *due = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
 	int ndue = 0;
 	int running = 0;
+	int active = 0;
+	long round_ms = maintenance_interval_ms;
 	int k;
 
 	sync_marks(n, views, now);
@@ -499,10 +506,19 @@ launch_passes()
 	}
 	ask_workers_to_yield(ndue - k);
 
-	/* Say once when a database with the extension falls behind, and when it is back. */
+	/*
+	 * Say once when a database with the extension waits much longer than its turn (twice a
+	 * round of turns over the databases, and five intervals and a second), and when it is back.
+	 */
+	for (k = 0; k < nserved; k++)
+		active += views[k].absent ? 0 : 1;
+	if (active > max_maintenance_workers)
+		round_ms = static_cast<long>((active + max_maintenance_workers - 1) / max_maintenance_workers) * kTurnPasses *
+				   maintenance_interval_ms;
 	for (k = 0; k < nserved; k++)
 	{
-		bool recent = recent_pass(views[k].last_pass_at, views[k].pass_started_at, now);
+		bool recent =
+			recent_pass(views[k].last_pass_at, views[k].pass_started_at, now, 2 * round_ms + stale_after_ms());
 
 		if (recent || (views[k].has_extension && views[k].last_pass_at != 0))
 			note_served(&served[k], recent, views[k].last_pass_at, now);
@@ -587,6 +603,7 @@ begin_worker_turn(Oid dbid)
 		m->worker_pid = MyProcPid;
 		m->worker_latch = MyLatch;
 		m->yield = false;
+		m->turn_passes = 0;
 		m->turn_started_at = GetCurrentTimestamp();
 	}
 	LWLockRelease(launcher_shared->lock);
@@ -616,7 +633,7 @@ begin_pass(Oid dbid)
 
 /*
  * A pass ended with the extension there: count it; returns whether the worker should yield.
- * While databases wait for a worker, wake the launcher so that it asks for slots at once.
+ * Once the turn has had its passes while databases wait, wake the launcher to ask for the slot.
  */
 bool
 end_pass(Oid dbid)
@@ -633,11 +650,12 @@ end_pass(Oid dbid)
 	{
 		pg_atomic_write_u64(&m->last_pass_at, static_cast<uint64>(GetCurrentTimestamp()));
 		m->passes++;
+		m->turn_passes++;
 		m->has_extension = true;
 		yield = m->yield;
+		if (!yield && m->turn_passes >= kTurnPasses && launcher_shared->waiting > 0)
+			launcher = launcher_shared->launcher_latch;
 	}
-	if (!yield && launcher_shared->waiting > 0)
-		launcher = launcher_shared->launcher_latch;
 	LWLockRelease(launcher_shared->lock);
 	if (launcher != nullptr)
 		SetLatch(launcher);
@@ -680,12 +698,13 @@ note_pass_error(Oid dbid, const char *step, const char *message)
 }
 
 /*
- * Whether background maintenance reached this backend's database lately: a pass ended less
- * than five intervals and a second ago, or one is running. On every claim, so lock-free once
- * the database's mark is known (looked up at most once a second while it has none).
+ * Whether a maintenance worker is in this backend's database now (and its passes are
+ * recent: a worker held up for five intervals and a second no longer counts). On every
+ * claim, so lock-free once the database's mark is known (looked up at most once a second
+ * while it has none).
  */
 bool
-database_recently_maintained()
+database_has_worker()
 {
 	static int cached = -1;
 	static TimestampTz missed_at = 0;
@@ -711,7 +730,8 @@ database_recently_maintained()
 		}
 	}
 	m = &launcher_shared->marks[cached];
-	return recent_pass(static_cast<TimestampTz>(pg_atomic_read_u64(&m->last_pass_at)),
+	return *static_cast<volatile int *>(&m->worker_pid) != 0 &&
+		   recent_pass(static_cast<TimestampTz>(pg_atomic_read_u64(&m->last_pass_at)),
 					   static_cast<TimestampTz>(pg_atomic_read_u64(&m->pass_started_at)), now);
 }
 
@@ -807,8 +827,8 @@ AWA_SQL_FUNCTION(awa_maintenance_wake)
 
 /*
  * awa._maintenance_status(): one row per database known to have awa_shard (a pass found it
- * there) and always this one: who serves it ('worker': background passes are recent;
- * 'claims': none lately, so its claims promote due jobs themselves), the worker in it now,
+ * there) and always this one: who serves it ('worker': a worker is in it, its passes
+ * recent; 'claims': none, so its claims promote due jobs themselves), the worker in it now,
  * its last pass, how many passes since server start, and the last error of a pass.
  */
 AWA_SQL_FUNCTION(awa_maintenance_status)
@@ -861,7 +881,8 @@ AWA_SQL_FUNCTION(awa_maintenance_status)
 
 		if (name == nullptr)
 			continue; /* dropped meanwhile */
-		worker = awa::maintenance_configured_for(name) && awa::recent_pass(r.last_pass_at, r.pass_started_at, now);
+		worker = awa::maintenance_configured_for(name) && r.worker_pid != 0 &&
+				 awa::recent_pass(r.last_pass_at, r.pass_started_at, now);
 		{
 			NameData *n = static_cast<NameData *>(palloc0(NAMEDATALEN));
 

@@ -38,8 +38,8 @@ bool yield_requested(Oid dbid);
 /* A step of a pass failed: keep its message (and when) for awa.maintenance_status. */
 void note_pass_error(Oid dbid, const char *step, const char *message);
 
-/* Whether a maintenance pass of this backend's database ended (or one started) recently. */
-bool database_recently_maintained();
+/* Whether a maintenance worker is in this backend's database now, its passes recent (claims promote otherwise). */
+bool database_has_worker();
 
 /* shmem_request_hook: request the shared memory of the launcher's marks. */
 void launcher_shmem_request();

@@ -202,14 +202,14 @@ maintenance_configured_here()
 }
 
 /*
- * Whether background maintenance serves this backend's database (claims promote
- * otherwise): the settings give it maintenance and a pass of it ended lately (or is
- * running). A database the launcher's pool cannot reach in time is not served.
+ * Whether a maintenance worker serves this backend's database now (claims promote
+ * otherwise): the settings give it maintenance and a worker is in it, its passes recent.
+ * Between the turns of a pool shared by more databases than workers, claims promote.
  */
 bool
 maintenance_worker_serves_database()
 {
-	return maintenance_configured_here() && database_recently_maintained();
+	return maintenance_configured_here() && database_has_worker();
 }
 
 /* Settings of maintenance; all reloadable, none required. */
@@ -229,7 +229,7 @@ define_maintenance_settings()
 	DefineCustomIntVariable("awa_shard.max_maintenance_workers",
 							"Maintenance workers the launcher runs at once, shared by all databases in turn.",
 							"Each takes a background-worker slot (max_worker_processes). With more databases than "
-							"workers, each worker makes one pass in a database and leaves its slot to the next.",
+							"workers, the databases get turns of ten passes.",
 							&max_maintenance_workers, 3, 1, 256, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("awa_shard.stale_heartbeat", "Seconds without heartbeat after which an attempt is rescued.",
 							nullptr, &stale_heartbeat_secs, 300, 1, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S, nullptr,
