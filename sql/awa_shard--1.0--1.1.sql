@@ -3408,3 +3408,24 @@ CREATE VIEW awa.schedules AS
       FROM awa.cron_schedules s;
 COMMENT ON VIEW awa.schedules IS 'Periodic jobs: cron, time zone, job template, next tick (NULL while paused), last job enqueued.';
 GRANT SELECT ON awa.schedules TO awa_admin, pg_monitor;
+
+-- Background maintenance as the launcher sees it (maintenance.md §1), from shared memory:
+-- every database known to have awa_shard, and always this one.
+CREATE FUNCTION awa._maintenance_status(
+    OUT database name, OUT served_by text, OUT worker_pid integer, OUT last_pass timestamptz,
+    OUT passes bigint, OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'awa_maintenance_status'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._maintenance_status() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._maintenance_status() IS 'Internal: the rows of the awa.maintenance_status view (shared memory).';
+
+-- Background maintenance per database (maintenance.md §1): served_by 'worker' while a
+-- worker is in it, 'claims' otherwise (between turns; its claims then promote due jobs).
+CREATE VIEW awa.maintenance_status AS
+    SELECT database, served_by, worker_pid, last_pass, passes, last_error, last_error_at
+      FROM awa._maintenance_status();
+COMMENT ON VIEW awa.maintenance_status IS 'Background maintenance per database: who serves it (worker or claims), the worker in it now, last pass, passes, last error.';
+GRANT SELECT ON awa.maintenance_status TO awa_admin, pg_monitor;

@@ -1,7 +1,8 @@
 /*
- * launcher.hpp — the maintenance launcher (launcher.cpp): a background worker that starts a
- * maintenance pass in each database with awa_shard, and the marks in shared memory that
- * workers and SQL leave it (a database without the extension, a database to wake now).
+ * launcher.hpp — the maintenance launcher (launcher.cpp): a background worker that gives a
+ * bounded pool of maintenance workers to the databases with awa_shard in turn, and the
+ * per-database marks in shared memory that workers, claims and SQL read and leave it (a
+ * database without the extension, a database to wake now, its passes, its last error).
  */
 #pragma once
 
@@ -21,6 +22,24 @@ void mark_database_absent(Oid dbid, bool wanted_elsewhere);
 
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
+
+/* A worker's turn in its database begins (it is the database's worker until it exits). */
+void begin_worker_turn(Oid dbid);
+
+/* A pass begins; returns how many passes the database has had (the ring steps run every tenth). */
+uint64 begin_pass(Oid dbid);
+
+/* A pass ended with the extension there; returns whether the launcher asks the worker to yield. */
+bool end_pass(Oid dbid);
+
+/* Whether the launcher asks this database's worker to leave its slot to a waiting database. */
+bool yield_requested(Oid dbid);
+
+/* A step of a pass failed: keep its message (and when) for awa.maintenance_status. */
+void note_pass_error(Oid dbid, const char *step, const char *message);
+
+/* Whether a maintenance worker is in this backend's database now, its passes recent (claims promote otherwise). */
+bool database_has_worker();
 
 /* shmem_request_hook: request the shared memory of the launcher's marks. */
 void launcher_shmem_request();

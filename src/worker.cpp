@@ -1,9 +1,11 @@
 /*
- * worker.cpp — the maintenance worker of one database (docs/maintenance.md §1), started by
- * the launcher (launcher.cpp): every interval it runs the steps of awa.run_maintenance()
- * (promotion, rescue, ring rotation and prune), each in its own transaction. It leaves when
- * the extension is gone (the database is then marked absent for the launcher) or when the
- * database is wanted for DROP DATABASE and the like. Also the maintenance settings.
+ * worker.cpp — a maintenance worker (docs/maintenance.md §1), started by the launcher
+ * (launcher.cpp) for a turn in one database: every interval it runs the steps of
+ * awa.run_maintenance() (promotion, rescue, ring rotation and prune), each in its own
+ * transaction. Its turn ends when the launcher asks it to yield its slot to a waiting
+ * database, when the extension is gone (the database is then marked absent for the
+ * launcher) or when the database is wanted for DROP DATABASE and the like. Also the
+ * maintenance settings.
  */
 #include "claim_cursor.hpp"
 #include "launcher.hpp"
@@ -44,6 +46,7 @@ namespace awa
 bool maintenance_enabled = true;
 char *maintenance_database = nullptr;
 int maintenance_interval_ms = 1000;
+int max_maintenance_workers = 3;
 int stale_heartbeat_secs = 300;
 
 namespace
@@ -77,10 +80,11 @@ const Step kSteps[] = {
 
 /*
  * Run one statement of a pass in its own transaction, with the extension locked against
- * DROP EXTENSION; errors are logged, never fatal. Returns whether the extension was there.
+ * DROP EXTENSION; errors are logged and kept for awa.maintenance_status, never fatal.
+ * Returns whether the extension was there.
  */
 bool
-run_step(const Step &step)
+run_step(const Step &step, Oid dbid)
 {
 	const char *sql = step.sql;
 	MemoryContext outer = CurrentMemoryContext;
@@ -114,16 +118,22 @@ run_step(const Step &step)
 			if (SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0) != SPI_OK_SELECT)
 				elog(ERROR, "awa_shard: maintenance step failed: %s", sql);
 		}
-		SPI_finish();
+		if (SPI_finish() != SPI_OK_FINISH)
+			elog(ERROR, "awa_shard: SPI_finish failed");
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
 	PG_CATCH();
 	{
+		ErrorData *edata;
+
 		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
+		note_pass_error(dbid, sql, edata->message);
+		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 	return installed;
@@ -131,16 +141,18 @@ run_step(const Step &step)
 
 /*
  * One maintenance pass: periodic jobs, promotion and rescue every time, ring rotation and prune every
- * tenth pass (every 10 s by default: each prune truncates files, and turning the ring
- * faster than that buys nothing). Each step first checks that the extension is still there
- * (a DROP EXTENSION meanwhile ends the pass quietly). Returns whether it was there.
+ * tenth pass of the database (every 10 s by default: each prune truncates files, and
+ * turning the ring faster than that buys nothing; the count is the database's, kept by the
+ * launcher, so workers taking turns keep the cadence). Each step first checks that the
+ * extension is still there (a DROP EXTENSION meanwhile ends the pass quietly). Returns
+ * whether it was there.
  */
 bool
-maintenance_pass()
+maintenance_pass(Oid dbid)
 {
 	constexpr int kRingEvery = 10;
 	constexpr int kFirstRingStep = 4;
-	static int pass = 0;
+	uint64 pass = begin_pass(dbid);
 	bool installed = true;
 	int k = 0;
 
@@ -148,10 +160,9 @@ maintenance_pass()
 	{
 		if (k++ >= kFirstRingStep && pass % kRingEvery != 0)
 			break;
-		if (!(installed = run_step(step)))
+		if (!(installed = run_step(step, dbid)))
 			break;
 	}
-	pass++;
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
 	return installed;
@@ -159,14 +170,25 @@ maintenance_pass()
 
 } // namespace
 
-/* Whether background maintenance serves this backend's database (claims promote otherwise). */
+/* Whether the settings give a database background maintenance (by its name). */
 bool
-maintenance_worker_serves_database()
+maintenance_configured_for(const char *datname)
+{
+	/* Not preloaded: no launcher, whatever awa_shard.maintenance says. */
+	if (!shared_state_available() || !maintenance_enabled)
+		return false;
+	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
+		return true;
+	return datname != nullptr && strcmp(datname, maintenance_database) == 0;
+}
+
+/* Whether the settings give this backend's database background maintenance. */
+bool
+maintenance_configured_here()
 {
 	static Oid checked_db = InvalidOid;
 	static char *name = nullptr;
 
-	/* Not preloaded: no launcher, whatever awa_shard.maintenance says. */
 	if (!shared_state_available() || !maintenance_enabled)
 		return false;
 	if (maintenance_database == nullptr || maintenance_database[0] == '\0')
@@ -178,7 +200,18 @@ maintenance_worker_serves_database()
 			name = MemoryContextStrdup(TopMemoryContext, name);
 		checked_db = MyDatabaseId;
 	}
-	return name != nullptr && strcmp(name, maintenance_database) == 0;
+	return maintenance_configured_for(name);
+}
+
+/*
+ * Whether a maintenance worker serves this backend's database now (claims promote
+ * otherwise): the settings give it maintenance and a worker is in it, its passes recent.
+ * Between the turns of a pool shared by more databases than workers, claims promote.
+ */
+bool
+maintenance_worker_serves_database()
+{
+	return maintenance_configured_here() && database_has_worker();
 }
 
 /* Settings of maintenance; all reloadable, none required. */
@@ -195,6 +228,11 @@ define_maintenance_settings()
 	DefineCustomIntVariable("awa_shard.maintenance_interval", "Milliseconds between maintenance passes.", nullptr,
 							&maintenance_interval_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
 							nullptr);
+	DefineCustomIntVariable("awa_shard.max_maintenance_workers",
+							"Maintenance workers the launcher runs at once, shared by all databases in turn.",
+							"Each takes a background-worker slot (max_worker_processes). With more databases than "
+							"workers, the databases get turns of ten passes.",
+							&max_maintenance_workers, 3, 1, 256, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("awa_shard.stale_heartbeat", "Seconds without heartbeat after which an attempt is rescued.",
 							nullptr, &stale_heartbeat_secs, 300, 1, 7 * 24 * 3600, PGC_SIGHUP, GUC_UNIT_S, nullptr,
 							nullptr, nullptr);
@@ -217,21 +255,29 @@ database_wanted_elsewhere()
 	return false;
 }
 
-/* Whether background maintenance still serves this database (settings may have changed). */
+/* Whether the settings still give this database background maintenance (they may have changed). */
 bool
 still_served()
 {
 	bool served;
 
 	StartTransactionCommand();
-	served = maintenance_worker_serves_database();
+	served = maintenance_configured_here();
 	CommitTransactionCommand();
 	return served;
 }
 
-/* Sleep until the next pass, waking every 100 ms to leave at once when the database is wanted. */
-bool
-sleep_until_next_pass()
+/* How a worker's sleep between passes ended. */
+enum class Wake
+{
+	NextPass,
+	Wanted, /* DROP DATABASE and the like wait for this database */
+	Yield	/* the launcher gives the slot to a waiting database */
+};
+
+/* Sleep until the next pass, waking every 100 ms to leave at once when the database is wanted or the slot asked for. */
+Wake
+sleep_until_next_pass(Oid dbid)
 {
 	long left = maintenance_interval_ms;
 
@@ -243,19 +289,22 @@ sleep_until_next_pass()
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (database_wanted_elsewhere())
-			return false;
+			return Wake::Wanted;
+		if (yield_requested(dbid))
+			return Wake::Yield;
 		left -= step;
 	}
-	return true;
+	return Wake::NextPass;
 }
 
 } // namespace awa
 
 /*
  * Worker entry point: connect to the database the launcher named and run a pass every
- * interval until the extension is gone (the database is then marked absent), maintenance
- * is turned off or restricted to another database, or the database is wanted for DROP,
- * RENAME or as a template (the launcher starts a new worker later if it still exists).
+ * interval until the launcher asks for the slot (another database waits), the extension
+ * is gone (the database is then marked absent), maintenance is turned off or restricted to
+ * another database, or the database is wanted for DROP, RENAME or as a template (the
+ * launcher starts a new worker later if it still exists).
  */
 void
 awa_maintenance_main(Datum arg)
@@ -268,6 +317,7 @@ awa_maintenance_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	awa::begin_worker_turn(dbid);
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -283,16 +333,24 @@ awa_maintenance_main(Datum arg)
 			awa::mark_database_absent(dbid, true);
 			break;
 		}
-		if (!awa::maintenance_pass())
+		if (!awa::maintenance_pass(dbid))
 		{
 			awa::mark_database_absent(dbid, false);
 			break;
 		}
-		if (!awa::sleep_until_next_pass())
+		if (awa::end_pass(dbid))
+			break;
+		switch (awa::sleep_until_next_pass(dbid))
 		{
+		case awa::Wake::NextPass:
+			continue;
+		case awa::Wake::Wanted:
 			awa::mark_database_absent(dbid, true);
 			break;
+		case awa::Wake::Yield:
+			break;
 		}
+		break;
 	}
 	proc_exit(0);
 }

@@ -1,6 +1,6 @@
 /*
  * worker.hpp — the background maintenance worker (worker.cpp): its settings, and whether
- * one serves this backend's database.
+ * background maintenance serves this backend's database.
  */
 #pragma once
 
@@ -16,10 +16,16 @@ extern char *maintenance_database;
 /* awa_shard.maintenance_interval: milliseconds between maintenance passes. */
 extern int maintenance_interval_ms;
 
+/* awa_shard.max_maintenance_workers: the launcher's pool, shared by all databases in turn. */
+extern int max_maintenance_workers;
+
 /* Define the maintenance settings (and awa_shard.stale_heartbeat, which only worker.cpp reads). */
 void define_maintenance_settings();
 
-/* Whether a maintenance worker runs in this backend's database (claims promote otherwise). */
+/* Whether the settings give a database background maintenance (preloaded, on, not restricted away). */
+bool maintenance_configured_for(const char *datname);
+
+/* Whether background maintenance passes reach this backend's database (claims promote otherwise). */
 bool maintenance_worker_serves_database();
 
 } // namespace awa

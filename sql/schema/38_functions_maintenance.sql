@@ -189,3 +189,16 @@ CREATE FUNCTION awa._maintenance_wake() RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._maintenance_wake() FROM PUBLIC;
 COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
+
+-- Background maintenance as the launcher sees it (maintenance.md §1), from shared memory:
+-- every database known to have awa_shard, and always this one.
+CREATE FUNCTION awa._maintenance_status(
+    OUT database name, OUT served_by text, OUT worker_pid integer, OUT last_pass timestamptz,
+    OUT passes bigint, OUT last_error text, OUT last_error_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'awa_maintenance_status'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._maintenance_status() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._maintenance_status() IS 'Internal: the rows of the awa.maintenance_status view (shared memory).';

@@ -120,3 +120,11 @@ CREATE VIEW awa.queues AS
       FROM awa._queues();
 COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
+
+-- Background maintenance per database (maintenance.md §1): served_by 'worker' while a
+-- worker is in it, 'claims' otherwise (between turns; its claims then promote due jobs).
+CREATE VIEW awa.maintenance_status AS
+    SELECT database, served_by, worker_pid, last_pass, passes, last_error, last_error_at
+      FROM awa._maintenance_status();
+COMMENT ON VIEW awa.maintenance_status IS 'Background maintenance per database: who serves it (worker or claims), the worker in it now, last pass, passes, last error.';
+GRANT SELECT ON awa.maintenance_status TO awa_admin, pg_monitor;

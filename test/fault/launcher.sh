@@ -3,8 +3,13 @@
 # launcher serves every database that has awa_shard, and only those; a due job is promoted
 # and the ring turns with nobody calling maintenance; the workers show in pg_stat_activity;
 # DROP EXTENSION and DROP DATABASE work at once and leave no error in the log; after a
-# crash the launcher is back and maintenance resumes. Run as the postgres user; prints
-# "launcher: N passed, M failed".
+# crash the launcher is back and maintenance resumes. Then more databases than workers and
+# slots (docs/maintenance.md §1, sizing): every database gets turns from a pool of two
+# workers in four slots, its due job promoted and its ring turned; a pool larger than the
+# free slots is said once in the log; a database without a worker is shown served by
+# claims and its claims promote its due jobs; one that waits far longer than its turn (the
+# one worker held up elsewhere) is said once in the log.
+# Run as the postgres user; prints "launcher: N passed, M failed".
 TEST=launcher; . "$(dirname "$0")/lib.sh"
 new_server launcher 56000
 # Only the library is configured; the interval is shortened so the test runs quickly.
@@ -67,6 +72,78 @@ wait_for postgres 30 "SELECT count(*) FROM pg_stat_activity WHERE backend_type =
 check "the launcher is back after a crash" "$?" "0"
 q plain -c "SELECT awa.insert_job_compat('after_crash', 'lq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
 wait_for plain 20 "SELECT state FROM awa.jobs WHERE kind = 'after_crash'" available; check "maintenance resumes after the crash" "$?" "0"
+
+# More databases than workers: 4 background-worker slots (the launcher and logical
+# replication's launcher take two), a pool of 2, and 7 databases with awa_shard (plain,
+# m1..m6). Counts only; the deadlines are generous.
+"$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+cat >> "$dir/data/postgresql.conf" <<CONF
+max_worker_processes = 4
+awa_shard.max_maintenance_workers = 2
+CONF
+start_server || give_up "the server did not restart with 4 worker slots"
+many="m1 m2 m3 m4 m5 m6"; served_dbs="'plain', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6'"
+for db in $many; do q postgres -c "CREATE DATABASE $db"; q "$db" -c "CREATE EXTENSION awa_shard"; seed "$db"; done
+# Sample the maintenance workers while the pool turns: never more than the pool.
+( most=0; for i in $(seq 1 150); do
+    n=$(q postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance'")
+    [ "${n:-0}" -gt "$most" ] && most=$n; sleep 0.05; done; echo "$most" > "$dir/most_workers" ) &
+sampler=$!; bg+=($sampler)
+promoted=0; turned=0
+for db in $many; do
+  wait_for "$db" 60 "SELECT state FROM awa.jobs WHERE kind = 'due'" available && promoted=$((promoted+1))
+done
+for db in plain $many; do
+  wait_for "$db" 60 "SELECT generation > 0 FROM awa.queue_ring_state" t && turned=$((turned+1))
+done
+check "7 databases, 2 workers: every database's due job is promoted" "$promoted" "6"
+check "7 databases, 2 workers: every database's ring turns" "$turned" "7"
+# A turn is ten passes: twelve passes each means every database had at least two turns.
+wait_for m1 120 "SELECT count(*) FROM awa.maintenance_status WHERE database IN ($served_dbs) AND passes >= 12" 7
+check "7 databases, 2 workers: every database has had at least 12 passes (awa.maintenance_status)" "$?" "0"
+check "7 databases, 2 workers: at most 2 are served by a worker at a time, the others by claims" \
+  "$(q m1 -c "SELECT count(*) FILTER (WHERE served_by = 'worker') <= 2 AND count(*) FILTER (WHERE served_by IN ('worker', 'claims')) = 7
+                FROM awa.maintenance_status WHERE database IN ($served_dbs)")" "t"
+wait "$sampler"
+check "never more maintenance workers at once than the pool (2)" "$(( $(cat "$dir/most_workers") <= 2 ))" "1"
+check "a pool that fits its slots never misses a slot" "$(grep -c 'no background worker slot' "$dir/log")" "0"
+
+# A pool larger than the free slots (2 free, pool 5): said once; the databases still take turns.
+q postgres -c "ALTER SYSTEM SET awa_shard.max_maintenance_workers = 5" -c "SELECT pg_reload_conf()" >/dev/null
+before=$(q m1 -c "SELECT min(passes) FROM awa.maintenance_status WHERE database IN ($served_dbs)")
+wait_for m1 120 "SELECT min(passes) >= $before + 12 FROM awa.maintenance_status WHERE database IN ($served_dbs)" t
+check "pool larger than the free slots: every database keeps getting passes" "$?" "0"
+check "pool larger than the free slots: the log says so once" "$(grep -c 'no background worker slot is free' "$dir/log")" "1"
+
+# One worker, held up in m1 (its pass waits for a lock): the others get no pass; each is
+# shown served by claims, a claim there promotes the queue's due job itself, and each is
+# logged once when it has waited twice a round of turns (shorter passes: a shorter round).
+q postgres -c "ALTER SYSTEM SET awa_shard.max_maintenance_workers = 1" -c "ALTER SYSTEM SET awa_shard.maintenance_interval = 50" \
+  -c "SELECT pg_reload_conf()" >/dev/null
+q m1 -c "BEGIN" -c "LOCK TABLE awa.deferred_jobs IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+bg+=($!)
+wait_for postgres 60 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'm1' AND wait_event_type = 'Lock'" 1
+check "the one worker is held up in m1" "$?" "0"
+wait_for m1 60 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance'" 1
+check "and it is the only maintenance worker" "$?" "0"
+q m2 -c "SELECT awa.insert_job_compat('due_unserved', 'lq2', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
+wait_for m2 60 "SELECT served_by FROM awa.maintenance_status WHERE database = 'm2'" claims
+check "a database without passes is shown served by claims" "$?" "0"
+check "no worker promoted its due job meanwhile" "$(q m2 -c "SELECT state FROM awa.jobs WHERE kind = 'due_unserved'")" "scheduled"
+check "a claim there promotes the due job itself and claims it" \
+  "$(q m2 -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('lq2', 10, 0, 0)")" "due_unserved"
+wait_for m1 30 "SELECT count(*) FROM awa.maintenance_status WHERE database IN ('plain', 'm2', 'm3', 'm4', 'm5', 'm6') AND served_by = 'claims'" 6
+check "every database the worker cannot reach is shown served by claims" "$?" "0"
+for db in plain m2 m3 m4 m5 m6; do
+  for i in $(seq 1 600); do grep -q "database \"$db\" has had no maintenance pass" "$dir/log" && break; sleep 0.1; done; done
+sleep 1
+said=""; for db in plain m2 m3 m4 m5 m6; do said="$said$(grep -c "database \"$db\" has had no maintenance pass" "$dir/log")"; done
+check "the log says once per database that it has no pass (at most once an hour)" "$said" "111111"
+q postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'm1' AND query LIKE '%pg_sleep(600)%'" >/dev/null
+wait_for m2 60 "SELECT served_by FROM awa.maintenance_status WHERE database = 'm2'" worker
+check "released, the one worker serves m2 again" "$?" "0"
+again=0; for i in $(seq 1 100); do grep -q 'database "m2" has maintenance passes again' "$dir/log" && { again=1; break; }; sleep 0.1; done
+check "and the log says that m2 has passes again" "$again" "1"
 
 [ "$failed" -gt 0 ] && grep -E 'ERROR|FATAL|awa_shard' "$dir/log" | tail -15
 summary

@@ -1,10 +1,10 @@
 -- Privileges of the operations API (docs/design.md §12): only awa_admin may cancel, delete, move, age,
--- retry from the DLQ, pause/resume or change queue_meta; the views and counts are
--- readable by awa_admin and pg_monitor; PUBLIC gets nothing.
+-- retry from the DLQ, pause/resume or change queue_meta; the views (awa.maintenance_status
+-- included) and counts are readable by awa_admin and pg_monitor; PUBLIC gets nothing.
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(69);
+SELECT plan(74);
 
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
@@ -31,9 +31,9 @@ SELECT ok(NOT bool_or(has_function_privilege('public', sig, 'EXECUTE')), 'PUBLIC
 
 -- Reads.
 SELECT ok(has_table_privilege(r, v, 'SELECT'), r || ' may read ' || v)
-  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues']) v;
+  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues', 'awa.maintenance_status']) v;
 SELECT ok(NOT has_table_privilege(r, v, 'SELECT'), r || ' may not read ' || v)
-  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues']) v;
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues', 'awa.maintenance_status']) v;
 SELECT ok(has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may poll queue_depth')
   FROM unnest(ARRAY['awa_admin', 'awa_worker', 'pg_monitor']) r;
 SELECT ok(NOT has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may not poll queue_depth')
@@ -72,7 +72,8 @@ SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.create_queue('ops_tap_pri
                 'awa_admin can create, pause, resume, cancel, set the width and the DLQ setting, purge and list');
 SELECT lives_ok($$SET LOCAL ROLE pg_monitor; SELECT count(*) FROM awa.shard_lag; SELECT count(*) FROM awa.shard_stats;
                   SELECT count(*) FROM awa.jobs; SELECT * FROM awa.queue_counts_exact('ops_tap_priv');
-                  SELECT count(*) FROM awa.queues; SELECT awa.queue_depth('ops_tap_priv'); RESET ROLE$$,
+                  SELECT count(*) FROM awa.queues; SELECT awa.queue_depth('ops_tap_priv');
+                  SELECT count(*) FROM awa.maintenance_status; RESET ROLE$$,
                 'pg_monitor can read the views, counts and depth');
 SELECT lives_ok($$SET LOCAL ROLE awa_admin; SELECT awa.drop_queue('ops_tap_priv'); RESET ROLE$$, 'awa_admin can drop a queue');
 SELECT throws_ok($$SET LOCAL ROLE awa_producer; SELECT awa.drop_queue('x')$$, '42501', NULL, 'a producer cannot drop a queue');
