@@ -203,6 +203,13 @@ registry_in_force()
 	return registry != nullptr;
 }
 
+/* Free this transaction's entries now, at its end (idempotent). */
+void
+registry_release_xact()
+{
+	release_my_entries();
+}
+
 /* Register the hook that frees this backend's entries at transaction end. */
 void
 init_registry_hooks()

@@ -1,35 +1,44 @@
 /*
  * wakeup.cpp — telling workers that work arrived (docs/design.md §8) without a server-wide lock:
- * a per-queue NOTIFY throttle (awa_shard.notify_interval), and condition variables in
- * shared memory signalled after a producing transaction commits, which
- * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
+ * a per-queue NOTIFY throttle (awa_shard.notify_interval), and, when preloaded, a list of the
+ * workers sleeping in awa.wait_for_jobs per wake slot in shared memory. A producing
+ * transaction, after its commit, wakes as many sleepers of each queue it fed as it brought
+ * jobs for (by their latches), not all of them. Without preload, wait_for_jobs sleeps and
+ * re-checks.
+ *
+ * No lost wake-up: a sleeper puts itself on its slot's list before it checks for work (on
+ * a new snapshot), and a producer scans the list only after its rows are visible and its
+ * in-flight reservations are released. So a commit either is seen by the check or finds the
+ * sleeper on the list. A woken sleeper returns true without checking again; its caller claims.
  */
-#include "claim_cursor.hpp"
 #include "module.hpp"
 #include "pg_boundary.hpp"
-#include "spi_util.hpp"
+#include "registry.hpp"
 #include "validate.hpp"
 #include "wakeup.hpp"
+#include "work_check.hpp"
 
 extern "C"
 {
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
 #include "common/md5.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "storage/condition_variable.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
 
+#include <algorithm>
 #include <cstdint>
 
 namespace awa
@@ -41,36 +50,269 @@ namespace
 constexpr int kWakeSlots = 128;
 constexpr int kNotifySlots = 256;
 constexpr int kMaxFedQueues = 32;
+constexpr int kNone = -1;
+constexpr int kWakeBatch = 64; /* latches set per pass over a slot */
 
-/* One wake-up slot: queues hash onto slots; a commit bumps the counter and broadcasts. */
+/* A backend's entry (indexed by pgprocno): on its slot's list while it sleeps. */
+struct Sleeper
+{
+	int next;
+	int prev;
+	int slot; /* kNone: on no list */
+	Oid dbid;
+	std::uint64_t queue; /* hash of the queue name */
+	bool woken;			 /* a producer took it off the list for its work */
+	bool fenced;		 /* its check ran, or found a lane held back by an in-flight reservation */
+};
+
+/* One wake slot: queues hash onto slots; the list of the sleepers of its queues. */
 struct WakeSlot
 {
-	ConditionVariable cv;
-	pg_atomic_uint64 commits;
+	slock_t mutex;
+	int head;
 };
 
 struct WakeShared
 {
 	WakeSlot slots[kWakeSlots];
 	pg_atomic_uint64 last_notify_us[kNotifySlots];
+	int n_sleepers;
+	Sleeper sleepers[FLEXIBLE_ARRAY_MEMBER];
 };
 
 WakeShared *wake = nullptr;
 std::uint64_t local_last_notify_us[kNotifySlots];
 
-/* Queues fed by the current transaction (hashes; at most kMaxFedQueues tracked). */
-std::uint32_t fed[kMaxFedQueues];
+/* Queues fed by the current transaction: ready rows added, and whether it reserved numbers. */
+struct Fed
+{
+	std::uint64_t queue;
+	int64 rows;
+	bool reserved;
+	bool announced; /* its first ready row was announced (NOTIFY throttle asked) */
+};
+Fed fed[kMaxFedQueues];
 int nfed = 0;
 bool fed_overflow = false;
-SPIPlanPtr avail_plans[2]; /* by whether the catalog has claim marks */
 
-/* Hash of (database, queue name), shared by the NOTIFY throttle and the wake slots: a busy
- * queue of one database never throttles or wakes a same-named queue of another. */
+/* This backend is on a sleeper list (so a transaction end must take it off). */
+bool listed = false;
+bool exit_hook_registered = false;
+
+/* Hash of (database, queue name) for the NOTIFY throttle: a busy queue of one database never
+ * throttles a same-named queue of another. */
 std::uint32_t
 queue_hash(const char *queue, int queue_len)
 {
 	return hash_combine(hash_bytes_uint32(MyDatabaseId),
 						hash_bytes(reinterpret_cast<const unsigned char *>(queue), queue_len));
+}
+
+/* 64-bit identity of a queue name for the sleeper lists (with the database id beside it). */
+std::uint64_t
+queue_key(const char *queue, int queue_len)
+{
+	return hash_bytes_extended(reinterpret_cast<const unsigned char *>(queue), queue_len, MyDatabaseId);
+}
+
+/* The wake slot of a queue. */
+WakeSlot *
+slot_of(std::uint64_t key)
+{
+	return &wake->slots[key % kWakeSlots];
+}
+
+/* Take a sleeper off its slot's list (slot mutex held). */
+void
+unlink_sleeper(WakeSlot *slot, int me)
+{
+	Sleeper *s = &wake->sleepers[me];
+
+	if (s->prev != kNone)
+		wake->sleepers[s->prev].next = s->next;
+	else
+		slot->head = s->next;
+	if (s->next != kNone)
+		wake->sleepers[s->next].prev = s->prev;
+	s->next = s->prev = kNone;
+	s->slot = kNone;
+}
+
+/*
+ * Wake up to `n` sleepers of a queue of this database (n < 0: all of them), and with
+ * `fenced` also every fenced one (a sleeper still checking, or whose check found a lane held
+ * back by an in-flight reservation, which the end of this transaction may have lifted): take
+ * them off the list, mark them woken, then set their latches. Never raises.
+ */
+void
+wake_queue(std::uint64_t key, int64 n, bool fenced)
+{
+	WakeSlot *slot = slot_of(key);
+	int chosen[kWakeBatch];
+	int n_chosen = 0;
+	bool more = true;
+
+	while (more && (n != 0 || fenced))
+	{
+		more = false;
+		SpinLockAcquire(&slot->mutex);
+		for (int i = slot->head; i != kNone;)
+		{
+			Sleeper *s = &wake->sleepers[i];
+			int next = s->next;
+
+			if (s->dbid == MyDatabaseId && s->queue == key && (n != 0 || (fenced && s->fenced)))
+			{
+				if (n_chosen == kWakeBatch)
+				{
+					more = true;
+					break;
+				}
+				unlink_sleeper(slot, i);
+				s->woken = true;
+				chosen[n_chosen++] = i;
+				if (!(fenced && s->fenced) && n > 0)
+					n--;
+				if (n == 0 && !fenced)
+					break;
+			}
+			i = next;
+		}
+		SpinLockRelease(&slot->mutex);
+		for (int i = 0; i < n_chosen; i++)
+			SetLatch(&GetPGProcByNumber(chosen[i])->procLatch);
+		n_chosen = 0;
+	}
+}
+
+/* Wake every sleeper of every slot (a transaction that fed more queues than it tracks). */
+void
+wake_everyone()
+{
+	for (int k = 0; k < kWakeSlots; k++)
+	{
+		WakeSlot *slot = &wake->slots[k];
+		int chosen[kWakeBatch];
+		int n_chosen;
+
+		do
+		{
+			n_chosen = 0;
+			SpinLockAcquire(&slot->mutex);
+			while (slot->head != kNone && n_chosen < kWakeBatch)
+			{
+				int i = slot->head;
+
+				unlink_sleeper(slot, i);
+				wake->sleepers[i].woken = true;
+				chosen[n_chosen++] = i;
+			}
+			SpinLockRelease(&slot->mutex);
+				for (int i = 0; i < n_chosen; i++)
+				SetLatch(&GetPGProcByNumber(chosen[i])->procLatch);
+		} while (n_chosen == kWakeBatch);
+	}
+}
+
+/* This backend's sleeper entry, or nullptr when it has none (not a regular backend). */
+Sleeper *
+my_sleeper()
+{
+	if (wake == nullptr || MyProc == nullptr || MyProc->pgprocno >= wake->n_sleepers)
+		return nullptr;
+	return &wake->sleepers[MyProc->pgprocno];
+}
+
+/* Put this backend on the list of the queue's slot, not woken. */
+void
+list_me(std::uint64_t key)
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(key);
+	int me = MyProc->pgprocno;
+
+	SpinLockAcquire(&slot->mutex);
+	s->dbid = MyDatabaseId;
+	s->queue = key;
+	s->woken = false;
+	s->fenced = true; /* until its check has settled */
+	s->prev = kNone;
+	s->next = slot->head;
+	if (slot->head != kNone)
+		wake->sleepers[slot->head].prev = me;
+	slot->head = me;
+	s->slot = static_cast<int>(key % kWakeSlots);
+	SpinLockRelease(&slot->mutex);
+	listed = true;
+}
+
+/* Take this backend off its list (if still there); whether a producer woke it. */
+bool
+unlist_me()
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot;
+	bool woken;
+
+	if (!listed || s == nullptr)
+		return false;
+	slot = slot_of(s->queue);
+	SpinLockAcquire(&slot->mutex);
+	if (s->slot != kNone)
+		unlink_sleeper(slot, MyProc->pgprocno);
+	woken = s->woken;
+	s->woken = false;
+	SpinLockRelease(&slot->mutex);
+	listed = false;
+	return woken;
+}
+
+/* Whether a producer has woken this backend (it is then off the list). */
+bool
+woken_yet()
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(s->queue);
+	bool woken;
+
+	SpinLockAcquire(&slot->mutex);
+	woken = s->woken;
+	SpinLockRelease(&slot->mutex);
+	return woken;
+}
+
+/* The check found no work: record whether a fence held a lane back (fenced) for the producers. */
+void
+settle_me(bool fenced)
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(s->queue);
+
+	SpinLockAcquire(&slot->mutex);
+	s->fenced = fenced;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Leave the list after an error or at exit: a wake-up this backend received but can no
+ * longer act on goes to another sleeper of the queue, so it is not lost.
+ */
+void
+unlist_on_error()
+{
+	Sleeper *s = my_sleeper();
+
+	if (!listed || s == nullptr)
+		return;
+	if (unlist_me())
+		wake_queue(s->queue, 1, false);
+}
+
+/* Backend exit: never leave an entry on a list. */
+void
+on_exit_unlist(int code, Datum arg)
+{
+	unlist_on_error();
 }
 
 /* Whether the throttle lets this transaction NOTIFY for the queue now (claims the slot if so). */
@@ -123,92 +365,96 @@ send_notify(const char *queue, int queue_len)
 	Async_Notify(channel, "");
 }
 
-/* Is there a visible ready row at or after some lane cursor of an unpaused queue? Runs with
- * a fresh snapshot (read_only = false), so it sees commits made after the calling statement began. */
-bool
-work_visible(text *queue)
+/* This transaction's entry for a queue (nullptr when it tracks too many queues). */
+Fed *
+fed_entry(std::uint64_t key)
 {
-	static const Oid argtypes[1] = {TEXTOID};
-	Datum values[1] = {PointerGetDatum(queue)};
-	bool isnull;
-	bool result;
-	bool marks;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "awa_shard: SPI_connect failed");
-	marks = claim_marks_installed();
-	if (avail_plans[marks] == nullptr)
+	for (int i = 0; i < nfed; i++)
+		if (fed[i].queue == key)
+			return &fed[i];
+	if (nfed == kMaxFedQueues)
 	{
-		char sql[512];
-
-		snprintf(sql, sizeof(sql),
-				 "SELECT NOT coalesce((SELECT m.paused FROM awa.queue_meta m WHERE m.queue = $1), false) "
-				 "AND EXISTS (SELECT 1 FROM %s h WHERE h.queue = $1 AND EXISTS ("
-				 "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
-				 "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
-				 cursor_relation(marks));
-		keep_plan(&avail_plans[marks], sql, 1, argtypes);
+		fed_overflow = true;
+		return nullptr;
 	}
-	exec_plan(avail_plans[marks], values, nullptr, false, 1, SPI_OK_SELECT, "work check");
-	result = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "awa_shard: SPI_finish failed");
-	return result;
+	fed[nfed] = {key, 0, false, false};
+	return &fed[nfed++];
 }
 
 } // namespace
 
-/* First enqueue of a queue in this transaction: maybe NOTIFY, and remember it for commit. */
+/* A transaction added `rows` ready rows to a queue: maybe NOTIFY (first time), count them for commit. */
 void
-note_enqueued(const char *queue, int queue_len)
+note_enqueued(const char *queue, int queue_len, int64 rows)
 {
-	std::uint32_t h = queue_hash(queue, queue_len);
+	Fed *f = fed_entry(queue_key(queue, queue_len));
+	bool first = f == nullptr || !f->announced;
 
-	for (int i = 0; i < nfed; i++)
-		if (fed[i] == h)
-			return;
-	if (nfed < kMaxFedQueues)
-		fed[nfed++] = h;
-	else
-		fed_overflow = true;
-	if (notify_due(h))
+	if (f != nullptr)
+	{
+		f->rows += rows;
+		f->announced = true;
+	}
+	if (first && notify_due(queue_hash(queue, queue_len)))
 		send_notify(queue, queue_len);
 }
 
-/* After commit (rows visible): wake the sleepers of every fed queue's slot. Never raises. */
+/* A transaction reserved lane numbers of a queue (its end may unblock other producers' rows). */
+void
+note_reserved(const char *queue, int queue_len)
+{
+	Fed *f;
+
+	if (wake == nullptr)
+		return;
+	f = fed_entry(queue_key(queue, queue_len));
+	if (f != nullptr)
+		f->reserved = true;
+}
+
+/*
+ * Transaction end (rows visible on commit), never raises. Reservations are released first,
+ * so no worker woken here finds this transaction's fence. A commit wakes, per queue it fed,
+ * as many sleepers as it added ready rows; a transaction that reserved lane numbers (commit
+ * or abort) also wakes the queue's fenced sleepers, whose check found rows held back by an
+ * in-flight reservation (perhaps this one) or was still running. A rolled-back enqueue wakes
+ * no other sleeper. A backend still on a list (an error while it slept) leaves it.
+ */
 void
 wakeup_at_xact_end(bool committed)
 {
-	if (committed && wake != nullptr)
+	if (wake != nullptr && (nfed > 0 || fed_overflow))
 	{
+		registry_release_xact();
 		if (fed_overflow)
-		{
-			for (int s = 0; s < kWakeSlots; s++)
-			{
-				pg_atomic_fetch_add_u64(&wake->slots[s].commits, 1);
-				ConditionVariableBroadcast(&wake->slots[s].cv);
-			}
-		}
+			wake_everyone();
 		else
-		{
 			for (int i = 0; i < nfed; i++)
 			{
-				WakeSlot *slot = &wake->slots[fed[i] % kWakeSlots];
-
-				pg_atomic_fetch_add_u64(&slot->commits, 1);
-				ConditionVariableBroadcast(&slot->cv);
+				if (committed)
+					wake_queue(fed[i].queue, fed[i].rows, fed[i].reserved);
+				else if (fed[i].reserved)
+					wake_queue(fed[i].queue, 0, true);
 			}
-		}
 	}
+	if (listed)
+		unlist_on_error();
 	nfed = 0;
 	fed_overflow = false;
 }
 
-/* shmem_request_hook: room for the wake slots and the NOTIFY stamps. */
+/* Sleeper entries: one per backend that can call wait_for_jobs (MaxBackends). */
+static Size
+wake_shmem_size()
+{
+	return add_size(offsetof(WakeShared, sleepers), mul_size(MaxBackends, sizeof(Sleeper)));
+}
+
+/* shmem_request_hook: room for the wake slots, the sleeper entries and the NOTIFY stamps. */
 void
 wakeup_shmem_request()
 {
-	RequestAddinShmemSpace(sizeof(WakeShared));
+	RequestAddinShmemSpace(wake_shmem_size());
 }
 
 /* shmem_startup_hook: claim the wake slots by name (initialised once, by the postmaster). */
@@ -218,16 +464,19 @@ wakeup_shmem_startup()
 	bool found;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wake = static_cast<WakeShared *>(ShmemInitStruct("awa_shard wakeup", sizeof(WakeShared), &found));
+	wake = static_cast<WakeShared *>(ShmemInitStruct("awa_shard wakeup", wake_shmem_size(), &found));
 	if (!found)
 	{
 		for (int s = 0; s < kWakeSlots; s++)
 		{
-			ConditionVariableInit(&wake->slots[s].cv);
-			pg_atomic_init_u64(&wake->slots[s].commits, 0);
+			SpinLockInit(&wake->slots[s].mutex);
+			wake->slots[s].head = kNone;
 		}
 		for (int s = 0; s < kNotifySlots; s++)
 			pg_atomic_init_u64(&wake->last_notify_us[s], 0);
+		wake->n_sleepers = MaxBackends;
+		for (int i = 0; i < MaxBackends; i++)
+			wake->sleepers[i] = {kNone, kNone, kNone, InvalidOid, 0, false, false};
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -236,8 +485,8 @@ wakeup_shmem_startup()
 
 /*
  * awa.wait_for_jobs(queue, timeout_ms) -> boolean: true at once if work is visible, else
- * sleeps until a producing transaction of the queue's wake slot commits (true) or the
- * timeout passes (false).
+ * sleeps until a producing transaction of the queue wakes this worker for its work (true)
+ * or the timeout passes (false).
  */
 AWA_SQL_FUNCTION(awa_wait_for_jobs)
 {
@@ -248,32 +497,44 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
-	if (awa::wake != nullptr)
+	if (awa::my_sleeper() != nullptr && timeout_ms > 0)
 	{
-		awa::WakeSlot *slot =
-			&awa::wake->slots[awa::queue_hash(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) % awa::kWakeSlots];
-		std::uint64_t seen = pg_atomic_read_u64(&slot->commits);
 		bool woken = false;
+		bool fenced = false;
 
-		/* Read the counter before checking, so a commit after the check is never missed. */
-		if (awa::work_visible(queue))
+		if (!awa::exit_hook_registered)
+		{
+			before_shmem_exit(awa::on_exit_unlist, (Datum)0);
+			awa::exit_hook_registered = true;
+		}
+		if (awa::listed)
+			awa::unlist_on_error(); /* left there by an error caught in this transaction */
+		/* On the list before the check, so a commit after the check finds this sleeper. */
+		awa::list_me(awa::queue_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)));
+		if (awa::work_visible(queue, &fenced))
+		{
+			(void)awa::unlist_me();
 			PG_RETURN_BOOL(true);
-		ConditionVariablePrepareToSleep(&slot->cv);
+		}
+		awa::settle_me(fenced);
 		for (;;)
 		{
-			long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			long remaining;
 
-			if (pg_atomic_read_u64(&slot->commits) != seen)
+			if (awa::woken_yet())
 			{
 				woken = true;
 				break;
 			}
+			remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 			if (remaining <= 0)
 				break;
-			if (ConditionVariableTimedSleep(&slot->cv, remaining, PG_WAIT_EXTENSION))
-				continue; /* timed out: the loop re-checks the counter and the clock */
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, remaining, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
 		}
-		ConditionVariableCancelSleep();
+		/* A wake-up that came with the timeout still counts. */
+		woken = awa::unlist_me() || woken;
 		PG_RETURN_BOOL(woken);
 	}
 
@@ -282,7 +543,9 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	{
 		long remaining;
 
-		if (awa::work_visible(queue))
+		bool fenced;
+
+		if (awa::work_visible(queue, &fenced))
 			PG_RETURN_BOOL(true);
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)

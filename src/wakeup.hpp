@@ -1,19 +1,27 @@
 /*
  * wakeup.hpp — wake-ups of waiting workers (wakeup.cpp): the NOTIFY throttle and, when
- * preloaded, the wake slots in shared memory that a producing commit signals.
+ * preloaded, the lists of sleeping workers in shared memory that a producing commit wakes.
  */
 #pragma once
+
+extern "C"
+{
+#include "postgres.h"
+}
 
 namespace awa
 {
 
-/* Remember that this transaction made work available in a queue. */
-void note_enqueued(const char *queue, int queue_len);
+/* Remember that this transaction added `rows` ready rows to a queue. */
+void note_enqueued(const char *queue, int queue_len, int64 rows);
 
-/* Transaction end: signal waiters of the queues this transaction fed. */
+/* Remember that this transaction reserved lane numbers of a queue. */
+void note_reserved(const char *queue, int queue_len);
+
+/* Transaction end: wake sleepers of the queues this transaction fed. */
 void wakeup_at_xact_end(bool committed);
 
-/* shmem_request_hook: request the shared memory of the wake slots and NOTIFY stamps. */
+/* shmem_request_hook: request the shared memory of the wake slots, sleepers and NOTIFY stamps. */
 void wakeup_shmem_request();
 
 /* shmem_startup_hook: claim them by name ("awa_shard wakeup"), initialising them once. */
