@@ -3,7 +3,8 @@
  * a per-queue NOTIFY throttle (awa_shard.notify_interval), and, when preloaded, a list of the
  * workers sleeping in awa.wait_for_jobs per wake slot in shared memory. A producing
  * transaction, after its commit, wakes as many sleepers of each queue it fed as it brought
- * jobs for (by their latches), not all of them. Without preload, wait_for_jobs sleeps and
+ * work for (one per lane it added rows to; a claim that left rows in its lane, one more), by
+ * their latches, not all of them. Without preload, wait_for_jobs sleeps and
  * re-checks.
  *
  * No lost wake-up: a sleeper puts itself on its slot's list before it checks for work (on
@@ -83,11 +84,11 @@ struct WakeShared
 WakeShared *wake = nullptr;
 std::uint64_t local_last_notify_us[kNotifySlots];
 
-/* Queues fed by the current transaction: ready rows added, and whether it reserved numbers. */
+/* Queues fed by the current transaction: sleepers to wake, and whether it reserved numbers. */
 struct Fed
 {
 	std::uint64_t queue;
-	int64 rows;
+	int64 wake;
 	bool reserved;
 	bool announced; /* its first ready row was announced (NOTIFY throttle asked) */
 };
@@ -383,20 +384,40 @@ fed_entry(std::uint64_t key)
 
 } // namespace
 
-/* A transaction added `rows` ready rows to a queue: maybe NOTIFY (first time), count them for commit. */
+/*
+ * A transaction added ready rows to `lanes` lanes of a queue: maybe NOTIFY (first time), and
+ * wake one sleeper per lane at commit (a claim drains one lane, up to its batch).
+ */
 void
-note_enqueued(const char *queue, int queue_len, int64 rows)
+note_enqueued(const char *queue, int queue_len, int64 lanes)
 {
 	Fed *f = fed_entry(queue_key(queue, queue_len));
 	bool first = f == nullptr || !f->announced;
 
 	if (f != nullptr)
 	{
-		f->rows += rows;
+		f->wake += lanes;
 		f->announced = true;
 	}
 	if (first && notify_due(queue_hash(queue, queue_len)))
 		send_notify(queue, queue_len);
+}
+
+/*
+ * A claim of this transaction took a full batch and saw the lane's next row: wake one more
+ * sleeper at commit, so a lane that holds more than one batch is drained by as many workers
+ * as it can keep busy, one relay at a time.
+ */
+void
+note_more_work(const char *queue, int queue_len)
+{
+	Fed *f;
+
+	if (wake == nullptr)
+		return;
+	f = fed_entry(queue_key(queue, queue_len));
+	if (f != nullptr)
+		f->wake++;
 }
 
 /* A transaction reserved lane numbers of a queue (its end may unblock other producers' rows). */
@@ -415,7 +436,7 @@ note_reserved(const char *queue, int queue_len)
 /*
  * Transaction end (rows visible on commit), never raises. Reservations are released first,
  * so no worker woken here finds this transaction's fence. A commit wakes, per queue it fed,
- * as many sleepers as it added ready rows; a transaction that reserved lane numbers (commit
+ * as many sleepers as it noted (lanes it added rows to, full claims); a transaction that reserved lane numbers (commit
  * or abort) also wakes the queue's fenced sleepers, whose check found rows held back by an
  * in-flight reservation (perhaps this one) or was still running. A rolled-back enqueue wakes
  * no other sleeper. A backend still on a list (an error while it slept) leaves it.
@@ -432,7 +453,7 @@ wakeup_at_xact_end(bool committed)
 			for (int i = 0; i < nfed; i++)
 			{
 				if (committed)
-					wake_queue(fed[i].queue, fed[i].rows, fed[i].reserved);
+					wake_queue(fed[i].queue, fed[i].wake, fed[i].reserved);
 				else if (fed[i].reserved)
 					wake_queue(fed[i].queue, 0, true);
 			}

@@ -12,8 +12,11 @@ extern "C"
 namespace awa
 {
 
-/* Remember that this transaction added `rows` ready rows to a queue. */
-void note_enqueued(const char *queue, int queue_len, int64 rows);
+/* Remember that this transaction added ready rows to `lanes` lanes of a queue. */
+void note_enqueued(const char *queue, int queue_len, int64 lanes);
+
+/* Remember that this transaction's claim left more rows in its lane (wake one more sleeper). */
+void note_more_work(const char *queue, int queue_len);
 
 /* Remember that this transaction reserved lane numbers of a queue. */
 void note_reserved(const char *queue, int queue_len);
