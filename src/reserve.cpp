@@ -398,7 +398,7 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	if (!found)
 		entry = ensure_lane(&key, queue, queue_len);
 	/* Its end may let other producers' rows of the queue be claimed: wake-ups must know. */
-	note_reserved(queue, queue_len);
+	note_reserved(queue, queue_len, entry->seq_oid);
 	start = nextval_internal(entry->seq_oid, false);
 	if (count > 1)
 		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));

@@ -53,6 +53,9 @@ constexpr int kNotifySlots = 256;
 constexpr int kMaxFedQueues = 32;
 constexpr int kNone = -1;
 constexpr int kWakeBatch = 64; /* latches set per pass over a slot */
+constexpr int kPromiseSlots = 1024;
+constexpr long kPromiseMs = 50; /* a promise not used by a claim within this expires */
+constexpr int kMaxBusyPolls = 100; /* waits for claims in progress before reporting work (~1 s) */
 
 /* A backend's entry (indexed by pgprocno): on its slot's list while it sleeps. */
 struct Sleeper
@@ -63,19 +66,36 @@ struct Sleeper
 	Oid dbid;
 	std::uint64_t queue; /* hash of the queue name */
 	bool woken;			 /* a producer took it off the list for its work */
-	bool fenced;		 /* its check ran, or found a lane held back by an in-flight reservation */
+	std::uint64_t fence_bits; /* lanes its check found held back by an in-flight reservation */
 };
 
-/* One wake slot: queues hash onto slots; the list of the sleepers of its queues. */
+/*
+ * One wake slot: queues hash onto slots; the list of the sleepers of its queues, and the
+ * number of ends of reserving transactions of its queues (a sleeper whose check overlapped
+ * one checks again).
+ */
 struct WakeSlot
 {
 	slock_t mutex;
 	int head;
+	std::uint64_t fence_ends;
+};
+
+/* A lane promised to one worker's coming claim (direct-mapped by lane; a collision replaces). */
+struct Promise
+{
+	slock_t mutex;
+	Oid dbid;
+	Oid seq_oid;
+	int procno;
+	TransactionId head_xmax; /* the head's xmax when promised: a claim since changed it */
+	TimestampTz until;
 };
 
 struct WakeShared
 {
 	WakeSlot slots[kWakeSlots];
+	Promise promises[kPromiseSlots];
 	pg_atomic_uint64 last_notify_us[kNotifySlots];
 	int n_sleepers;
 	Sleeper sleepers[FLEXIBLE_ARRAY_MEMBER];
@@ -89,7 +109,7 @@ struct Fed
 {
 	std::uint64_t queue;
 	int64 wake;
-	bool reserved;
+	std::uint64_t fences; /* lanes it reserved numbers on (fence_bit) */
 	bool announced; /* its first ready row was announced (NOTIFY throttle asked) */
 };
 Fed fed[kMaxFedQueues];
@@ -140,20 +160,26 @@ unlink_sleeper(WakeSlot *slot, int me)
 }
 
 /*
- * Wake up to `n` sleepers of a queue of this database (n < 0: all of them), and with
- * `fenced` also every fenced one (a sleeper still checking, or whose check found a lane held
- * back by an in-flight reservation, which the end of this transaction may have lifted): take
- * them off the list, mark them woken, then set their latches. Never raises.
+ * Wake up to `n` sleepers of a queue of this database, and every sleeper whose check found
+ * one of the lanes in `fences` held back by an in-flight reservation (this transaction's,
+ * perhaps, now ended): take them off the list, mark them woken, then set their latches.
+ * With fences, count a fence end on the slot first. Never raises.
  */
 void
-wake_queue(std::uint64_t key, int64 n, bool fenced)
+wake_queue(std::uint64_t key, int64 n, std::uint64_t fences)
 {
 	WakeSlot *slot = slot_of(key);
 	int chosen[kWakeBatch];
 	int n_chosen = 0;
 	bool more = true;
 
-	while (more && (n != 0 || fenced))
+	if (fences != 0)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->fence_ends++;
+		SpinLockRelease(&slot->mutex);
+	}
+	while (more && (n != 0 || fences != 0))
 	{
 		more = false;
 		SpinLockAcquire(&slot->mutex);
@@ -162,7 +188,9 @@ wake_queue(std::uint64_t key, int64 n, bool fenced)
 			Sleeper *s = &wake->sleepers[i];
 			int next = s->next;
 
-			if (s->dbid == MyDatabaseId && s->queue == key && (n != 0 || (fenced && s->fenced)))
+			bool fenced = (s->fence_bits & fences) != 0;
+
+			if (s->dbid == MyDatabaseId && s->queue == key && (n != 0 || fenced))
 			{
 				if (n_chosen == kWakeBatch)
 				{
@@ -172,9 +200,9 @@ wake_queue(std::uint64_t key, int64 n, bool fenced)
 				unlink_sleeper(slot, i);
 				s->woken = true;
 				chosen[n_chosen++] = i;
-				if (!(fenced && s->fenced) && n > 0)
+				if (!fenced && n > 0)
 					n--;
-				if (n == 0 && !fenced)
+				if (n == 0 && fences == 0)
 					break;
 			}
 			i = next;
@@ -224,8 +252,8 @@ my_sleeper()
 	return &wake->sleepers[MyProc->pgprocno];
 }
 
-/* Put this backend on the list of the queue's slot, not woken. */
-void
+/* Put this backend on the list of the queue's slot, not woken; returns the slot's fence ends. */
+std::uint64_t
 list_me(std::uint64_t key)
 {
 	Sleeper *s = my_sleeper();
@@ -236,15 +264,17 @@ list_me(std::uint64_t key)
 	s->dbid = MyDatabaseId;
 	s->queue = key;
 	s->woken = false;
-	s->fenced = true; /* until its check has settled */
+	s->fence_bits = 0;
 	s->prev = kNone;
 	s->next = slot->head;
 	if (slot->head != kNone)
 		wake->sleepers[slot->head].prev = me;
 	slot->head = me;
 	s->slot = static_cast<int>(key % kWakeSlots);
+	std::uint64_t ends = slot->fence_ends;
 	SpinLockRelease(&slot->mutex);
 	listed = true;
+	return ends;
 }
 
 /* Take this backend off its list (if still there); whether a producer woke it. */
@@ -282,16 +312,26 @@ woken_yet()
 	return woken;
 }
 
-/* The check found no work: record whether a fence held a lane back (fenced) for the producers. */
-void
-settle_me(bool fenced)
+/*
+ * The check found no work: record the lanes it found fenced, for the reserving producers.
+ * False when a reserving transaction of the slot ended since *ends was read (its fence may
+ * have held back what the check skipped): then check again; *ends is brought up to date.
+ */
+bool
+settle_me(std::uint64_t fence_bits, std::uint64_t *ends)
 {
 	Sleeper *s = my_sleeper();
 	WakeSlot *slot = slot_of(s->queue);
+	bool settled = true;
 
 	SpinLockAcquire(&slot->mutex);
-	s->fenced = fenced;
+	if (fence_bits != 0 && slot->fence_ends != *ends)
+		settled = false;
+	else
+		s->fence_bits = fence_bits;
+	*ends = slot->fence_ends;
 	SpinLockRelease(&slot->mutex);
+	return settled;
 }
 
 /*
@@ -306,7 +346,7 @@ unlist_on_error()
 	if (!listed || s == nullptr)
 		return;
 	if (unlist_me())
-		wake_queue(s->queue, 1, false);
+		wake_queue(s->queue, 1, 0);
 }
 
 /* Backend exit: never leave an entry on a list. */
@@ -378,7 +418,7 @@ fed_entry(std::uint64_t key)
 		fed_overflow = true;
 		return nullptr;
 	}
-	fed[nfed] = {key, 0, false, false};
+	fed[nfed] = {key, 0, 0, false};
 	return &fed[nfed++];
 }
 
@@ -420,9 +460,42 @@ note_more_work(const char *queue, int queue_len)
 		f->wake++;
 }
 
+/*
+ * Promise a lane's waiting rows to this worker's next claim, unless another worker holds a
+ * live promise for the lane. Two awake workers whose checks both saw the same rows would
+ * otherwise both claim, and one would come back empty; the second now waits (busy) until the
+ * first one's claim has locked and released the lane, then looks again.
+ */
+bool
+promise_lane(Oid seq_oid, TransactionId head_xmax)
+{
+	Promise *p;
+	TimestampTz now;
+	bool mine = true;
+
+	if (wake == nullptr || MyProc == nullptr)
+		return true;
+	p = &wake->promises[hash_combine(MyDatabaseId, seq_oid) % kPromiseSlots];
+	now = GetCurrentTimestamp();
+	SpinLockAcquire(&p->mutex);
+	if (p->dbid == MyDatabaseId && p->seq_oid == seq_oid && p->procno != MyProc->pgprocno && p->until > now &&
+		p->head_xmax == head_xmax)
+		mine = false;
+	else
+	{
+		p->dbid = MyDatabaseId;
+		p->seq_oid = seq_oid;
+		p->procno = MyProc->pgprocno;
+		p->head_xmax = head_xmax;
+		p->until = TimestampTzPlusMilliseconds(now, kPromiseMs);
+	}
+	SpinLockRelease(&p->mutex);
+	return mine;
+}
+
 /* A transaction reserved lane numbers of a queue (its end may unblock other producers' rows). */
 void
-note_reserved(const char *queue, int queue_len)
+note_reserved(const char *queue, int queue_len, Oid seq_oid)
 {
 	Fed *f;
 
@@ -430,7 +503,7 @@ note_reserved(const char *queue, int queue_len)
 		return;
 	f = fed_entry(queue_key(queue, queue_len));
 	if (f != nullptr)
-		f->reserved = true;
+		f->fences |= fence_bit(seq_oid);
 }
 
 /*
@@ -452,10 +525,7 @@ wakeup_at_xact_end(bool committed)
 		else
 			for (int i = 0; i < nfed; i++)
 			{
-				if (committed)
-					wake_queue(fed[i].queue, fed[i].wake, fed[i].reserved);
-				else if (fed[i].reserved)
-					wake_queue(fed[i].queue, 0, true);
+				wake_queue(fed[i].queue, committed ? fed[i].wake : 0, fed[i].fences);
 			}
 	}
 	if (listed)
@@ -492,14 +562,99 @@ wakeup_shmem_startup()
 		{
 			SpinLockInit(&wake->slots[s].mutex);
 			wake->slots[s].head = kNone;
+			wake->slots[s].fence_ends = 0;
 		}
 		for (int s = 0; s < kNotifySlots; s++)
 			pg_atomic_init_u64(&wake->last_notify_us[s], 0);
+		for (int s = 0; s < kPromiseSlots; s++)
+		{
+			SpinLockInit(&wake->promises[s].mutex);
+			wake->promises[s].dbid = InvalidOid;
+		}
 		wake->n_sleepers = MaxBackends;
 		for (int i = 0; i < MaxBackends; i++)
-			wake->sleepers[i] = {kNone, kNone, kNone, InvalidOid, 0, false, false};
+			wake->sleepers[i] = {kNone, kNone, kNone, InvalidOid, 0, false, 0};
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/* What one round of wait_for_jobs came to. */
+enum class WaitOutcome
+{
+	Work,	 /* the check found work a claim can take */
+	Woken,	 /* a producer woke this worker: look again */
+	Timeout, /* nothing came before the deadline */
+};
+
+/*
+ * One round of wait_for_jobs, preloaded: on the list of the queue's slot first, then the
+ * check (again while claims in progress hold the only lanes that may have work, or while a
+ * fence it saw ended during it), then sleep until woken or the deadline. Leaves the list.
+ */
+WaitOutcome
+check_then_sleep(text *queue, TimestampTz deadline)
+{
+	std::uint64_t fence_bits = 0;
+	std::uint64_t ends = list_me(queue_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)));
+	int rechecks = 0;
+	int busy_polls = 0;
+	bool busy;
+
+	for (;;)
+	{
+		if (work_visible(queue, true, &fence_bits, &busy))
+		{
+			(void)unlist_me();
+			return WaitOutcome::Work;
+		}
+		if (busy)
+		{
+			/*
+			 * The lanes that may have work are held by claims in progress, which a claim now
+			 * would skip: wait for them to end (1 ms steps, 10 ms after the first 20; on the
+			 * list, so a commit can still wake this worker), then look again; after
+			 * kMaxBusyPolls steps, report work.
+			 */
+			if (++busy_polls > kMaxBusyPolls)
+			{
+				(void)unlist_me();
+				return WaitOutcome::Work;
+			}
+			if (woken_yet())
+				return unlist_me() ? WaitOutcome::Woken : WaitOutcome::Work;
+			if (TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline) <= 0)
+				return unlist_me() ? WaitOutcome::Work : WaitOutcome::Timeout;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, busy_polls < 20 ? 1 : 10,
+							PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		/* A fence it saw ended during the check: look again (a few times, then report work). */
+		if (settle_me(fence_bits, &ends))
+			break;
+		if (++rechecks > 3)
+		{
+			(void)unlist_me();
+			return WaitOutcome::Work;
+		}
+	}
+	for (;;)
+	{
+		long remaining;
+
+		if (woken_yet())
+		{
+			(void)unlist_me();
+			return WaitOutcome::Woken;
+		}
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			return unlist_me() ? WaitOutcome::Work : WaitOutcome::Timeout; /* woken just now: counts */
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, remaining, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 } // namespace awa
@@ -520,9 +675,6 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 
 	if (awa::my_sleeper() != nullptr && timeout_ms > 0)
 	{
-		bool woken = false;
-		bool fenced = false;
-
 		if (!awa::exit_hook_registered)
 		{
 			before_shmem_exit(awa::on_exit_unlist, (Datum)0);
@@ -530,33 +682,18 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 		}
 		if (awa::listed)
 			awa::unlist_on_error(); /* left there by an error caught in this transaction */
-		/* On the list before the check, so a commit after the check finds this sleeper. */
-		awa::list_me(awa::queue_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)));
-		if (awa::work_visible(queue, &fenced))
-		{
-			(void)awa::unlist_me();
-			PG_RETURN_BOOL(true);
-		}
-		awa::settle_me(fenced);
 		for (;;)
 		{
-			long remaining;
-
-			if (awa::woken_yet())
+			switch (awa::check_then_sleep(queue, deadline))
 			{
-				woken = true;
-				break;
+			case awa::WaitOutcome::Work:
+				PG_RETURN_BOOL(true);
+			case awa::WaitOutcome::Timeout:
+				PG_RETURN_BOOL(false);
+			case awa::WaitOutcome::Woken:
+				break; /* look again: an awake worker may have taken the work meanwhile */
 			}
-			remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-			if (remaining <= 0)
-				break;
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, remaining, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
 		}
-		/* A wake-up that came with the timeout still counts. */
-		woken = awa::unlist_me() || woken;
-		PG_RETURN_BOOL(woken);
 	}
 
 	/* Not preloaded: sleep in short steps and look again. */
@@ -564,9 +701,10 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 	{
 		long remaining;
 
-		bool fenced;
+		std::uint64_t fence_bits;
+		bool busy;
 
-		if (awa::work_visible(queue, &fenced))
+		if (awa::work_visible(queue, false, &fence_bits, &busy))
 			PG_RETURN_BOOL(true);
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)

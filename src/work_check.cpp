@@ -21,12 +21,16 @@
 #include "registry.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
+#include "wakeup.hpp"
 #include "work_check.hpp"
 
 extern "C"
 {
 #include "catalog/namespace.h"
+#include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -53,9 +57,12 @@ SPIPlanPtr heads_plans[kSources];
 SPIPlanPtr mark_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
 
-/* Every lane of the queue (none when it is paused): cursor, hint, sequence, head version. */
+/*
+ * Every lane of the queue (none when it is paused): cursor, hint, sequence, head version and
+ * the transaction that locked or updated the head last (xmax; NULL through the view).
+ */
 const char *const kHeadsSql =
-	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, %s "
+	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, %s, %s "
 	"FROM %s h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
@@ -80,6 +87,8 @@ struct Lane
 	int64 cursor;
 	Oid seq_oid;
 	TransactionId head_xmin;
+	TransactionId head_xmax;
+	bool held; /* another transaction in progress holds the head (a claim of the lane) */
 	bool hint_null;
 	TimestampTz hint;
 };
@@ -149,7 +158,7 @@ probe(text *queue, const Lane &lane, int64 limit, const int *ranges)
 
 /* The check, SPI connected and the hot path's planner settings in force. */
 bool
-check(text *queue, bool *fenced)
+check(text *queue, bool promise, std::uint64_t *fence_bits, bool *busy)
 {
 	static const Oid text_type[1] = {TEXTOID};
 	Datum values[1] = {PointerGetDatum(queue)};
@@ -171,7 +180,7 @@ check(text *queue, bool *fenced)
 		char sql[1024];
 
 		snprintf(sql, sizeof(sql), kHeadsSql, source == kBoard ? "h.xmin" : "NULL::xid",
-				 cursor_relation(source == kView));
+				 source == kView ? "NULL::xid" : "h.xmax", cursor_relation(source == kView));
 		keep_plan(&heads_plans[source], sql, 1, text_type);
 	}
 	exec_plan_latest(heads_plans[source], values, nullptr, true, 0, SPI_OK_SELECT, "work check heads");
@@ -198,6 +207,14 @@ check(text *queue, bool *fenced)
 		if (!OidIsValid(lane.seq_oid))
 			continue; /* a lane being dropped */
 		lane.head_xmin = InvalidTransactionId;
+		{
+			Datum xmax = SPI_getbinval(tup, desc, 7, &isnull);
+			TransactionId holder = isnull ? InvalidTransactionId : DatumGetTransactionId(xmax);
+
+			lane.head_xmax = holder;
+			lane.held = TransactionIdIsNormal(holder) && !TransactionIdIsCurrentTransactionId(holder) &&
+						TransactionIdIsInProgress(holder);
+		}
 		if (source == kBoard)
 		{
 			lane.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
@@ -217,7 +234,13 @@ check(text *queue, bool *fenced)
 		{
 			/* nothing a claim could take: no read of the ready rows */
 			if (limit < high[i])
-				*fenced = true;
+				*fence_bits |= fence_bit(lanes[i].seq_oid);
+			continue;
+		}
+		if (lanes[i].held)
+		{
+			/* A claim holds the lane: a claim now would skip it. Look again once it ends. */
+			*busy = true;
 			continue;
 		}
 		if (!ranges_read)
@@ -225,8 +248,11 @@ check(text *queue, bool *fenced)
 			live_slot_ranges(Ring::Queue, ranges);
 			ranges_read = true;
 		}
-		if (probe(queue, lanes[i], limit, ranges))
+		if (!probe(queue, lanes[i], limit, ranges))
+			continue;
+		if (!promise || promise_lane(lanes[i].seq_oid, lanes[i].head_xmax))
 			return true;
+		*busy = true; /* another worker's claim is on its way to these rows */
 	}
 	return false;
 }
@@ -235,7 +261,7 @@ check(text *queue, bool *fenced)
 
 /* Is there work a claim of the queue could take now? (See work_check.hpp.) */
 bool
-work_visible(text *queue, bool *fenced)
+work_visible(text *queue, bool promise, std::uint64_t *fence_bits, bool *busy)
 {
 	int level;
 	bool result;
@@ -243,8 +269,9 @@ work_visible(text *queue, bool *fenced)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	level = push_hot_path_planner();
-	*fenced = false;
-	result = check(queue, fenced);
+	*fence_bits = 0;
+	*busy = false;
+	result = check(queue, promise, fence_bits, busy);
 	pop_hot_path_planner(level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
