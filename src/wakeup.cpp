@@ -10,7 +10,10 @@
  * No lost wake-up: a sleeper puts itself on its slot's list before it checks for work (on
  * a new snapshot), and a producer scans the list only after its rows are visible and its
  * in-flight reservations are released. So a commit either is seen by the check or finds the
- * sleeper on the list. A woken sleeper returns true without checking again; its caller claims.
+ * sleeper on the list. A woken sleeper checks again (an awake worker may have taken the work).
+ * Two awake workers do not claim the same rows: the check promises the lane it found to its
+ * worker's coming claim (promise_lane), and treats a lane another worker holds or was
+ * promised as busy: it looks again shortly instead of reporting work.
  */
 #include "module.hpp"
 #include "pg_boundary.hpp"

@@ -12,6 +12,10 @@
  * starts at the cursor, so rows already claimed (below the cursor, until prune removes them)
  * are never read.
  *
+ * A lane whose head another transaction in progress holds (a claim of it: a claim now would
+ * skip it), or that another worker's check promised to its claim, is busy: the caller looks
+ * again once that claim has gone by, rather than claim alongside it and come back empty.
+ *
  * Order of the reads: the heads, then the high-water marks, then the in-flight reservations,
  * then (only for a lane that needs it) the probe on a new snapshot. A producer that is still
  * listed as in flight has not yet run its wake-up (wakeup.cpp releases reservations before it
