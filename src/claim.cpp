@@ -32,6 +32,7 @@
 #include "spi_util.hpp"
 #include "stats.hpp"
 #include "validate.hpp"
+#include "wakeup.hpp"
 #include "worker.hpp"
 
 extern "C"
@@ -755,6 +756,15 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 
 				awa::board_publish_at_commit(cand.seq_oid, cand.head_xmin, next, !hint_null,
 											 hint_null ? 0 : DatumGetTimestampTz(hint));
+			}
+			/* The drain saw the lane's next row (its hint is set): one more sleeper has work. */
+			{
+				bool no_next;
+
+				(void)SPI_getbinval(SPI_tuptable->vals[SPI_processed - 1], SPI_tuptable->tupdesc,
+									SPI_tuptable->tupdesc->natts, &no_next);
+				if (!no_next)
+					awa::note_more_work(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
 			}
 			break;
 		}

@@ -443,22 +443,30 @@ insert_ready(const EnqueueRow *rows, const int *order, int nready)
 	exec_batch(ready_plan, kReadyShape, cols, nready, shared, "ready insert");
 }
 
-/* Wake-ups once per queue, counters once per lane (rows are in lane order). */
+/*
+ * Wake-ups once per queue with the number of lanes it got rows in (a claim takes one lane's
+ * rows), counters once per lane (rows are in lane order).
+ */
 void
 announce(const EnqueueRow *rows, const int *order, int nready)
 {
 	int lane_start = 0;
+	int queue_lanes = 0;
 
 	for (int k = 0; k < nready; k++)
 	{
 		const EnqueueRow &r = rows[order[k]];
 
-		if (k == 0 || !same_queue(r, rows[order[k - 1]]))
-			note_enqueued(r.queue, r.queue_len);
 		if (k + 1 == nready || !same_lane(rows[order[k + 1]], r))
 		{
 			stats_add(r.queue, r.queue_len, r.shard, StatKind::Enqueued, k + 1 - lane_start);
 			lane_start = k + 1;
+			queue_lanes++;
+		}
+		if (k + 1 == nready || !same_queue(rows[order[k + 1]], r))
+		{
+			note_enqueued(r.queue, r.queue_len, queue_lanes);
+			queue_lanes = 0;
 		}
 	}
 }

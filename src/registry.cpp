@@ -379,6 +379,13 @@ registry_in_force()
 	return registry != nullptr;
 }
 
+/* Free this transaction's entries now, at its end (idempotent). */
+void
+registry_release_xact()
+{
+	release_my_entries();
+}
+
 /* Register the hook that refuses PREPARE of a producer and frees this backend's entries. */
 void
 init_registry_hooks()

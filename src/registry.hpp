@@ -47,6 +47,12 @@ int64 lane_high_water(Oid seq_oid);
 /* Refuse PREPARE of a producer; free this backend's entries at transaction end and exit. */
 void init_registry_hooks();
 
+/*
+ * Free this transaction's entries now (at its end; idempotent): the wake-up of a committing
+ * producer runs after this, so a worker it wakes never sees its fence (wakeup.cpp).
+ */
+void registry_release_xact();
+
 /* shmem_request_hook: request the registry's lock and its shared memory (none in lane-lock mode). */
 void registry_shmem_request();
 

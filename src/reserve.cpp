@@ -18,6 +18,7 @@
 #include "shard_math.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
+#include "wakeup.hpp"
 
 extern "C"
 {
@@ -398,6 +399,8 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
 	if (!found)
 		entry = ensure_lane(&key, queue, queue_len);
+	/* Its end may let other producers' rows of the queue be claimed: wake-ups must know. */
+	note_reserved(queue, queue_len, entry->seq_oid);
 	start = nextval_internal(entry->seq_oid, false);
 	if (count > 1)
 		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));

@@ -1,37 +1,49 @@
 /*
  * wakeup.cpp — telling workers that work arrived (docs/design.md §8) without a server-wide lock:
- * a per-queue NOTIFY throttle (awa_shard.notify_interval), and condition variables in
- * shared memory signalled after a producing transaction commits, which
- * awa.wait_for_jobs sleeps on. Without preload, wait_for_jobs sleeps and re-checks.
+ * a per-queue NOTIFY throttle (awa_shard.notify_interval), and, when preloaded, a list of the
+ * workers sleeping in awa.wait_for_jobs per wake slot in shared memory. A producing
+ * transaction, after its commit, wakes as many sleepers of each queue it fed as it brought
+ * work for (one per lane it added rows to; a claim that left rows in its lane, one more), by
+ * their latches, not all of them. Without preload, wait_for_jobs sleeps and
+ * re-checks.
+ *
+ * No lost wake-up: a sleeper puts itself on its slot's list before it checks for work (on
+ * a new snapshot), and a producer scans the list only after its rows are visible and its
+ * in-flight reservations are released. So a commit either is seen by the check or finds the
+ * sleeper on the list. A woken sleeper checks again (an awake worker may have taken the work).
+ * Two awake workers do not claim the same rows: the check promises the lane it found to its
+ * worker's coming claim (promise_lane), and treats a lane another worker holds or was
+ * promised as busy: it looks again shortly instead of reporting work.
  */
 #include "catalog_version.hpp"
-#include "claim_cursor.hpp"
-#include "compat_1_0.hpp"
 #include "module.hpp"
 #include "pg_boundary.hpp"
-#include "spi_util.hpp"
+#include "registry.hpp"
 #include "validate.hpp"
 #include "wakeup.hpp"
+#include "work_check.hpp"
 
 extern "C"
 {
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "common/hashfn.h"
 #include "common/md5.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "storage/condition_variable.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
 
+#include <algorithm>
 #include <cstdint>
 
 namespace awa
@@ -43,36 +55,309 @@ namespace
 constexpr int kWakeSlots = 128;
 constexpr int kNotifySlots = 256;
 constexpr int kMaxFedQueues = 32;
+constexpr int kNone = -1;
+constexpr int kWakeBatch = 64; /* latches set per pass over a slot */
+constexpr int kPromiseSlots = 1024;
+constexpr long kPromiseMs = 50;	   /* a promise not used by a claim within this expires */
+constexpr int kMaxBusyPolls = 100; /* waits for claims in progress before reporting work (~1 s) */
 
-/* One wake-up slot: queues hash onto slots; a commit bumps the counter and broadcasts. */
+/* A backend's entry (indexed by pgprocno): on its slot's list while it sleeps. */
+struct Sleeper
+{
+	int next;
+	int prev;
+	int slot; /* kNone: on no list */
+	Oid dbid;
+	std::uint64_t queue;	  /* hash of the queue name */
+	bool woken;				  /* a producer took it off the list for its work */
+	std::uint64_t fence_bits; /* lanes its check found held back by an in-flight reservation */
+};
+
+/*
+ * One wake slot: queues hash onto slots; the list of the sleepers of its queues, and the
+ * number of ends of reserving transactions of its queues (a sleeper whose check overlapped
+ * one checks again).
+ */
 struct WakeSlot
 {
-	ConditionVariable cv;
-	pg_atomic_uint64 commits;
+	slock_t mutex;
+	int head;
+	std::uint64_t fence_ends;
+};
+
+/* A lane promised to one worker's coming claim (direct-mapped by lane; a collision replaces). */
+struct Promise
+{
+	slock_t mutex;
+	Oid dbid;
+	Oid seq_oid;
+	int procno;
+	TransactionId head_xmax; /* the head's xmax when promised: a claim since changed it */
+	TimestampTz until;
 };
 
 struct WakeShared
 {
 	WakeSlot slots[kWakeSlots];
+	Promise promises[kPromiseSlots];
 	pg_atomic_uint64 last_notify_us[kNotifySlots];
+	int n_sleepers;
+	Sleeper sleepers[FLEXIBLE_ARRAY_MEMBER];
 };
 
 WakeShared *wake = nullptr;
 std::uint64_t local_last_notify_us[kNotifySlots];
 
-/* Queues fed by the current transaction (hashes; at most kMaxFedQueues tracked). */
-std::uint32_t fed[kMaxFedQueues];
+/* Queues fed by the current transaction: sleepers to wake, and whether it reserved numbers. */
+struct Fed
+{
+	std::uint64_t queue;
+	int64 wake;
+	std::uint64_t fences; /* lanes it reserved numbers on (fence_bit) */
+	bool announced;		  /* its first ready row was announced (NOTIFY throttle asked) */
+};
+Fed fed[kMaxFedQueues];
 int nfed = 0;
 bool fed_overflow = false;
-SPIPlanPtr avail_plans[2]; /* [catalog] */
 
-/* Hash of (database, queue name), shared by the NOTIFY throttle and the wake slots: a busy
- * queue of one database never throttles or wakes a same-named queue of another. */
+/* This backend is on a sleeper list (so a transaction end must take it off). */
+bool listed = false;
+bool exit_hook_registered = false;
+
+/* Hash of (database, queue name) for the NOTIFY throttle: a busy queue of one database never
+ * throttles a same-named queue of another. */
 std::uint32_t
 queue_hash(const char *queue, int queue_len)
 {
 	return hash_combine(hash_bytes_uint32(MyDatabaseId),
 						hash_bytes(reinterpret_cast<const unsigned char *>(queue), queue_len));
+}
+
+/* 64-bit identity of a queue name for the sleeper lists (with the database id beside it). */
+std::uint64_t
+queue_key(const char *queue, int queue_len)
+{
+	return hash_bytes_extended(reinterpret_cast<const unsigned char *>(queue), queue_len, MyDatabaseId);
+}
+
+/* The wake slot of a queue. */
+WakeSlot *
+slot_of(std::uint64_t key)
+{
+	return &wake->slots[key % kWakeSlots];
+}
+
+/* Take a sleeper off its slot's list (slot mutex held). */
+void
+unlink_sleeper(WakeSlot *slot, int me)
+{
+	Sleeper *s = &wake->sleepers[me];
+
+	if (s->prev != kNone)
+		wake->sleepers[s->prev].next = s->next;
+	else
+		slot->head = s->next;
+	if (s->next != kNone)
+		wake->sleepers[s->next].prev = s->prev;
+	s->next = s->prev = kNone;
+	s->slot = kNone;
+}
+
+/*
+ * Wake up to `n` sleepers of a queue of this database, and every sleeper whose check found
+ * one of the lanes in `fences` held back by an in-flight reservation (this transaction's,
+ * perhaps, now ended): take them off the list, mark them woken, then set their latches.
+ * With fences, count a fence end on the slot first. Never raises.
+ */
+void
+wake_queue(std::uint64_t key, int64 n, std::uint64_t fences)
+{
+	WakeSlot *slot = slot_of(key);
+	int chosen[kWakeBatch];
+	int n_chosen = 0;
+	bool more = true;
+
+	if (fences != 0)
+	{
+		SpinLockAcquire(&slot->mutex);
+		slot->fence_ends++;
+		SpinLockRelease(&slot->mutex);
+	}
+	while (more && (n != 0 || fences != 0))
+	{
+		more = false;
+		SpinLockAcquire(&slot->mutex);
+		for (int i = slot->head; i != kNone;)
+		{
+			Sleeper *s = &wake->sleepers[i];
+			int next = s->next;
+
+			bool fenced = (s->fence_bits & fences) != 0;
+
+			if (s->dbid == MyDatabaseId && s->queue == key && (n != 0 || fenced))
+			{
+				if (n_chosen == kWakeBatch)
+				{
+					more = true;
+					break;
+				}
+				unlink_sleeper(slot, i);
+				s->woken = true;
+				chosen[n_chosen++] = i;
+				if (!fenced && n > 0)
+					n--;
+				if (n == 0 && fences == 0)
+					break;
+			}
+			i = next;
+		}
+		SpinLockRelease(&slot->mutex);
+		for (int i = 0; i < n_chosen; i++)
+			SetLatch(&GetPGProcByNumber(chosen[i])->procLatch);
+		n_chosen = 0;
+	}
+}
+
+/* Wake every sleeper of every slot (a transaction that fed more queues than it tracks). */
+void
+wake_everyone()
+{
+	for (int k = 0; k < kWakeSlots; k++)
+	{
+		WakeSlot *slot = &wake->slots[k];
+		int chosen[kWakeBatch];
+		int n_chosen;
+
+		do
+		{
+			n_chosen = 0;
+			SpinLockAcquire(&slot->mutex);
+			while (slot->head != kNone && n_chosen < kWakeBatch)
+			{
+				int i = slot->head;
+
+				unlink_sleeper(slot, i);
+				wake->sleepers[i].woken = true;
+				chosen[n_chosen++] = i;
+			}
+			SpinLockRelease(&slot->mutex);
+			for (int i = 0; i < n_chosen; i++)
+				SetLatch(&GetPGProcByNumber(chosen[i])->procLatch);
+		} while (n_chosen == kWakeBatch);
+	}
+}
+
+/* This backend's sleeper entry, or nullptr when it has none (not a regular backend). */
+Sleeper *
+my_sleeper()
+{
+	if (wake == nullptr || MyProc == nullptr || MyProc->pgprocno >= wake->n_sleepers)
+		return nullptr;
+	return &wake->sleepers[MyProc->pgprocno];
+}
+
+/* Put this backend on the list of the queue's slot, not woken; returns the slot's fence ends. */
+std::uint64_t
+list_me(std::uint64_t key)
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(key);
+	int me = MyProc->pgprocno;
+
+	SpinLockAcquire(&slot->mutex);
+	s->dbid = MyDatabaseId;
+	s->queue = key;
+	s->woken = false;
+	s->fence_bits = 0;
+	s->prev = kNone;
+	s->next = slot->head;
+	if (slot->head != kNone)
+		wake->sleepers[slot->head].prev = me;
+	slot->head = me;
+	s->slot = static_cast<int>(key % kWakeSlots);
+	std::uint64_t ends = slot->fence_ends;
+	SpinLockRelease(&slot->mutex);
+	listed = true;
+	return ends;
+}
+
+/* Take this backend off its list (if still there); whether a producer woke it. */
+bool
+unlist_me()
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot;
+	bool woken;
+
+	if (!listed || s == nullptr)
+		return false;
+	slot = slot_of(s->queue);
+	SpinLockAcquire(&slot->mutex);
+	if (s->slot != kNone)
+		unlink_sleeper(slot, MyProc->pgprocno);
+	woken = s->woken;
+	s->woken = false;
+	SpinLockRelease(&slot->mutex);
+	listed = false;
+	return woken;
+}
+
+/* Whether a producer has woken this backend (it is then off the list). */
+bool
+woken_yet()
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(s->queue);
+	bool woken;
+
+	SpinLockAcquire(&slot->mutex);
+	woken = s->woken;
+	SpinLockRelease(&slot->mutex);
+	return woken;
+}
+
+/*
+ * The check found no work: record the lanes it found fenced, for the reserving producers.
+ * False when a reserving transaction of the slot ended since *ends was read (its fence may
+ * have held back what the check skipped): then check again; *ends is brought up to date.
+ */
+bool
+settle_me(std::uint64_t fence_bits, std::uint64_t *ends)
+{
+	Sleeper *s = my_sleeper();
+	WakeSlot *slot = slot_of(s->queue);
+	bool settled = true;
+
+	SpinLockAcquire(&slot->mutex);
+	if (fence_bits != 0 && slot->fence_ends != *ends)
+		settled = false;
+	else
+		s->fence_bits = fence_bits;
+	*ends = slot->fence_ends;
+	SpinLockRelease(&slot->mutex);
+	return settled;
+}
+
+/*
+ * Leave the list after an error or at exit: a wake-up this backend received but can no
+ * longer act on goes to another sleeper of the queue, so it is not lost.
+ */
+void
+unlist_on_error()
+{
+	Sleeper *s = my_sleeper();
+
+	if (!listed || s == nullptr)
+		return;
+	if (unlist_me())
+		wake_queue(s->queue, 1, 0);
+}
+
+/* Backend exit: never leave an entry on a list. */
+void
+on_exit_unlist(int code, Datum arg)
+{
+	unlist_on_error();
 }
 
 /* Whether the throttle lets this transaction NOTIFY for the queue now (claims the slot if so). */
@@ -125,90 +410,146 @@ send_notify(const char *queue, int queue_len)
 	Async_Notify(channel, "");
 }
 
-/* Is there a visible ready row at or after some lane cursor of an unpaused queue? Runs with
- * a fresh snapshot (read_only = false), so it sees commits made after the calling statement began. */
-bool
-work_visible(text *queue, Catalog catalog)
+/* This transaction's entry for a queue (nullptr when it tracks too many queues). */
+Fed *
+fed_entry(std::uint64_t key)
 {
-	static const Oid argtypes[1] = {TEXTOID};
-	Datum values[1] = {PointerGetDatum(queue)};
-	bool isnull;
-	bool result;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "awa_shard: SPI_connect failed");
-	if (avail_plans[static_cast<int>(catalog)] == nullptr)
+	for (int i = 0; i < nfed; i++)
+		if (fed[i].queue == key)
+			return &fed[i];
+	if (nfed == kMaxFedQueues)
 	{
-		char sql[512];
-
-		snprintf(sql, sizeof(sql),
-				 "SELECT NOT coalesce((SELECT m.paused FROM awa.queue_meta m WHERE m.queue = $1), false) "
-				 "AND EXISTS (SELECT 1 FROM %s h WHERE h.queue = $1 AND EXISTS ("
-				 "SELECT 1 FROM awa.ready_entries r WHERE r.queue = h.queue AND r.priority = h.priority "
-				 "AND r.enqueue_shard = h.enqueue_shard AND r.lane_seq >= h.claim_seq))",
-				 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
-		keep_plan(&avail_plans[static_cast<int>(catalog)], sql, 1, argtypes);
+		fed_overflow = true;
+		return nullptr;
 	}
-	exec_plan(avail_plans[static_cast<int>(catalog)], values, nullptr, false, 1, SPI_OK_SELECT, "work check");
-	result = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "awa_shard: SPI_finish failed");
-	return result;
+	fed[nfed] = {key, 0, 0, false};
+	return &fed[nfed++];
 }
 
 } // namespace
 
-/* First enqueue of a queue in this transaction: maybe NOTIFY, and remember it for commit. */
+/*
+ * A transaction added ready rows to `lanes` lanes of a queue: maybe NOTIFY (first time), and
+ * wake one sleeper per lane at commit (a claim drains one lane, up to its batch).
+ */
 void
-note_enqueued(const char *queue, int queue_len)
+note_enqueued(const char *queue, int queue_len, int64 lanes)
 {
-	std::uint32_t h = queue_hash(queue, queue_len);
+	Fed *f = fed_entry(queue_key(queue, queue_len));
+	bool first = f == nullptr || !f->announced;
 
-	for (int i = 0; i < nfed; i++)
-		if (fed[i] == h)
-			return;
-	if (nfed < kMaxFedQueues)
-		fed[nfed++] = h;
-	else
-		fed_overflow = true;
-	if (notify_due(h))
+	if (f != nullptr)
+	{
+		f->wake += lanes;
+		f->announced = true;
+	}
+	if (first && notify_due(queue_hash(queue, queue_len)))
 		send_notify(queue, queue_len);
 }
 
-/* After commit (rows visible): wake the sleepers of every fed queue's slot. Never raises. */
+/*
+ * A claim of this transaction took a full batch and saw the lane's next row: wake one more
+ * sleeper at commit, so a lane that holds more than one batch is drained by as many workers
+ * as it can keep busy, one relay at a time.
+ */
+void
+note_more_work(const char *queue, int queue_len)
+{
+	Fed *f;
+
+	if (wake == nullptr)
+		return;
+	f = fed_entry(queue_key(queue, queue_len));
+	if (f != nullptr)
+		f->wake++;
+}
+
+/*
+ * Promise a lane's waiting rows to this worker's next claim, unless another worker holds a
+ * live promise for the lane. Two awake workers whose checks both saw the same rows would
+ * otherwise both claim, and one would come back empty; the second now waits (busy) until the
+ * first one's claim has locked and released the lane, then looks again.
+ */
+bool
+promise_lane(Oid seq_oid, TransactionId head_xmax)
+{
+	Promise *p;
+	TimestampTz now;
+	bool mine = true;
+
+	if (wake == nullptr || MyProc == nullptr)
+		return true;
+	p = &wake->promises[hash_combine(MyDatabaseId, seq_oid) % kPromiseSlots];
+	now = GetCurrentTimestamp();
+	SpinLockAcquire(&p->mutex);
+	if (p->dbid == MyDatabaseId && p->seq_oid == seq_oid && p->procno != MyProc->pgprocno && p->until > now &&
+		p->head_xmax == head_xmax)
+		mine = false;
+	else
+	{
+		p->dbid = MyDatabaseId;
+		p->seq_oid = seq_oid;
+		p->procno = MyProc->pgprocno;
+		p->head_xmax = head_xmax;
+		p->until = TimestampTzPlusMilliseconds(now, kPromiseMs);
+	}
+	SpinLockRelease(&p->mutex);
+	return mine;
+}
+
+/* A transaction reserved lane numbers of a queue (its end may unblock other producers' rows). */
+void
+note_reserved(const char *queue, int queue_len, Oid seq_oid)
+{
+	Fed *f;
+
+	if (wake == nullptr)
+		return;
+	f = fed_entry(queue_key(queue, queue_len));
+	if (f != nullptr)
+		f->fences |= fence_bit(seq_oid);
+}
+
+/*
+ * Transaction end (rows visible on commit), never raises. Reservations are released first,
+ * so no worker woken here finds this transaction's fence. A commit wakes, per queue it fed,
+ * as many sleepers as it noted (lanes it added rows to, full claims); a transaction that reserved lane numbers (commit
+ * or abort) also wakes the queue's fenced sleepers, whose check found rows held back by an
+ * in-flight reservation (perhaps this one) or was still running. A rolled-back enqueue wakes
+ * no other sleeper. A backend still on a list (an error while it slept) leaves it.
+ */
 void
 wakeup_at_xact_end(bool committed)
 {
-	if (committed && wake != nullptr)
+	if (wake != nullptr && (nfed > 0 || fed_overflow))
 	{
+		registry_release_xact();
 		if (fed_overflow)
-		{
-			for (int s = 0; s < kWakeSlots; s++)
-			{
-				pg_atomic_fetch_add_u64(&wake->slots[s].commits, 1);
-				ConditionVariableBroadcast(&wake->slots[s].cv);
-			}
-		}
+			wake_everyone();
 		else
-		{
 			for (int i = 0; i < nfed; i++)
 			{
-				WakeSlot *slot = &wake->slots[fed[i] % kWakeSlots];
-
-				pg_atomic_fetch_add_u64(&slot->commits, 1);
-				ConditionVariableBroadcast(&slot->cv);
+				wake_queue(fed[i].queue, committed ? fed[i].wake : 0, fed[i].fences);
 			}
-		}
 	}
+	if (listed)
+		unlist_on_error();
 	nfed = 0;
 	fed_overflow = false;
 }
 
-/* shmem_request_hook: room for the wake slots and the NOTIFY stamps. */
+/* Sleeper entries: one per backend that can call wait_for_jobs (MaxBackends). */
+static Size
+wake_shmem_size()
+{
+	return add_size(offsetof(WakeShared, sleepers), mul_size(MaxBackends, sizeof(Sleeper)));
+}
+
+/* shmem_request_hook: room for the wake slots, the sleeper entries and the NOTIFY stamps. */
 void
 wakeup_shmem_request()
 {
-	RequestAddinShmemSpace(sizeof(WakeShared));
+	RequestAddinShmemSpace(wake_shmem_size());
 }
 
 /* shmem_startup_hook: claim the wake slots by name (initialised once, by the postmaster). */
@@ -218,26 +559,115 @@ wakeup_shmem_startup()
 	bool found;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wake = static_cast<WakeShared *>(ShmemInitStruct("awa_shard wakeup", sizeof(WakeShared), &found));
+	wake = static_cast<WakeShared *>(ShmemInitStruct("awa_shard wakeup", wake_shmem_size(), &found));
 	if (!found)
 	{
 		for (int s = 0; s < kWakeSlots; s++)
 		{
-			ConditionVariableInit(&wake->slots[s].cv);
-			pg_atomic_init_u64(&wake->slots[s].commits, 0);
+			SpinLockInit(&wake->slots[s].mutex);
+			wake->slots[s].head = kNone;
+			wake->slots[s].fence_ends = 0;
 		}
 		for (int s = 0; s < kNotifySlots; s++)
 			pg_atomic_init_u64(&wake->last_notify_us[s], 0);
+		for (int s = 0; s < kPromiseSlots; s++)
+		{
+			SpinLockInit(&wake->promises[s].mutex);
+			wake->promises[s].dbid = InvalidOid;
+		}
+		wake->n_sleepers = MaxBackends;
+		for (int i = 0; i < MaxBackends; i++)
+			wake->sleepers[i] = {kNone, kNone, kNone, InvalidOid, 0, false, 0};
 	}
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/* What one round of wait_for_jobs came to. */
+enum class WaitOutcome
+{
+	Work,	 /* the check found work a claim can take */
+	Woken,	 /* a producer woke this worker: look again */
+	Timeout, /* nothing came before the deadline */
+};
+
+/*
+ * One round of wait_for_jobs, preloaded: on the list of the queue's slot first, then the
+ * check (again while claims in progress hold the only lanes that may have work, or while a
+ * fence it saw ended during it), then sleep until woken or the deadline. Leaves the list.
+ */
+WaitOutcome
+check_then_sleep(text *queue, Catalog catalog, TimestampTz deadline)
+{
+	std::uint64_t fence_bits = 0;
+	std::uint64_t ends = list_me(queue_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)));
+	int rechecks = 0;
+	int busy_polls = 0;
+	bool busy;
+
+	for (;;)
+	{
+		if (work_visible(queue, catalog, true, &fence_bits, &busy))
+		{
+			(void)unlist_me();
+			return WaitOutcome::Work;
+		}
+		if (busy)
+		{
+			/*
+			 * The lanes that may have work are held by claims in progress, which a claim now
+			 * would skip: wait for them to end (1 ms steps, 10 ms after the first 20; on the
+			 * list, so a commit can still wake this worker), then look again; after
+			 * kMaxBusyPolls steps, report work.
+			 */
+			if (++busy_polls > kMaxBusyPolls)
+			{
+				(void)unlist_me();
+				return WaitOutcome::Work;
+			}
+			if (woken_yet())
+				return unlist_me() ? WaitOutcome::Woken : WaitOutcome::Work;
+			if (TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline) <= 0)
+				return unlist_me() ? WaitOutcome::Work : WaitOutcome::Timeout;
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, busy_polls < 20 ? 1 : 10,
+							PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		/* A fence it saw ended during the check: look again (a few times, then report work). */
+		if (settle_me(fence_bits, &ends))
+			break;
+		if (++rechecks > 3)
+		{
+			(void)unlist_me();
+			return WaitOutcome::Work;
+		}
+	}
+	for (;;)
+	{
+		long remaining;
+
+		if (woken_yet())
+		{
+			(void)unlist_me();
+			return WaitOutcome::Woken;
+		}
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			return unlist_me() ? WaitOutcome::Work : WaitOutcome::Timeout; /* woken just now: counts */
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, remaining, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 } // namespace awa
 
 /*
  * awa.wait_for_jobs(queue, timeout_ms) -> boolean: true at once if work is visible, else
- * sleeps until a producing transaction of the queue's wake slot commits (true) or the
- * timeout passes (false); the work check reads the cursors of the calling entry point's catalog.
+ * sleeps until a producing transaction of the queue wakes this worker for its work (true)
+ * or the timeout passes (false). The check reads the cursors of the calling entry point's
+ * catalog.
  */
 Datum
 awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
@@ -249,41 +679,37 @@ awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
-	if (awa::wake != nullptr)
+	if (awa::my_sleeper() != nullptr && timeout_ms > 0)
 	{
-		awa::WakeSlot *slot =
-			&awa::wake->slots[awa::queue_hash(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) % awa::kWakeSlots];
-		std::uint64_t seen = pg_atomic_read_u64(&slot->commits);
-		bool woken = false;
-
-		/* Read the counter before checking, so a commit after the check is never missed. */
-		if (awa::work_visible(queue, catalog))
-			PG_RETURN_BOOL(true);
-		ConditionVariablePrepareToSleep(&slot->cv);
+		if (!awa::exit_hook_registered)
+		{
+			before_shmem_exit(awa::on_exit_unlist, (Datum)0);
+			awa::exit_hook_registered = true;
+		}
+		if (awa::listed)
+			awa::unlist_on_error(); /* left there by an error caught in this transaction */
 		for (;;)
 		{
-			long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-
-			if (pg_atomic_read_u64(&slot->commits) != seen)
+			switch (awa::check_then_sleep(queue, catalog, deadline))
 			{
-				woken = true;
-				break;
+			case awa::WaitOutcome::Work:
+				PG_RETURN_BOOL(true);
+			case awa::WaitOutcome::Timeout:
+				PG_RETURN_BOOL(false);
+			case awa::WaitOutcome::Woken:
+				break; /* look again: an awake worker may have taken the work meanwhile */
 			}
-			if (remaining <= 0)
-				break;
-			if (ConditionVariableTimedSleep(&slot->cv, remaining, PG_WAIT_EXTENSION))
-				continue; /* timed out: the loop re-checks the counter and the clock */
 		}
-		ConditionVariableCancelSleep();
-		PG_RETURN_BOOL(woken);
 	}
 
 	/* Not preloaded: sleep in short steps and look again. */
 	for (;;)
 	{
 		long remaining;
+		std::uint64_t fence_bits;
+		bool busy;
 
-		if (awa::work_visible(queue, catalog))
+		if (awa::work_visible(queue, catalog, false, &fence_bits, &busy))
 			PG_RETURN_BOOL(true);
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)

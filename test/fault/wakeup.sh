@@ -32,6 +32,81 @@ run_case() {
   # 3. Work already there: true at once.
   t0=$(now_ms); r=$(q postgres -c "SELECT awa.wait_for_jobs('wq', 5000)"); t1=$(now_ms)
   check "$mode: visible work returns true at once" "$r$(( t1 - t0 < 1000 ))" "t1"
+
+  [ "$mode" = preloaded ] || return 0
+  # 4. A commit wakes as many sleepers as it brought work for, one per lane it added rows to
+  #    (a claim takes one lane's rows): with three workers asleep, one job wakes one (true),
+  #    the other two sleep on to their timeout (false); two jobs in two lanes wake two; three
+  #    jobs in one lane wake one. Counted, not timed.
+  q postgres -c "SELECT awa.create_queue('cq', 2)" >/dev/null
+  local k0 k1 n i out jobs
+  k0=$(q postgres -c "SELECT g FROM generate_series(1, 100) g WHERE awa.shard_for_enqueue('cq', 2, convert_to(g::text, 'UTF8')) = 0 LIMIT 1")
+  k1=$(q postgres -c "SELECT g FROM generate_series(1, 100) g WHERE awa.shard_for_enqueue('cq', 2, convert_to(g::text, 'UTF8')) = 1 LIMIT 1")
+  for n in 1 2 3; do
+    case $n in
+      1) jobs="ARRAY['k']" ;;
+      2) jobs="ARRAY['k', 'k'], p_ordering_keys => ARRAY[convert_to('$k0', 'UTF8'), convert_to('$k1', 'UTF8')]" ;;
+      3) jobs="ARRAY['k', 'k', 'k'], p_ordering_keys => ARRAY[convert_to('$k0', 'UTF8'), convert_to('$k0', 'UTF8'), convert_to('$k0', 'UTF8')]" ;;
+    esac
+    out="$dir/sleepers$n"
+    for i in 1 2 3; do ( q postgres -c "SELECT awa.wait_for_jobs('cq', 4000)" > "$out.$i" ) & done
+    wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''cq''%'" 3 \
+      || give_up "the three sleepers did not go to sleep"
+    q postgres -c "SELECT cardinality(awa.insert_jobs('cq', $jobs))" >/dev/null
+    wait
+    check "$mode: a commit of $n job(s) in $(( n == 2 ? 2 : 1 )) lane(s) wakes $(( n == 2 ? 2 : 1 )) of 3 sleepers" \
+      "$(cat "$out".* | grep -c '^t$')" "$(( n == 2 ? 2 : 1 ))"
+    q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('cq', 100)" >/dev/null
+    q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('cq', 100)" >/dev/null
+  done
+
+  # 4b. A claim that leaves rows in its lane wakes one more sleeper, one that empties it none:
+  #     two sleepers; ten jobs in one lane wake one; then a claim of 4 wakes the other (two
+  #     true), where a claim of all ten leaves it asleep (one true, one false).
+  local batch expect
+  for batch in 4 100; do
+    for i in 1 2; do ( q postgres -c "SELECT awa.wait_for_jobs('cq', 4000)" > "$dir/relay$batch.$i" ) & done
+    wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''cq''%'" 2 \
+      || give_up "the two sleepers did not go to sleep"
+    q postgres -c "SELECT cardinality(awa.insert_jobs('cq', array_fill('k'::text, ARRAY[10])))" >/dev/null
+    wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''cq''%'" 1 \
+      || give_up "ten jobs in one lane did not wake exactly one of two sleepers"
+    q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('cq', $batch)" >/dev/null
+    wait
+    expect=$(( batch == 4 ? 2 : 1 ))
+    check "$mode: after a claim of $batch of 10 jobs in one lane, $expect of 2 sleepers woken" \
+      "$(cat "$dir"/relay$batch.* | grep -c '^t$')" "$expect"
+    q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('cq', 100)" >/dev/null
+  done
+
+  # 5. No lost wake-up when producers and workers race: four workers loop (wait with a long
+  #    timeout, then claim up to 3), four producers commit 60 single jobs each, some of them
+  #    rolled back after reserving. Every committed job is claimed while the workers' waits
+  #    are far from their timeout, and no wait timed out.
+  q postgres -c "SELECT awa.create_queue('rq', 4)" >/dev/null
+  rm -f "$dir/stop"
+  local pids=()
+  for i in 1 2 3 4; do
+    ( while [ ! -f "$dir/stop" ]; do
+        q postgres -c "SELECT awa.wait_for_jobs('rq', 30000)" >> "$dir/waits.$i" || break
+        q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('rq', 3)" >> "$dir/claims.$i" || break
+      done ) & pids+=($!)
+  done
+  for i in 1 2 3 4; do
+    ( for j in $(seq 1 60); do
+        if [ $(( (i + j) % 7 )) = 0 ]; then
+          q postgres -c "BEGIN; SELECT awa.insert_jobs('rq', ARRAY['x']); ROLLBACK" >/dev/null
+        fi
+        q postgres -c "SELECT awa.insert_jobs('rq', ARRAY['k'])" >/dev/null
+      done ) &
+  done
+  wait_for postgres 20 "SELECT coalesce(sum(claimed), 0) FROM awa._shard_stats() WHERE queue = 'rq'" 240
+  check "$mode: racing producers and workers: every committed job claimed" \
+    "$(q postgres -c "SELECT coalesce(sum(claimed), 0) FROM awa._shard_stats() WHERE queue = 'rq'")" 240
+  touch "$dir/stop"
+  q postgres -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%wait_for_jobs(''rq''%' AND pid <> pg_backend_pid()" >/dev/null
+  wait
+  check "$mode: racing producers and workers: no wait reached its timeout" "$(cat "$dir"/waits.* | grep -c '^f$')" "0"
 }
 
 run_case preloaded awa_shard
