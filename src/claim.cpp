@@ -59,52 +59,11 @@ extern "C"
 namespace
 {
 
-/*
- * Where the walk reads the lanes' cursors (claim_cursor.cpp): the heads themselves (the 1.0
- * catalog's entry point), the heads and their latest marks (awa.lane_cursors, not
- * preloaded), or the heads and the cursor board (preloaded).
- */
-enum HeadsSource
-{
-	kHeadsLegacy,
-	kHeadsView,
-	kHeadsBoard,
-	kHeadsSources
-};
-
-SPIPlanPtr heads_plans[kHeadsSources];
-SPIPlanPtr lane_mark_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
 SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
 SPIPlanPtr drain_plans[2][2];	/* [catalog][receipts] */
 SPIPlanPtr clear_hint_plans[2]; /* [catalog] */
-
-/*
- * The candidate walk's first read: every lane head of the queue (none when it is paused),
- * its cursor, the run_at hint the last claim of the lane left, the lane's sequence, and the
- * head row's version for the cursor board: %s (that version or NULL) and %s (the relation
- * holding the cursors) depend on the HeadsSource.
- */
-const char *const kHeadsSql =
-	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
-	"  (SELECT s.receipts FROM awa.plane_settings s), %s "
-	"FROM %s h "
-	"JOIN awa.queue_enqueue_heads e "
-	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
-	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
-
-/* Result columns of kHeadsSql (SPI attribute numbers). */
-enum HeadsColumn
-{
-	HC_PRIORITY = 1,
-	HC_SHARD,
-	HC_CLAIM_SEQ,
-	HC_HINT,
-	HC_SEQ_NAME,
-	HC_RECEIPTS,
-	HC_HEAD_XMIN
-};
 
 /* The first visible row of a lane in [from, fence) of the live ready slots: run_at and key. */
 const char *const kProbeSql =
@@ -125,18 +84,6 @@ enum ProbeColumn
 const char *const kRowExistsSql =
 	"SELECT 1 FROM awa.ready_entries r "
 	"WHERE r.ready_slot = $1 AND r.queue = $2 AND r.priority = $3 AND r.enqueue_shard = $4 AND r.lane_seq = $5";
-
-/* A lane's latest claim mark: its cursor and hint, when the board knows nothing of it. */
-const char *const kLaneMarkSql =
-	"SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k "
-	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 ORDER BY k.claim_seq DESC LIMIT 1";
-
-/* Result columns of kLaneMarkSql. */
-enum LaneMarkColumn
-{
-	MC_CLAIM_SEQ = 1,
-	MC_HINT
-};
 
 /* Lock one lane head unless another claim holds it (its cursor is read after the lock). */
 const char *const kLockHeadSql =
@@ -312,18 +259,6 @@ struct Head
 	bool remembered; /* run_at came from the probe cache, not checked yet */
 };
 
-/* The lowest in-flight reservation of another transaction on a lane (no bound: INT64_MAX). */
-int64
-lane_fence(Oid seq_oid, const awa::InflightLow *inflight, int n_inflight)
-{
-	int64 fence = PG_INT64_MAX;
-
-	for (int i = 0; i < n_inflight; i++)
-		if (inflight[i].seq_oid == seq_oid && inflight[i].low < fence)
-			fence = inflight[i].low;
-	return fence;
-}
-
 /*
  * The queue ring's live arc for a walk, read (latest committed state) only when a lane
  * without a hint must be probed: most walks take every lane's first row from its hint and
@@ -423,50 +358,6 @@ forget_probe(Oid seq_oid)
 		(void)hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
 }
 
-/*
- * A lane's cursor and hint from the cursor board (preloaded, 1.1 catalogs). The head row
- * holds them as maintenance last folded them; the board's entry for this head version is
- * what the lane's claims published since (or a walk read), never behind the head. A lane the
- * board knows nothing of (the first walk after a fold or a restart, or its slot taken by
- * another lane) costs one probe of its latest claim mark, which is then published.
- */
-void
-lane_from_board(text *queue, Head *h, Datum *hint, bool *hint_null)
-{
-	static const Oid types[3] = {TEXTOID, INT2OID, INT2OID};
-	int64 claim_seq;
-	bool has_run_at;
-	TimestampTz run_at = 0;
-
-	if (awa::board_lookup(h->seq_oid, h->head_xmin, &claim_seq, &has_run_at, &run_at) && claim_seq >= h->claim_seq)
-	{
-		h->claim_seq = claim_seq;
-		*hint_null = !has_run_at;
-		*hint = TimestampTzGetDatum(run_at);
-		return;
-	}
-	{
-		Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(h->priority), Int16GetDatum(h->shard)};
-		bool isnull;
-
-		awa::keep_plan(&lane_mark_plan, kLaneMarkSql, 3, types);
-		awa::exec_plan_latest(lane_mark_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane mark");
-		if (SPI_processed == 1)
-		{
-			claim_seq =
-				DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_CLAIM_SEQ, &isnull));
-			if (claim_seq > h->claim_seq)
-			{
-				h->claim_seq = claim_seq;
-				*hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_HINT, hint_null);
-			}
-		}
-	}
-	if (!*hint_null)
-		run_at = DatumGetTimestampTz(*hint);
-	awa::board_publish(h->seq_oid, h->head_xmin, h->claim_seq, !*hint_null, run_at, false);
-}
-
 /* The effective priority of a head whose oldest row has waited since run_at (aging, §4). */
 int
 effective_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs)
@@ -504,69 +395,37 @@ walk_order(const Head &a, const Head &b)
 bool
 walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out)
 {
-	static const Oid text_type[1] = {TEXTOID};
 	static const Oid lock_types[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3];
-	Oid awa_nsp = get_namespace_oid("awa", false);
 	int n_inflight;
 	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
 	TimestampTz now = GetCurrentTimestamp();
-	bool receipts;
-	HeadsSource source = catalog == awa::Catalog::V1_0	 ? kHeadsLegacy
-						 : awa::cursor_board_available() ? kHeadsBoard
-														 : kHeadsView;
-	bool isnull_mode;
+	bool receipts = false;
+	bool board = catalog == awa::Catalog::V1_1 && awa::cursor_board_available();
+	awa::LaneHead *lanes;
+	int n_lanes = awa::read_lane_heads(queue, catalog, &lanes, &receipts);
 	Head *heads;
 	int n_heads = 0;
-	uint64 n_rows;
-	SPITupleTable *rows;
 
-	if (heads_plans[source] == nullptr)
-	{
-		char sql[1024];
-
-		snprintf(sql, sizeof(sql), kHeadsSql, source == kHeadsBoard ? "h.xmin" : "NULL::xid",
-				 source == kHeadsView	  ? awa::cursor_relation()
-				 : source == kHeadsLegacy ? awa::compat_1_0::kCursorRelation
-										  : "awa.queue_claim_heads");
-		awa::keep_plan(&heads_plans[source], sql, 1, text_type);
-	}
-	values[0] = PointerGetDatum(queue);
-	awa::exec_plan_latest(heads_plans[source], values, nullptr, true, 0, SPI_OK_SELECT, "claim heads");
-	n_rows = SPI_processed;
-	rows = SPI_tuptable;
-	if (n_rows == 0)
+	if (n_lanes == 0)
 		return false;
-	receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, HC_RECEIPTS, &isnull_mode));
-	heads = static_cast<Head *>(palloc(sizeof(Head) * n_rows));
-	for (uint64 i = 0; i < n_rows; i++)
+	values[0] = PointerGetDatum(queue);
+	heads = static_cast<Head *>(palloc(sizeof(Head) * n_lanes));
+	for (int i = 0; i < n_lanes; i++)
 	{
-		HeapTuple tup = rows->vals[i];
-		TupleDesc desc = rows->tupdesc;
 		Head h;
-		bool hint_null;
-		bool isnull;
-		Datum hint;
 
-		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, HC_PRIORITY, &isnull));
-		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, HC_SHARD, &isnull));
-		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, HC_CLAIM_SEQ, &isnull));
-		hint = SPI_getbinval(tup, desc, HC_HINT, &hint_null);
-		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull)), awa_nsp);
-		if (!OidIsValid(h.seq_oid))
-			continue; /* a lane being dropped */
-		h.head_xmin = InvalidTransactionId;
-		if (source == kHeadsBoard)
-		{
-			h.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, HC_HEAD_XMIN, &isnull));
-			lane_from_board(queue, &h, &hint, &hint_null);
-		}
-		h.fence = lane_fence(h.seq_oid, inflight, n_inflight);
+		h.priority = lanes[i].priority;
+		h.shard = lanes[i].shard;
+		h.claim_seq = lanes[i].claim_seq;
+		h.seq_oid = lanes[i].seq_oid;
+		h.head_xmin = lanes[i].head_xmin;
+		h.fence = awa::lane_fence(h.seq_oid, inflight, n_inflight);
 		if (h.claim_seq >= h.fence)
 			continue; /* the cursor reached a reservation still in flight */
 		h.remembered = false;
-		if (!hint_null)
-			h.run_at = DatumGetTimestampTz(hint);
+		if (!lanes[i].hint_null)
+			h.run_at = lanes[i].hint;
 		else if (!probe_lane(queue, h, arc, false, &h.run_at, &h.remembered))
 			continue;
 		h.effective_priority = effective_priority(h.priority, h.run_at, now, aging_secs);
@@ -621,7 +480,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 		out->shard = heads[i].shard;
 		out->receipts = receipts;
 		out->catalog = catalog;
-		out->board = source == kHeadsBoard;
+		out->board = board;
 		out->seq_oid = heads[i].seq_oid;
 		out->head_xmin = heads[i].head_xmin;
 		return true;

@@ -20,6 +20,7 @@ extern "C"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 }
 
@@ -32,6 +33,57 @@ namespace
 {
 
 SPIPlanPtr cursor_plans[2];
+
+/* Where a heads read takes the lanes' cursors from (read_lane_heads). */
+enum HeadsSource
+{
+	kHeadsLegacy, /* the 1.0 catalog: the head's claim_seq is the cursor */
+	kHeadsView,	  /* claim marks, not preloaded: awa.lane_cursors */
+	kHeadsBoard,  /* claim marks, preloaded: the heads and the cursor board */
+	kHeadsSources
+};
+
+SPIPlanPtr heads_plans[kHeadsSources];
+SPIPlanPtr lane_mark_plan = nullptr;
+
+/*
+ * Every lane head of the queue (none when it is paused): its cursor, the run_at hint the last
+ * claim of the lane left, the lane's sequence, the plane's mode, the head row's version for
+ * the cursor board and its last locker or updater: %s (h.xmin or NULL), %s (h.xmax or NULL)
+ * and %s (the relation holding the cursors) depend on the HeadsSource.
+ */
+const char *const kHeadsSql =
+	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
+	"  (SELECT s.receipts FROM awa.plane_settings s), %s, %s "
+	"FROM %s h "
+	"JOIN awa.queue_enqueue_heads e "
+	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
+	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
+
+/* Result columns of kHeadsSql (SPI attribute numbers). */
+enum HeadsColumn
+{
+	HC_PRIORITY = 1,
+	HC_SHARD,
+	HC_CLAIM_SEQ,
+	HC_HINT,
+	HC_SEQ_NAME,
+	HC_RECEIPTS,
+	HC_HEAD_XMIN,
+	HC_HEAD_XMAX
+};
+
+/* A lane's latest claim mark: its cursor and hint, when the board knows nothing of it. */
+const char *const kLaneMarkSql =
+	"SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k "
+	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 ORDER BY k.claim_seq DESC LIMIT 1";
+
+/* Result columns of kLaneMarkSql. */
+enum LaneMarkColumn
+{
+	MC_CLAIM_SEQ = 1,
+	MC_HINT
+};
 
 /* Lanes the board holds (direct-mapped: a lane hashing to a taken slot replaces it). */
 constexpr int kBoardSlots = 4096;
@@ -173,7 +225,119 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 	n_pending = kept;
 }
 
+/*
+ * A lane's cursor and hint from the cursor board (preloaded, 1.1 catalogs). The head row
+ * holds them as maintenance last folded them; the board's entry for this head version is
+ * what the lane's claims published since (or a walk read), never behind the head. A lane the
+ * board knows nothing of (the first walk after a fold or a restart, or its slot taken by
+ * another lane) costs one read of its latest claim mark, which is then published.
+ */
+void
+lane_from_board(text *queue, LaneHead *h)
+{
+	static const Oid types[3] = {TEXTOID, INT2OID, INT2OID};
+	Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(h->priority), Int16GetDatum(h->shard)};
+	int64 claim_seq;
+	bool has_run_at;
+	TimestampTz run_at = 0;
+
+	if (board_lookup(h->seq_oid, h->head_xmin, &claim_seq, &has_run_at, &run_at) && claim_seq >= h->claim_seq)
+	{
+		h->claim_seq = claim_seq;
+		h->hint_null = !has_run_at;
+		h->hint = run_at;
+		return;
+	}
+	keep_plan(&lane_mark_plan, kLaneMarkSql, 3, types);
+	exec_plan_latest(lane_mark_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane mark");
+	if (SPI_processed == 1)
+	{
+		bool isnull;
+
+		claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_CLAIM_SEQ, &isnull));
+		if (claim_seq > h->claim_seq)
+		{
+			Datum hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, MC_HINT, &h->hint_null);
+
+			h->claim_seq = claim_seq;
+			h->hint = h->hint_null ? 0 : DatumGetTimestampTz(hint);
+		}
+	}
+	board_publish(h->seq_oid, h->head_xmin, h->claim_seq, !h->hint_null, h->hint, false);
+}
+
 } // namespace
+
+/*
+ * Every lane head of an unpaused queue, with its cursor and hint as the catalog keeps them
+ * (the 1.0 heads, awa.lane_cursors, or the heads and the cursor board), on the latest
+ * committed state; SPI connected. Lanes being dropped are left out. *receipts: the plane's
+ * mode (unset when the queue shows no lane). The array is palloc'd.
+ */
+int
+read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
+{
+	static const Oid text_type[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	HeadsSource source = catalog == Catalog::V1_0 ? kHeadsLegacy : cursor_board_available() ? kHeadsBoard : kHeadsView;
+	Oid awa_nsp = get_namespace_oid("awa", false);
+	SPITupleTable *rows;
+	uint64 n_rows;
+	LaneHead *heads;
+	int n = 0;
+
+	if (heads_plans[source] == nullptr)
+	{
+		char sql[1024];
+
+		snprintf(sql, sizeof(sql), kHeadsSql, source == kHeadsBoard ? "h.xmin" : "NULL::xid",
+				 source == kHeadsView ? "NULL::xid" : "h.xmax",
+				 source == kHeadsView	  ? cursor_relation()
+				 : source == kHeadsLegacy ? compat_1_0::kCursorRelation
+										  : "awa.queue_claim_heads");
+		keep_plan(&heads_plans[source], sql, 1, text_type);
+	}
+	exec_plan_latest(heads_plans[source], values, nullptr, true, 0, SPI_OK_SELECT, "lane heads");
+	n_rows = SPI_processed;
+	rows = SPI_tuptable;
+	*out = nullptr;
+	if (n_rows == 0)
+		return 0;
+	{
+		bool isnull;
+
+		*receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, HC_RECEIPTS, &isnull));
+	}
+	heads = static_cast<LaneHead *>(palloc(sizeof(LaneHead) * n_rows));
+	for (uint64 i = 0; i < n_rows; i++)
+	{
+		HeapTuple tup = rows->vals[i];
+		TupleDesc desc = rows->tupdesc;
+		LaneHead h;
+		Datum d;
+		bool isnull;
+
+		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, HC_PRIORITY, &isnull));
+		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, HC_SHARD, &isnull));
+		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, HC_CLAIM_SEQ, &isnull));
+		d = SPI_getbinval(tup, desc, HC_HINT, &h.hint_null);
+		h.hint = h.hint_null ? 0 : DatumGetTimestampTz(d);
+		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull)), awa_nsp);
+		if (!OidIsValid(h.seq_oid))
+			continue; /* a lane being dropped */
+		d = SPI_getbinval(tup, desc, HC_HEAD_XMIN, &isnull);
+		h.head_xmin = isnull ? InvalidTransactionId : DatumGetTransactionId(d);
+		d = SPI_getbinval(tup, desc, HC_HEAD_XMAX, &isnull);
+		h.head_xmax = isnull ? InvalidTransactionId : DatumGetTransactionId(d);
+		heads[n++] = h;
+	}
+	/* After the loop: a board miss runs a statement, which replaces SPI_tuptable. */
+	if (source == kHeadsBoard)
+		for (int i = 0; i < n; i++)
+			lane_from_board(queue, &heads[i]);
+	*out = heads;
+	return n;
+}
 
 /* shmem_request_hook: the cursor board's lock, and room for the board. */
 void

@@ -22,6 +22,26 @@ bool claim_marks_installed();
 /* The relation holding every lane's cursor and hint (1.1: awa.lane_cursors). */
 const char *cursor_relation();
 
+/* One lane head as a heads read shows it (read_lane_heads). */
+struct LaneHead
+{
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;		 /* the lane's cursor */
+	bool hint_null;			 /* no run_at hint: the lane's first row must be probed */
+	TimestampTz hint;		 /* run_at of the lane's first row at the cursor, as the last claim left it */
+	Oid seq_oid;			 /* the lane's sequence */
+	TransactionId head_xmin; /* the head row's version, the board's key (invalid off the board) */
+	TransactionId head_xmax; /* the head row's last locker or updater (invalid through the view) */
+};
+
+/*
+ * Every lane head of an unpaused queue with its cursor and hint as the catalog keeps them,
+ * on the latest committed state (SPI connected); palloc'd, lanes being dropped left out.
+ * *receipts: the plane's mode. Returns how many.
+ */
+int read_lane_heads(text *queue, Catalog catalog, LaneHead **heads, bool *receipts);
+
 /* A lane's claim cursor on the latest committed state (SPI connected); false: no such lane. */
 bool lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cursor);
 

@@ -589,6 +589,18 @@ inflight_lows(int *n)
 	return buf;
 }
 
+/* The lowest in-flight reservation of another transaction on a lane (none: INT64_MAX). */
+int64
+lane_fence(Oid seq_oid, const InflightLow *inflight, int n_inflight)
+{
+	int64 fence = PG_INT64_MAX;
+
+	for (int i = 0; i < n_inflight; i++)
+		if (inflight[i].seq_oid == seq_oid && inflight[i].low < fence)
+			fence = inflight[i].low;
+	return fence;
+}
+
 } // namespace awa
 
 /* awa.reservation_mode(): 'registry' or 'lane_lock'. */

@@ -38,6 +38,9 @@ struct InflightLow
 /* Other transactions' in-flight reservations in this database (*n of them), for the claim walk. */
 const InflightLow *inflight_lows(int *n);
 
+/* The lowest in-flight reservation of another transaction on a lane among `inflight` (none: INT64_MAX). */
+int64 lane_fence(Oid seq_oid, const InflightLow *inflight, int n_inflight);
+
 /* Whether a lane's sequence can be read without waiting (not being dropped); takes it if so. */
 bool lane_sequence_readable(Oid seq_oid);
 

@@ -49,34 +49,7 @@ namespace awa
 namespace
 {
 
-/* Where the lanes' cursors come from (as in the claim walk). */
-enum Source
-{
-	kLegacy, /* a 1.0 catalog: the head's claim_seq is the cursor */
-	kView,	 /* claim marks, not preloaded: awa.lane_cursors */
-	kBoard,	 /* claim marks, preloaded: the heads and the cursor board */
-	kSources
-};
-
-SPIPlanPtr heads_plans[kSources];
-SPIPlanPtr mark_plan = nullptr;
 SPIPlanPtr probe_plan = nullptr;
-
-/*
- * Every lane of the queue (none when it is paused): cursor, hint, sequence, head version and
- * the transaction that locked or updated the head last (xmax; NULL through the view).
- */
-const char *const kHeadsSql =
-	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, %s, %s "
-	"FROM %s h "
-	"JOIN awa.queue_enqueue_heads e "
-	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
-	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
-
-/* A lane's latest claim mark, when the board knows nothing of the lane. */
-const char *const kMarkSql =
-	"SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k "
-	"WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 ORDER BY k.claim_seq DESC LIMIT 1";
 
 /* Is there a visible row of the lane in [cursor, limit) in the live ready slots? */
 const char *const kProbeSql =
@@ -91,60 +64,9 @@ struct Lane
 	int16 shard;
 	int64 cursor;
 	Oid seq_oid;
-	TransactionId head_xmin;
 	TransactionId head_xmax;
 	bool held; /* another transaction in progress holds the head (a claim of the lane) */
-	bool hint_null;
-	TimestampTz hint;
 };
-
-/*
- * The lane's cursor from the cursor board (never behind the head); a lane the board does not
- * know costs one read of its latest mark, which is then published, as the claim walk does.
- */
-void
-cursor_from_board(text *queue, Lane *lane)
-{
-	static const Oid types[3] = {TEXTOID, INT2OID, INT2OID};
-	int64 claim_seq;
-	bool has_run_at;
-	TimestampTz run_at = 0;
-	Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(lane->priority), Int16GetDatum(lane->shard)};
-
-	if (board_lookup(lane->seq_oid, lane->head_xmin, &claim_seq, &has_run_at, &run_at) && claim_seq >= lane->cursor)
-	{
-		lane->cursor = claim_seq;
-		return;
-	}
-	keep_plan(&mark_plan, kMarkSql, 3, types);
-	exec_plan_latest(mark_plan, values, nullptr, true, 1, SPI_OK_SELECT, "work check lane mark");
-	if (SPI_processed == 1)
-	{
-		bool isnull;
-
-		claim_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		if (claim_seq > lane->cursor)
-		{
-			Datum hint = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &lane->hint_null);
-
-			lane->cursor = claim_seq;
-			lane->hint = lane->hint_null ? 0 : DatumGetTimestampTz(hint);
-		}
-	}
-	board_publish(lane->seq_oid, lane->head_xmin, lane->cursor, !lane->hint_null, lane->hint, false);
-}
-
-/* The lowest in-flight reservation of another transaction on a lane (none: INT64_MAX). */
-int64
-lane_fence(Oid seq_oid, const InflightLow *inflight, int n_inflight)
-{
-	int64 fence = PG_INT64_MAX;
-
-	for (int i = 0; i < n_inflight; i++)
-		if (inflight[i].seq_oid == seq_oid && inflight[i].low < fence)
-			fence = inflight[i].low;
-	return fence;
-}
 
 /* Whether the lane shows a row in [cursor, limit): one index probe from the cursor. */
 bool
@@ -165,12 +87,9 @@ probe(text *queue, const Lane &lane, int64 limit, const int *ranges)
 bool
 check(text *queue, Catalog catalog, bool promise, std::uint64_t *fence_bits, bool *busy)
 {
-	static const Oid text_type[1] = {TEXTOID};
-	Datum values[1] = {PointerGetDatum(queue)};
-	Source source = catalog == Catalog::V1_0 ? kLegacy : cursor_board_available() ? kBoard : kView;
-	Oid awa_nsp = get_namespace_oid("awa", false);
-	SPITupleTable *rows;
-	uint64 n_rows;
+	LaneHead *heads;
+	bool receipts;
+	int n_heads = read_lane_heads(queue, catalog, &heads, &receipts);
 	Lane *lanes;
 	int64 *high;
 	int n_lanes = 0;
@@ -179,54 +98,22 @@ check(text *queue, Catalog catalog, bool promise, std::uint64_t *fence_bits, boo
 	int ranges[4];
 	bool ranges_read = false;
 
-	if (heads_plans[source] == nullptr)
-	{
-		char sql[1024];
-
-		snprintf(sql, sizeof(sql), kHeadsSql, source == kBoard ? "h.xmin" : "NULL::xid",
-				 source == kView ? "NULL::xid" : "h.xmax",
-				 source == kView	 ? cursor_relation()
-				 : source == kLegacy ? compat_1_0::kCursorRelation
-									 : "awa.queue_claim_heads");
-		keep_plan(&heads_plans[source], sql, 1, text_type);
-	}
-	exec_plan_latest(heads_plans[source], values, nullptr, true, 0, SPI_OK_SELECT, "work check heads");
-	n_rows = SPI_processed;
-	rows = SPI_tuptable;
-	if (n_rows == 0)
+	if (n_heads == 0)
 		return false;
-	lanes = static_cast<Lane *>(palloc(sizeof(Lane) * n_rows));
-	high = static_cast<int64 *>(palloc(sizeof(int64) * n_rows));
-	for (uint64 i = 0; i < n_rows; i++)
+	lanes = static_cast<Lane *>(palloc(sizeof(Lane) * n_heads));
+	high = static_cast<int64 *>(palloc(sizeof(int64) * n_heads));
+	for (int i = 0; i < n_heads; i++)
 	{
-		HeapTuple tup = rows->vals[i];
-		TupleDesc desc = rows->tupdesc;
 		Lane lane;
-		Datum hint;
-		bool isnull;
+		TransactionId holder = heads[i].head_xmax;
 
-		lane.priority = DatumGetInt16(SPI_getbinval(tup, desc, 1, &isnull));
-		lane.shard = DatumGetInt16(SPI_getbinval(tup, desc, 2, &isnull));
-		lane.cursor = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-		hint = SPI_getbinval(tup, desc, 4, &lane.hint_null);
-		lane.hint = lane.hint_null ? 0 : DatumGetTimestampTz(hint);
-		lane.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull)), awa_nsp);
-		if (!OidIsValid(lane.seq_oid))
-			continue; /* a lane being dropped */
-		lane.head_xmin = InvalidTransactionId;
-		{
-			Datum xmax = SPI_getbinval(tup, desc, 7, &isnull);
-			TransactionId holder = isnull ? InvalidTransactionId : DatumGetTransactionId(xmax);
-
-			lane.head_xmax = holder;
-			lane.held = TransactionIdIsNormal(holder) && !TransactionIdIsCurrentTransactionId(holder) &&
-						TransactionIdIsInProgress(holder);
-		}
-		if (source == kBoard)
-		{
-			lane.head_xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 6, &isnull));
-			cursor_from_board(queue, &lane);
-		}
+		lane.priority = heads[i].priority;
+		lane.shard = heads[i].shard;
+		lane.cursor = heads[i].claim_seq;
+		lane.seq_oid = heads[i].seq_oid;
+		lane.head_xmax = holder;
+		lane.held = TransactionIdIsNormal(holder) && !TransactionIdIsCurrentTransactionId(holder) &&
+					TransactionIdIsInProgress(holder);
 		lanes[n_lanes++] = lane;
 	}
 	/* High-water marks before the in-flight list (as claim_bound reads them). */
