@@ -429,7 +429,7 @@ BEGIN
         RETURN 'skipped_busy';
     END IF;
     UPDATE awa.queue_ring_state SET current_slot = v_next, generation = st.generation + 1;
-    UPDATE awa.queue_ring_slots SET generation = st.generation + 1 WHERE slot = v_next;
+    UPDATE awa.queue_ring_slots SET generation = st.generation + 1, moved_xid = NULL WHERE slot = v_next;
     RETURN 'rotated';
 END
 $$;
@@ -460,10 +460,127 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
 
--- Prune the oldest sealed queue slot (docs/maintenance.md §2):
+-- A slot whose pending (and retained failed) rows a prune has moved out keeps them, deleted,
+-- for the snapshots that do not see the move yet: moved_xid names the moving transaction, and
+-- the slot is truncated and freed once every snapshot sees it ended (awa.prune_queue_ring).
+ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
+COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
+
+DROP FUNCTION awa.prune_queue_ring(integer);
+-- Free a queue slot whose partitions this transaction holds (a prune): drop the unique
+-- claims of the jobs whose last rows go with it -- completed and cancelled ones (failed rows
+-- were retained, and keep theirs). Without this a key held in `completed` (the default mask)
+-- could never be enqueued again. A claim row another transaction has locked (a delete of the
+-- job) is skipped: the slot's partitions are locked, and a prune must not wait with them.
+-- Then truncate the partitions and mark the slot free.
+CREATE FUNCTION awa._free_queue_slot(p_slot integer) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM awa.job_unique_claims u
+     WHERE u.ctid = ANY (ARRAY(
+         SELECT c.ctid FROM awa.job_unique_claims c
+          WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
+                              WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                             UNION ALL
+                             SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+            FOR UPDATE SKIP LOCKED));
+    EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
+                   'completion_batches_' || p_slot);
+    UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
+    PERFORM awa._ring_slot_freed('queue', p_slot);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free.';
+
+-- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
+-- the procarray's horizon, read without waiting): then no reader can still need the rows
+-- p_xid moved out of a slot, and the slot may be truncated.
+CREATE FUNCTION awa._seen_ended_by_all(p_xid xid8) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_seen_ended_by_all'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._seen_ended_by_all(xid8) FROM PUBLIC;
+COMMENT ON FUNCTION awa._seen_ended_by_all(xid8) IS 'Internal: whether every snapshot of this database sees a transaction as ended.';
+
+-- Whether freeing a sealed queue slot is worth what it copies (D23): its ready rows that no
+-- claim reads again (below their lane's cursor) must be at least three times its pending rows
+-- (at or after the cursor, or in a lane without a claim head), which a prune copies forward;
+-- so a prune copies at most a quarter of the rows it frees, and a pending row is copied a
+-- third of a time over its life on average. The lanes of the slot are found by skipping along
+-- the lane index; the finished rows are counted, the pending ones only up to a third of them,
+-- so a slot that is all backlog costs one probe per lane.
+CREATE FUNCTION awa._queue_slot_worth_pruning(p_slot integer) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_finished bigint;
+    v_pending bigint;
+BEGIN
+    WITH RECURSIVE lanes AS (
+        (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+          WHERE r.ready_slot = p_slot
+          ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1)
+        UNION ALL
+        SELECT n.queue, n.priority, n.enqueue_shard
+          FROM lanes l
+         CROSS JOIN LATERAL (
+             SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+              WHERE r.ready_slot = p_slot
+                AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
+              ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n)
+    SELECT coalesce(sum(f.n), 0) INTO v_finished
+      FROM lanes l
+      LEFT JOIN awa.lane_cursors h
+        ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+     CROSS JOIN LATERAL (
+         SELECT count(*) AS n FROM awa.ready_entries r
+          WHERE r.ready_slot = p_slot AND r.queue = l.queue AND r.priority = l.priority
+            AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq < coalesce(h.claim_seq, 0)) f;
+    WITH RECURSIVE lanes AS (
+        (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+          WHERE r.ready_slot = p_slot
+          ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1)
+        UNION ALL
+        SELECT n.queue, n.priority, n.enqueue_shard
+          FROM lanes l
+         CROSS JOIN LATERAL (
+             SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+              WHERE r.ready_slot = p_slot
+                AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
+              ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n)
+    SELECT count(*) INTO v_pending FROM (
+        SELECT 1
+          FROM lanes l
+          LEFT JOIN awa.lane_cursors h
+            ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+         CROSS JOIN LATERAL (
+             SELECT 1 FROM awa.ready_entries r
+              WHERE r.ready_slot = p_slot AND r.queue = l.queue AND r.priority = l.priority
+                AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq >= coalesce(h.claim_seq, 0)
+              LIMIT v_finished / 3 + 1) p
+         LIMIT v_finished / 3 + 1) x;
+    RETURN 3 * v_pending <= v_finished;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._queue_slot_worth_pruning(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether a sealed queue slot frees at least three rows for every pending row it would copy.';
+
+-- Prune the oldest sealed queue slot (docs/maintenance.md §2). In two steps when it holds
+-- rows a reader may still need: the first moves them out in one transaction (MVCC-safe:
+-- delete and insert), the second, in a later call, truncates the slot once every snapshot
+-- of the database sees the move as committed (TRUNCATE is not MVCC-safe). The first step:
 --   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
 --   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
---      lease) still reads a ready row of the slot -- these checks hold no lock;
+--      lease) still reads a ready row of the slot -- these checks hold no lock; with
+--      p_amortised (what maintenance passes), also refuse ('skipped_not_worth') unless the
+--      slot frees at least three rows for every pending row it copies
+--      (awa._queue_slot_worth_pruning), or every slot of the ring is live and the current
+--      slot has grown as large as this one (a backlog that pins the ring is then copied
+--      once for at least as many rows written since);
 --   3. copy failed terminal rows, with their body, to the retained partition once. Still
 --      without a lock: no attempt of the slot is open, so no failed row can be added to it
 --      (a claim since step 2 makes step 4 refuse, which undoes the copies). Not when a
@@ -472,31 +589,42 @@ REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
 --   4. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
 --      slot (their attempts may be open); drop the copies of failed rows that were dead-
---      lettered or deleted between step 3 and the lock;
+--      lettered or deleted between step 3 and the lock, and delete the originals of the
+--      retained ones;
 --   5. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
---      and copy those rows (and any row whose lane has no claim head, which nothing proves
---      finished) into the current slot with their lane identity and lane_seq:
---      claims drain them in the same order, and a claim holding one of those heads makes
---      this prune step back instead. The lanes of the slot are found by skipping along the
---      lane index, and each lane is read from its cursor on, so the work done under the
+--      and move those rows (and any row whose lane has no claim head, which nothing proves
+--      finished) into the current slot with their lane identity and lane_seq (delete and
+--      insert): claims drain them in the same order, and a claim holding one of those heads
+--      makes this prune step back instead. The lanes of the slot are found by skipping along
+--      the lane index, and each lane is read from its cursor on, so the work done under the
 --      lock grows with the lanes and the pending rows, not with the rows of the slot;
---   6. truncate the slot's partitions and mark it free.
+--   6. nothing moved: truncate the slot's partitions and mark it free ('pruned'). Rows
+--      moved: remember the moving transaction in the slot ('moved'); the slot stays live
+--      (readers and the arc still include it) until the second step.
+-- The second step (the oldest sealed slot has moved rows): refuse ('skipped_snapshots')
+-- while a snapshot of the database may not see the move; otherwise lock the partitions as
+-- in step 4, truncate and mark the slot free ('pruned').
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
--- Returns pruned / skipped_none_sealed / skipped_running / skipped_locked / skipped_concurrent.
-DROP FUNCTION awa.prune_queue_ring(integer);
-CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
+-- Returns pruned / moved / skipped_none_sealed / skipped_running / skipped_not_worth /
+-- skipped_snapshots / skipped_locked / skipped_concurrent.
+CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000, p_amortised boolean DEFAULT false)
+    RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
     st awa.queue_ring_state;
     v_slot integer;
+    v_moved_by xid8;
     v_cursors awa.lane_cursors[];
     v_failed awa.done_entries[];
     v_copy_early boolean;
     v_reason text;
+    v_moved bigint;
+    v_retained bigint := 0;
+    v_result text := 'pruned';
 BEGIN
-    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require(p_lock_timeout_ms IS NULL OR p_amortised IS NULL, 'p_lock_timeout_ms and p_amortised');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
@@ -505,16 +633,43 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN 'skipped_concurrent';
     END;
-    SELECT s.slot INTO v_slot FROM awa.queue_ring_slots s
+    SELECT s.slot, s.moved_xid INTO v_slot, v_moved_by FROM awa.queue_ring_slots s
      WHERE s.generation >= 0 AND s.slot <> st.current_slot
      ORDER BY s.generation LIMIT 1;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
     END IF;
+    IF v_moved_by IS NOT NULL THEN
+        -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a
+        -- snapshot that does not see that move still reads them here.
+        IF NOT awa._seen_ended_by_all(v_moved_by) THEN
+            RETURN 'skipped_snapshots';
+        END IF;
+        BEGIN
+            IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
+                                                   'completion_batches_' || v_slot],
+                                             p_lock_timeout_ms) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
+            PERFORM awa._free_queue_slot(v_slot);
+        EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+            GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+            RETURN v_reason;
+        END;
+        RETURN 'pruned';
+    END IF;
     SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
     IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = v_slot)
        OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
         RETURN 'skipped_running';
+    END IF;
+    IF p_amortised
+       AND NOT ((SELECT s.generation FROM awa.queue_ring_slots s
+                  WHERE s.slot = (st.current_slot + 1) % st.slot_count) >= 0
+                AND pg_catalog.pg_relation_size(format('awa.%I', 'ready_entries_' || st.current_slot)::regclass)
+                    >= pg_catalog.pg_relation_size(format('awa.%I', 'ready_entries_' || v_slot)::regclass))
+       AND NOT awa._queue_slot_worth_pruning(v_slot) THEN
+        RETURN 'skipped_not_worth';
     END IF;
     BEGIN
         -- Copy early unless a transaction that has already run longer than the lock budget
@@ -567,6 +722,9 @@ BEGIN
                                   AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
                                   AND d.state = 'failed');
         END IF;
+        -- The originals of the retained failed rows: a reader sees one or the other.
+        DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
+        GET DIAGNOSTICS v_retained = ROW_COUNT;
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
              WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
@@ -592,46 +750,40 @@ BEGIN
                  SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
                   WHERE r.ready_slot = v_slot
                     AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
-                  ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n)
+                  ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n),
+        pending AS (
+            SELECT l.queue, l.priority, l.enqueue_shard, coalesce(h.claim_seq, 0) AS claim_seq
+              FROM lanes l
+              LEFT JOIN awa.lane_cursors h
+                ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard),
+        moved AS (
+            DELETE FROM awa.ready_entries r
+             USING pending p
+             WHERE r.ready_slot = v_slot AND r.queue = p.queue AND r.priority = p.priority
+               AND r.enqueue_shard = p.enqueue_shard AND r.lane_seq >= p.claim_seq
+            RETURNING r)
         INSERT INTO awa.ready_entries
         SELECT m.*
-          FROM lanes l
-          LEFT JOIN awa.lane_cursors h
-            ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
-         CROSS JOIN LATERAL (
-             SELECT r AS pending FROM awa.ready_entries r
-              WHERE r.ready_slot = v_slot AND r.queue = l.queue AND r.priority = l.priority
-                AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq >= coalesce(h.claim_seq, 0)
-             OFFSET 0) p
-         CROSS JOIN LATERAL jsonb_populate_record(p.pending, jsonb_build_object('ready_slot', st.current_slot,
-                                                                              'ready_generation', st.generation)) m;
-        -- The unique claims of the jobs whose last rows go with the slot: completed and
-        -- cancelled ones (failed rows were retained above, and keep theirs). Without this a
-        -- key held in `completed` (the default mask) could never be enqueued again. A claim
-        -- row another transaction has locked (a delete of the job) is skipped: the slot's
-        -- partitions are locked, and a prune must not wait with them.
-        DELETE FROM awa.job_unique_claims u
-         WHERE u.ctid = ANY (ARRAY(
-             SELECT c.ctid FROM awa.job_unique_claims c
-              WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
-                                  WHERE d.ready_slot = v_slot AND d.state IN ('completed', 'cancelled')
-                                 UNION ALL
-                                 SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = v_slot)
-                FOR UPDATE SKIP LOCKED));
-        EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || v_slot, 'done_entries_' || v_slot,
-                       'completion_batches_' || v_slot);
-        UPDATE awa.queue_ring_slots SET generation = -1 WHERE slot = v_slot;
-        PERFORM awa._ring_slot_freed('queue', v_slot);
+          FROM moved p
+         CROSS JOIN LATERAL jsonb_populate_record(p.r, jsonb_build_object('ready_slot', st.current_slot,
+                                                                        'ready_generation', st.generation)) m;
+        GET DIAGNOSTICS v_moved = ROW_COUNT;
+        IF v_moved + v_retained > 0 THEN
+            -- A snapshot taken before this commits still reads the moved rows here.
+            UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id() WHERE slot = v_slot;
+            v_result := 'moved';
+        ELSE
+            PERFORM awa._free_queue_slot(v_slot);
+        END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
         RETURN v_reason;
     END;
-    RETURN 'pruned';
+    RETURN v_result;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint) TO awa_admin;
-COMMENT ON FUNCTION awa.prune_queue_ring(bigint) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint, boolean) TO awa_admin;
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -828,8 +980,8 @@ BEGIN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
                                               'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
     END IF;
-    v_prune := awa.prune_queue_ring(50);
-    v_pruned := v_prune = 'pruned';
+    v_prune := awa.prune_queue_ring(50, true);
+    v_pruned := v_prune IN ('pruned', 'moved');
     v_result := v_result || jsonb_build_object('queue_prune', v_prune);
     IF v_pruned THEN
         v_prune := 'deferred';
@@ -2398,7 +2550,7 @@ COMMENT ON FUNCTION awa.promote_due(bigint) IS 'Move due scheduled and retryable
 COMMENT ON FUNCTION awa.rescue_stale_heartbeats(interval, bigint) IS 'Take back attempts whose heartbeat is older than p_stale (retryable, or failed at the last attempt). Role: awa_admin.';
 COMMENT ON FUNCTION awa.rescue_expired_deadlines(bigint) IS 'Take back attempts past their hard deadline (retryable, or failed at the last attempt). Role: awa_admin.';
 COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current slot and start the next one when possible. Role: awa_admin.';
-COMMENT ON FUNCTION awa.prune_queue_ring(bigint) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward). Role: awa_admin.';
+COMMENT ON FUNCTION awa.prune_queue_ring(bigint, boolean) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward; the slot is truncated once no snapshot needs them), with p_amortised only when that is worth what it copies. Role: awa_admin.';
 COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ring''s current slot and start the next one when possible. Role: awa_admin.';
 COMMENT ON FUNCTION awa.prune_attempt_ring(text, bigint) IS 'Reclaim the oldest sealed claim or lease slot when nothing in it is open. Role: awa_admin.';
 COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (periodic jobs, promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';

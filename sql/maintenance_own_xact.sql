@@ -6,7 +6,8 @@
 \set VERBOSITY terse
 SELECT awa.create_queue('own_q');
 
--- 1. Queue ring: enqueue, rotate, prune (frees the slot and moves the job forward), enqueue.
+-- 1. Queue ring: enqueue, rotate, prune (moves the job forward; a slot whose rows moved is
+-- freed only by a later transaction, once no snapshot can need them), enqueue.
 BEGIN;
 SELECT cardinality(awa.insert_jobs('own_q', ARRAY['before_prune'])) AS enqueued;
 SELECT awa.rotate_queue_ring() AS rotated;

@@ -60,6 +60,8 @@ SELECT state, count(*) FROM jobs_before GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS pending, count(DISTINCT (queue, priority, enqueue_shard)) AS pending_lanes FROM pending_before;
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT awa.prune_queue_ring() AS prune;
+-- The move is one transaction; the next prune truncates the old slot (no snapshot needs it).
+SELECT awa.prune_queue_ring() AS prune_truncates;
 -- Exactly the pending rows are in the current slot, unchanged; nothing is left in the old one.
 SELECT (SELECT count(*) FROM awa.ready_entries) AS ready_rows,
        (SELECT count(*) FROM awa.ready_entries WHERE ready_slot <> (SELECT current_slot FROM awa.queue_ring_state))

@@ -30,6 +30,11 @@ CREATE TEMP TABLE waiting_before AS
   SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, ordering_key
     FROM awa.ready_entries WHERE queue = 'ring_q' AND job_id NOT IN (SELECT job_id FROM first_claim);
 SELECT awa.prune_queue_ring() AS prune_with_pending;
+-- The move is one transaction (delete and insert: a snapshot taken before it still reads the
+-- job in the old slot); the slot is truncated and freed by the next call, once no snapshot
+-- can still need it.
+SELECT slot, moved_xid IS NOT NULL AS moved FROM awa.queue_ring_slots WHERE generation >= 0 ORDER BY slot;
+SELECT awa.prune_queue_ring() AS prune_truncates_moved;
 SELECT ready_slot, (SELECT current_slot FROM awa.queue_ring_state) AS current_slot, count(*)
   FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT (SELECT count(*) FROM (SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, ordering_key
@@ -50,6 +55,7 @@ SELECT awa.prune_queue_ring() AS prune_with_running;
 -- partition (ready_slot -1), once.
 SELECT awa.fail_job((SELECT job_id FROM second_claim), (SELECT run_lease FROM second_claim), 'boom') AS final_state;
 SELECT awa.prune_queue_ring() AS prune_when_done;
+SELECT awa.prune_queue_ring() AS prune_truncates_retained;
 SELECT ready_slot, count(*) FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT ready_slot, state, kind, args, enqueue_shard, lane_seq, (errors -> -1 ->> 'error') AS last_error
   FROM awa.done_entries WHERE queue = 'ring_q' ORDER BY ready_slot, state;
@@ -68,6 +74,8 @@ SELECT format('DO $d$ BEGIN PERFORM awa.insert_job_compat(%L, %L); PERFORM awa.r
 SELECT awa.rotate_queue_ring() AS rotate_full_ring;
 SELECT count(*) FILTER (WHERE generation >= 0) AS live_slots FROM awa.queue_ring_slots;
 SELECT awa.prune_queue_ring() AS prune_full_ring;
+SELECT awa.rotate_queue_ring() AS rotate_before_truncate;
+SELECT awa.prune_queue_ring() AS prune_full_ring_truncates;
 SELECT awa.rotate_queue_ring() AS rotate_after_prune;
 SELECT count(*) AS ring_fill_waiting FROM awa.jobs WHERE queue = 'ring_fill' AND state = 'available';
 -- Claim ring: rotate once receipts exist, prune the sealed slot when every receipt is closed.
@@ -119,8 +127,9 @@ SELECT count(*) AS completed FROM awa.complete_jobs(
 SELECT awa.cancel_job((SELECT job_id FROM awa.claim_ready_runtime('mr_unique', 1))) AS cancelled;
 SELECT awa.fail_job((SELECT job_id FROM awa.claim_ready_runtime('mr_unique', 1)), 1, 'boom') AS failed;
 SELECT u.unique_key, j.state FROM awa.job_unique_claims u JOIN awa.jobs j ON j.id = u.job_id ORDER BY 1;
+-- (A slot that held pending rows takes two prunes: move, then truncate.)
 SELECT 'SELECT awa.rotate_queue_ring() IS NOT NULL AND awa.prune_queue_ring(1000) IS NOT NULL AS rotated_and_pruned'
-  FROM generate_series(1, 20) \gexec
+  FROM generate_series(1, 40) \gexec
 SELECT state, count(*) FROM awa.jobs WHERE queue = 'mr_unique' GROUP BY 1 ORDER BY 1;
 SELECT unique_key FROM awa.job_unique_claims ORDER BY 1;
 SELECT (awa.insert_job_compat('u', 'mr_unique', p_unique_key => 'done'::bytea)).id IS NOT NULL AS done_key_free;

@@ -80,8 +80,8 @@ SELECT j.name, c.run_lease = j.run_lease AS same_attempt
                          ARRAY(SELECT run_lease FROM public.v11_jobs WHERE name IN ('run_1', 'run_2', 'lease') ORDER BY name)) c
   JOIN public.v11_jobs j ON j.job_id = c.job_id ORDER BY 1;
 
--- Maintenance of 1.1 prunes the sealed slot (its rows are finished) and the waiting jobs
--- are then claimed lane by lane in lane order, each once.
+-- Maintenance of 1.1 prunes the sealed slot: its waiting jobs move forward (the slot itself
+-- is truncated by a later prune) and are then claimed lane by lane in lane order, each once.
 SELECT awa.prune_queue_ring() AS prune;
 CREATE TABLE public.v11_claimed (n serial, queue text, enqueue_shard smallint, lane_seq bigint, job_id bigint);
 DO $$

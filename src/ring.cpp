@@ -22,6 +22,8 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -29,9 +31,11 @@ extern "C"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/xid8.h"
 }
 
 #include <cstdint>
@@ -432,4 +436,34 @@ AWA_SQL_FUNCTION(awa_ring_live_arc)
 	for (int k = 0; k < 4; k++)
 		values[k] = Int32GetDatum(ranges[k]);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+}
+
+/*
+ * awa._seen_ended_by_all(xid8): whether every snapshot of this database sees transaction
+ * p_xid as ended, so that no reader can still need rows that p_xid deleted or moved. A prune
+ * that moved rows out of a slot truncates the slot only then (TRUNCATE is not MVCC-safe).
+ * Reads the procarray's horizon for this database's tables; never waits. p_xid itself (the
+ * caller's own transaction) and any transaction still running are never seen as ended; an
+ * xid this cluster never assigned (restored from another one) always is.
+ */
+AWA_SQL_FUNCTION(awa_seen_ended_by_all)
+{
+	FullTransactionId fxid = PG_GETARG_FULLTRANSACTIONID(0);
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId horizon;
+	Relation rel;
+
+	if (!TransactionIdIsNormal(XidFromFullTransactionId(fxid)))
+		PG_RETURN_BOOL(true);
+	/* Never assigned here (a value restored from another cluster): no snapshot can need it. */
+	if (FullTransactionIdFollowsOrEquals(fxid, next))
+		PG_RETURN_BOOL(true);
+	/* Older than any snapshot can reach (every xmin lies within 2^31 of the next xid). */
+	if (U64FromFullTransactionId(next) - U64FromFullTransactionId(fxid) > (UINT64CONST(1) << 31))
+		PG_RETURN_BOOL(true);
+	/* Any table of this database gives the data horizon of the database, not the shared one. */
+	rel = table_open(get_relname_relid("queue_ring_slots", get_namespace_oid("awa", false)), AccessShareLock);
+	horizon = GetOldestNonRemovableTransactionId(rel);
+	table_close(rel, AccessShareLock);
+	PG_RETURN_BOOL(TransactionIdPrecedes(XidFromFullTransactionId(fxid), horizon));
 }

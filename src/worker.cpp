@@ -62,6 +62,7 @@ struct Step
 {
 	const char *sql;
 	bool needs_claim_marks; /* a 1.0 catalog lacks it: the step waits for the update */
+	const char *sql_1_0;	/* run instead on a 1.0 catalog (nullptr: nothing) */
 };
 
 const Step kSteps[] = {
@@ -70,7 +71,8 @@ const Step kSteps[] = {
 	{"SELECT awa.rescue_expired_deadlines(1000)", false},
 	{"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)", false},
 	{"SELECT awa.rotate_queue_ring()", false},
-	{"SELECT awa.prune_queue_ring(200)", false},
+	/* Amortised (1.1): a slot is freed only when that is worth what it copies. */
+	{"SELECT awa.prune_queue_ring(200, true)", true, "SELECT awa.prune_queue_ring(200)"},
 	{"SELECT awa.rotate_attempt_ring('claim')", false},
 	{"SELECT awa.prune_attempt_ring('claim', 200)", false},
 	{"SELECT awa.rotate_attempt_ring('lease')", false},
@@ -86,7 +88,7 @@ const Step kSteps[] = {
 bool
 run_step(const Step &step, Oid dbid)
 {
-	const char *sql = step.sql;
+	const char *volatile sql = step.sql;
 	MemoryContext outer = CurrentMemoryContext;
 	volatile bool installed = true;
 
@@ -109,7 +111,9 @@ run_step(const Step &step, Oid dbid)
 				installed = get_extension_oid("awa_shard", true) == ext;
 			}
 		}
-		if (installed && (!step.needs_claim_marks || claim_marks_installed()))
+		if (installed && step.needs_claim_marks && step.sql_1_0 != nullptr && !claim_marks_installed())
+			sql = step.sql_1_0;
+		if (installed && (!step.needs_claim_marks || sql == step.sql_1_0 || claim_marks_installed()))
 		{
 			Oid argtypes[1] = {INT4OID};
 			Datum values[1] = {Int32GetDatum(stale_heartbeat_secs)};

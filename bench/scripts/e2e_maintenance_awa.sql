@@ -8,7 +8,7 @@ SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => 300), 1000);
 \set ring random(1, 10)
 \if :ring = 1
 SELECT awa.rotate_queue_ring();
-SELECT awa.prune_queue_ring(200);
+SELECT awa.prune_queue_ring(200, true);
 SELECT awa.rotate_attempt_ring('claim');
 SELECT awa.prune_attempt_ring('claim', 200);
 SELECT awa.rotate_attempt_ring('lease');

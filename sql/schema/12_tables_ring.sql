@@ -35,6 +35,11 @@ GRANT SELECT ON awa.queue_ring_slots, awa.lease_ring_slots, awa.claim_ring_slots
 COMMENT ON TABLE awa.queue_ring_slots IS 'Generation held by each queue-ring slot (-1: free).';
 COMMENT ON TABLE awa.lease_ring_slots IS 'Generation held by each lease-ring slot (-1: free).';
 COMMENT ON TABLE awa.claim_ring_slots IS 'Generation held by each claim-ring slot (-1: free).';
+-- A slot whose pending (and retained failed) rows a prune has moved out keeps them, deleted,
+-- for the snapshots that do not see the move yet: moved_xid names the moving transaction, and
+-- the slot is truncated and freed once every snapshot sees it ended (awa.prune_queue_ring).
+ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
+COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
 
 -- Job ids, and receipt ids: each claim batch takes one value and the 63 after it.
 CREATE SEQUENCE awa.job_id_seq AS bigint;

@@ -158,8 +158,8 @@ BEGIN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
                                               'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
     END IF;
-    v_prune := awa.prune_queue_ring(50);
-    v_pruned := v_prune = 'pruned';
+    v_prune := awa.prune_queue_ring(50, true);
+    v_pruned := v_prune IN ('pruned', 'moved');
     v_result := v_result || jsonb_build_object('queue_prune', v_prune);
     IF v_pruned THEN
         v_prune := 'deferred';
