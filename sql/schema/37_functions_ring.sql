@@ -305,7 +305,7 @@ BEGIN
         BEGIN
             IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                    'completion_batches_' || v_slot],
-                                             p_lock_timeout_ms) THEN
+                                             p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             PERFORM awa._free_queue_slot(v_slot);
