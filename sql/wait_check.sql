@@ -73,3 +73,12 @@ SELECT awa.wait_for_jobs('wc_q', 0) AS work;
 SELECT cardinality(awa.insert_jobs('wc_q', ARRAY['c'])) AS enqueued;
 SELECT awa.cancel_job(job_id) AS cancelled FROM awa.ready_entries WHERE queue = 'wc_q' AND kind = 'c';
 SELECT awa.wait_for_jobs('wc_q', 0) AS work;
+
+-- 7. In the transaction whose claim took the lane's last jobs the check sees that claim
+--    (its claim marks), not the cursor board, which it updates only at commit: no work.
+SELECT cardinality(awa.insert_jobs('wc_q', ARRAY['d', 'e'])) AS enqueued;
+BEGIN;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('wc_q', 10);
+SELECT awa.wait_for_jobs('wc_q', 0) AS work;
+COMMIT;
+SELECT awa.wait_for_jobs('wc_q', 0) AS work;

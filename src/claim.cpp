@@ -401,7 +401,6 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 	const awa::InflightLow *inflight = awa::inflight_lows(&n_inflight);
 	TimestampTz now = GetCurrentTimestamp();
 	bool receipts = false;
-	bool board = catalog == awa::Catalog::V1_1 && awa::cursor_board_available();
 	awa::LaneHead *lanes;
 	int n_lanes = awa::read_lane_heads(queue, catalog, &lanes, &receipts);
 	Head *heads;
@@ -480,7 +479,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 		out->shard = heads[i].shard;
 		out->receipts = receipts;
 		out->catalog = catalog;
-		out->board = board;
+		out->board = TransactionIdIsValid(heads[i].head_xmin); /* the walk read the board */
 		out->seq_oid = heads[i].seq_oid;
 		out->head_xmin = heads[i].head_xmin;
 		return true;

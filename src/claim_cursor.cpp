@@ -241,7 +241,12 @@ lane_from_board(text *queue, LaneHead *h)
 	bool has_run_at;
 	TimestampTz run_at = 0;
 
-	if (board_lookup(h->seq_oid, h->head_xmin, &claim_seq, &has_run_at, &run_at) && claim_seq >= h->claim_seq)
+	/*
+	 * Once this transaction has written a claim mark the board, which it updates at commit,
+	 * may be behind its own claims: it reads the lane's latest mark, which sees them.
+	 */
+	if (!marks_written_in_xact && board_lookup(h->seq_oid, h->head_xmin, &claim_seq, &has_run_at, &run_at) &&
+		claim_seq >= h->claim_seq)
 	{
 		h->claim_seq = claim_seq;
 		h->hint_null = !has_run_at;
