@@ -1992,6 +1992,10 @@ BEGIN
 END
 $$;
 
+-- What callers see of a job beyond its attributes: the running attempt's progress (not a
+-- job attribute: read from awa.attempt_state).
+ALTER TYPE awa.job_row ADD ATTRIBUTE progress jsonb;
+
 -- awa.jobs shows what awa.job_row documents: metadata and tags '{}' and errors '[]' when
 -- the job has none (stored as NULL), as insert_job_compat returns them.
 CREATE OR REPLACE VIEW awa.jobs AS
@@ -1999,7 +2003,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
            r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
            coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
-           r.enqueue_shard, r.lane_seq
+           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress
       FROM awa.ready_entries r
       JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
@@ -2008,20 +2012,20 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
            j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
            coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
-           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb
       FROM awa.deferred_jobs j
     UNION ALL
     SELECT c.job_id, (c.ready).kind, c.queue, (c.ready).args, 'running'::awa.job_state, c.priority, c.attempt,
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease)
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease)
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -2034,7 +2038,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -2048,7 +2052,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb
       FROM awa.ready_entries r
       JOIN awa.done_entries d
         ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
@@ -2062,7 +2066,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
            b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
            coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states, r.ordering_key, b.enqueue_shard,
-           r.lane_seq
+           r.lane_seq, NULL::jsonb
       FROM awa.ready_entries r
       JOIN awa.completion_batches b
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
@@ -2074,7 +2078,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
            coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
-           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb
       FROM awa.dlq_entries e;
 
 -- 1.0's receipts table, converted to claim batches above, and its partitions.
@@ -2492,14 +2496,16 @@ CREATE OR REPLACE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome tex
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 
--- Record a heartbeat of every open attempt among the pairs; how many were open (C, latest
--- committed state). awa.heartbeat_jobs checks the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+-- Record a heartbeat of every open attempt among the pairs, and their progress when
+-- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
+-- and awa.set_progress check the arguments first.
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+    RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) IS 'Internal: record a heartbeat of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
 -- caller's isolation level: a release must see a claim row committed after the caller's
@@ -2978,3 +2984,34 @@ CREATE OR REPLACE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms integer)
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+
+-- Job progress, results, waits for a job, bulk operations (docs/api.md).
+
+-- A JSON value of at most awa._limit('max_result_bytes') bytes (results and progress), else
+-- 22023 naming the argument (C, src/validate.cpp).
+CREATE FUNCTION awa._check_json_size(p_value jsonb, p_name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_check_json_size'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._check_json_size(jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_json_size(jsonb, text) IS 'Internal: raise 22023 when a JSON value is larger than awa._limit(''max_result_bytes'').';
+
+-- Record the progress of one running attempt (any JSON value, at most
+-- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
+-- is open; a stale run lease changes nothing and returns false. The latest progress is the
+-- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
+    PERFORM awa._require(p_progress IS NULL, 'p_progress');
+    PERFORM awa._check_json_size(p_progress, 'p_progress');
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';

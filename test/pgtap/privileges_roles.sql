@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(56);
+SELECT plan(58);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -84,6 +84,10 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.cl
           'worker: claim_ready_runtime');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.heartbeat_jobs(array_agg(job_id), array_agg(run_lease))::text FROM (VALUES (0::bigint, 0::bigint)) v(job_id, run_lease)$$),
           '0', 'worker: heartbeat_jobs');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.set_progress(0, 0, '{"done": 1}')::text$$), 'false',
+          'worker: set_progress (no open attempt: false)');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.set_progress(0, 0, '{"done": 1}')::text$$), 'ERROR 42501',
+          'producer: cannot set progress');
 SELECT is(pg_temp.as_role('tap_priv_worker',
           format($$SELECT count(*)::text FROM awa.complete_jobs(%L, %L)$$,
                  (SELECT array_agg(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'),
