@@ -81,6 +81,7 @@ BEGIN
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
     PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._job_finished(t.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) FROM PUBLIC;
@@ -97,6 +98,7 @@ BEGIN
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
     PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._job_finished(t.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) FROM PUBLIC;
@@ -115,6 +117,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
     PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;

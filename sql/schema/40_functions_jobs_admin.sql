@@ -173,7 +173,9 @@ BEGIN
            SET lane_offsets = b.lane_offsets[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                               || b.lane_offsets[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
                attempted_at = b.attempted_at[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
-                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
+                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
+               results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                         || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
          WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
@@ -197,6 +199,7 @@ BEGIN
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
         DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
@@ -472,6 +475,20 @@ $$;
 REVOKE ALL ON FUNCTION awa.get_job(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
+
+-- Wait for a job to finish: its row (awa.job_row) as soon as it is completed, failed,
+-- cancelled or dead-lettered, or its current row when p_timeout_ms (0..3600000) passes;
+-- NULL when no job has the id. Preloaded, it sleeps until the commit that finishes the job
+-- (src/job_wait.cpp); otherwise it re-reads the job every 100 ms. Reads the latest committed
+-- state whatever the caller's isolation level. For producers, workers and admins (it
+-- discloses the job row to any holder of those roles, as get_job does).
+CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms integer) RETURNS awa.job_row
+    AS 'MODULE_PATHNAME', 'awa_wait_for_job'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off;
+REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, integer) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_job(bigint, integer) IS 'Wait until a job is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
 
 -- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
 -- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(58);
+SELECT plan(62);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -70,6 +70,10 @@ SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM 
                                                      (SELECT min(job_id) FROM awa.ready_entries WHERE queue = 'tap_priv_q'))),
           'available', 'producer: get_job(queue, job_id)');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.get_job(-1)$$), '0', 'producer: an unknown id is no row');
+SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM awa.wait_for_job(%s, 0)$$, (SELECT id FROM tap_priv_look))),
+          'scheduled', 'producer: wait_for_job returns its job (at the timeout, in its current state)');
+SELECT is(pg_temp.as_role('tap_priv_nobody', $$SELECT state::text FROM awa.wait_for_job(-1, 0)$$), 'ERROR 42501',
+          'PUBLIC: cannot wait for jobs');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
           'producer: cannot list a queue''s jobs');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.queue_depth('tap_priv_q')::text$$), 'ERROR 42501',
@@ -94,10 +98,15 @@ SELECT is(pg_temp.as_role('tap_priv_worker',
                  (SELECT array_agg(run_lease) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))), '3',
           'worker: complete_jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.wait_for_jobs('tap_priv_q', 0)::text$$), 'false', 'worker: wait_for_jobs');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.complete_jobs('{0}', '{0}', '{"{}"}')$$), '0',
+          'worker: complete_jobs with results');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.fail_job(-1, 1)::text$$), 'ok', 'worker: fail_job');
 SELECT is(pg_temp.as_role('tap_priv_worker', format($$SELECT state::text FROM awa.get_job(%s)$$,
                                                    (SELECT min(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))),
           'completed', 'worker: get_job sees the job it completed');
+SELECT is(pg_temp.as_role('tap_priv_worker', format($$SELECT state::text FROM awa.wait_for_job(%s, 0)$$,
+                                                   (SELECT min(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))),
+          'completed', 'worker: wait_for_job');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.queue_depth('tap_priv_q')::text$$), '0',
           'worker: queue_depth (what an autoscaler polls)');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.purge_queue('tap_priv_q')::text$$), 'ERROR 42501',
