@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(73);
+SELECT plan(75);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -31,6 +31,8 @@ SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval'], 
 SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]'], 'heartbeat_jobs signature');
 SELECT has_function('awa', 'set_progress', ARRAY['bigint', 'bigint', 'jsonb'], 'set_progress signature');
 SELECT has_function('awa', 'wait_for_job', ARRAY['bigint', 'integer'], 'wait_for_job signature');
+SELECT has_function('awa', 'cancel_jobs', ARRAY['text', 'text', 'awa.job_state[]', 'integer'], 'cancel_jobs signature');
+SELECT has_function('awa', 'retry_jobs', ARRAY['text', 'text', 'integer'], 'retry_jobs signature');
 SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'integer'], 'wait_for_jobs signature');
 SELECT has_function('awa', 'rescue_stale_heartbeats', ARRAY['interval', 'integer'], 'rescue_stale_heartbeats signature');
 SELECT has_function('awa', 'rescue_expired_deadlines', ARRAY['integer'], 'rescue_expired_deadlines signature');

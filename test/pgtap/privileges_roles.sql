@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(62);
+SELECT plan(65);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -111,6 +111,12 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.queue_depth('tap_priv_
           'worker: queue_depth (what an autoscaler polls)');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.purge_queue('tap_priv_q')::text$$), 'ERROR 42501',
           'worker: cannot purge');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.cancel_jobs('tap_priv_q')::text$$), 'ERROR 42501',
+          'worker: cannot cancel jobs in bulk');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.retry_jobs('tap_priv_q')::text$$), 'ERROR 42501',
+          'producer: cannot retry jobs in bulk');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT awa.retry_jobs('tap_priv_q')::text$$), '0',
+          'admin: retry_jobs (nothing failed)');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
           'worker: cannot list a queue''s jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q')).id$$), 'ERROR 42501',
