@@ -161,6 +161,7 @@ sleep_on_slot(JobWaitSlot *slot, std::uint64_t seen, TimestampTz deadline)
 
 } // namespace
 
+/* Mark the job's slot in this transaction's bitmap; its waiters wake at commit. */
 void
 note_job_finished(int64 job_id)
 {
@@ -170,6 +171,7 @@ note_job_finished(int64 job_id)
 	finished_any = true;
 }
 
+/* Mark every slot: the transaction removed jobs it does not name. */
 void
 note_jobs_finished_all()
 {
@@ -178,6 +180,7 @@ note_jobs_finished_all()
 	finished_any = true;
 }
 
+/* At commit (the new states are visible), signal the marked slots; any end forgets the marks. */
 void
 job_wait_at_xact_end(bool committed)
 {
@@ -192,12 +195,14 @@ job_wait_at_xact_end(bool committed)
 	finished_any = false;
 }
 
+/* shmem_request_hook: room for the wait slots. */
 void
 job_wait_shmem_request()
 {
 	RequestAddinShmemSpace(sizeof(JobWaitShared));
 }
 
+/* shmem_startup_hook: claim the wait slots by name (initialised once, by the postmaster). */
 void
 job_wait_shmem_startup()
 {
