@@ -102,3 +102,17 @@ SELECT id AS still_live FROM awa.insert_job_compat('res', 'res_wait') \gset
 SET statement_timeout = '200ms';
 SELECT state FROM awa.wait_for_job(:still_live, 3600000);
 RESET statement_timeout;
+
+-- A result lives as long as its completed job: when prune frees the ring slot of the
+-- completion, both go (in a transaction rolled back, so that the ring is left as it was).
+SELECT id AS kept FROM awa.insert_job_compat('res', 'res_retention') \gset
+SELECT run_lease FROM awa.claim_ready_runtime('res_retention', 1) \gset
+SELECT count(*) AS completed FROM awa.complete_jobs(ARRAY[:kept]::bigint[], ARRAY[:run_lease]::bigint[], ARRAY['"kept"']::jsonb[]);
+SELECT state, result FROM awa.get_job(:kept);
+BEGIN;
+SELECT awa.rotate_queue_ring() AS rotate;
+SELECT awa.prune_queue_ring() AS prune;
+SELECT (SELECT count(*) FROM awa.jobs WHERE id = :kept) AS job_rows,
+       (SELECT count(*) FROM awa.completion_batches WHERE queue = 'res_retention') AS result_rows;
+ROLLBACK;
+SELECT state, result FROM awa.get_job(:kept);
