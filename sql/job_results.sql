@@ -46,7 +46,7 @@ SELECT count(*) AS batches_without_results FROM awa.completion_batches WHERE que
 SELECT id AS job6 FROM awa.insert_job_compat('res', 'res_results') \gset
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('res_results', 4);
 SELECT count(*) AS completed
-  FROM awa.complete_jobs(ARRAY[:job6, :job6]::bigint[], ARRAY[1, 1]::bigint[], ARRAY['1', '1']::jsonb[]);
+  FROM awa.complete_jobs(ARRAY[:job6, :job6]::bigint[], ARRAY[1, 1]::bigint[], ARRAY['1', '2']::jsonb[]);
 SELECT result FROM awa.get_job(:job6);
 
 -- Leases mode: the same.

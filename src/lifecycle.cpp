@@ -48,13 +48,13 @@ namespace
 {
 
 /*
- * The (job_id, run_lease, result) triples of a completion, one per distinct pair, sorted
- * ($15: the results, NULL when none were given).
+ * The (job_id, run_lease, result) triples of a completion, one per distinct pair (with the
+ * first result given for it), sorted ($15: the results, NULL when none were given).
  */
 #define COMPLETE_INPUT_RESULTS_SQL                                                                                     \
 	"WITH input AS MATERIALIZED (SELECT DISTINCT ON (t.job_id, t.run_lease) t.job_id, t.run_lease, t.result "          \
-	"  FROM unnest($1::bigint[], $2::bigint[], $15::jsonb[]) AS t(job_id, run_lease, result) "                         \
-	"  ORDER BY t.job_id, t.run_lease) "
+	"  FROM unnest($1::bigint[], $2::bigint[], $15::jsonb[]) WITH ORDINALITY AS t(job_id, run_lease, result, n) "      \
+	"  ORDER BY t.job_id, t.run_lease, t.n) "
 
 /*
  * The finished attempts of a completion: one completion batch per (lane, ready slot, block of
