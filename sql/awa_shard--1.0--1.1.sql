@@ -96,7 +96,8 @@ CREATE TABLE awa.completion_batches (
     lane_block bigint NOT NULL,
     lane_offsets smallint[] NOT NULL,
     attempted_at timestamptz[] NOT NULL,
-    finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
+    finalized_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    results jsonb[])
     PARTITION BY LIST (ready_slot);
 CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 GRANT SELECT ON awa.completion_batches TO awa_admin;
@@ -1253,7 +1254,9 @@ BEGIN
            SET lane_offsets = b.lane_offsets[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                               || b.lane_offsets[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
                attempted_at = b.attempted_at[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
-                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
+                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
+               results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                         || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
          WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
@@ -1277,6 +1280,7 @@ BEGIN
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
         DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
@@ -1975,6 +1979,7 @@ BEGIN
       FROM unnest(v_priorities, v_shards, v_next) AS p(priority, enqueue_shard, next_seq)
      WHERE h.queue = p_queue AND h.priority = p.priority AND h.enqueue_shard = p.enqueue_shard
        AND h.claim_seq < p.next_seq;
+    PERFORM awa._job_finished(NULL);
     RETURN v_deferred + v_ready;
 END
 $$;
@@ -2131,6 +2136,7 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
 $$;
@@ -2179,6 +2185,12 @@ BEGIN
 END
 $$;
 
+-- What callers see of a job beyond its attributes (not job attributes: read from where they
+-- live): the running attempt's progress (awa.attempt_state), the result of its completion
+-- (awa.completion_batches).
+ALTER TYPE awa.job_row ADD ATTRIBUTE progress jsonb;
+ALTER TYPE awa.job_row ADD ATTRIBUTE result jsonb;
+
 -- awa.jobs shows what awa.job_row documents: metadata and tags '{}' and errors '[]' when
 -- the job has none (stored as NULL), as insert_job_compat returns them.
 CREATE OR REPLACE VIEW awa.jobs AS
@@ -2186,7 +2198,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
            r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
            coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
-           r.enqueue_shard, r.lane_seq
+           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress, NULL::jsonb AS result
       FROM awa.ready_entries r
       JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
@@ -2195,20 +2207,20 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
            j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
            coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
-           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
       FROM awa.deferred_jobs j
     UNION ALL
     SELECT c.job_id, (c.ready).kind, c.queue, (c.ready).args, 'running'::awa.job_state, c.priority, c.attempt,
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease), NULL::jsonb
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease), NULL::jsonb
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -2221,7 +2233,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -2235,7 +2247,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
       FROM awa.ready_entries r
       JOIN awa.done_entries d
         ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
@@ -2249,7 +2261,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
            b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
            coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states, r.ordering_key, b.enqueue_shard,
-           r.lane_seq
+           r.lane_seq, NULL::jsonb, b.results[x.k]
       FROM awa.ready_entries r
       JOIN awa.completion_batches b
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
@@ -2261,7 +2273,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
            coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
-           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
       FROM awa.dlq_entries e;
 
 -- 1.0's receipts table, converted to claim batches above, and its partitions.
@@ -2509,7 +2521,6 @@ COMMENT ON FUNCTION awa.lane_lock_key(text, bigint, bigint) IS 'Advisory-lock ke
 -- Working.
 COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
     IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[]) IS 'Complete open attempts (job_id, run_lease); returns the pairs this call completed. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
     IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
@@ -2818,14 +2829,16 @@ CREATE OR REPLACE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome tex
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 
--- Record a heartbeat of every open attempt among the pairs; how many were open (C, latest
--- committed state). awa.heartbeat_jobs checks the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+-- Record a heartbeat of every open attempt among the pairs, and their progress when
+-- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
+-- and awa.set_progress check the arguments first.
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+    RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) IS 'Internal: record a heartbeat of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
 -- caller's isolation level: a release must see a claim row committed after the caller's
@@ -2903,6 +2916,7 @@ BEGIN
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
     PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._job_finished(t.job_id);
 END
 $$;
 
@@ -3017,6 +3031,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
     PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
 
@@ -3296,12 +3311,19 @@ CREATE OR REPLACE FUNCTION awa.claim_ready_runtime(
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
 
-CREATE OR REPLACE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[])
+-- complete_jobs gains p_results (a new signature: the 1.0 function goes).
+DROP FUNCTION awa.complete_jobs(bigint[], bigint[]);
+-- Complete running attempts, storing one result per pair when p_results is given (a NULL
+-- element: no result); returns the (job_id, run_lease) pairs this call completed.
+CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL)
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
+REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
 
 -- Periodic jobs (docs/api.md, "Periodic jobs"): one row per named schedule, managed by
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
@@ -3581,3 +3603,156 @@ CREATE VIEW awa.maintenance_status AS
       FROM awa._maintenance_status();
 COMMENT ON VIEW awa.maintenance_status IS 'Background maintenance per database: who serves it (worker or claims), the worker in it now, last pass, passes, last error.';
 GRANT SELECT ON awa.maintenance_status TO awa_admin, pg_monitor;
+
+-- Job progress, results, waits for a job, bulk operations (docs/api.md).
+
+-- A JSON value of at most awa._limit('max_result_bytes') bytes (results and progress), else
+-- 22023 naming the argument (C, src/validate.cpp).
+CREATE FUNCTION awa._check_json_size(p_value jsonb, p_name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_check_json_size'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._check_json_size(jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_json_size(jsonb, text) IS 'Internal: raise 22023 when a JSON value is larger than awa._limit(''max_result_bytes'').';
+
+-- Record the progress of one running attempt (any JSON value, at most
+-- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
+-- is open; a stale run lease changes nothing and returns false. The latest progress is the
+-- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
+    PERFORM awa._require(p_progress IS NULL, 'p_progress');
+    PERFORM awa._check_json_size(p_progress, 'p_progress');
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
+
+-- Record that this transaction finished (or removed) a job, so that its waiters
+-- (awa.wait_for_job) wake at commit; NULL: jobs it does not name (purge, drop). C,
+-- src/job_wait.cpp: the PL/pgSQL exits call it; C++ exits record their jobs themselves.
+CREATE FUNCTION awa._job_finished(p_job_id bigint) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_job_finished'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._job_finished(bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished, at commit (NULL: every waiter).';
+
+-- A taken attempt to done_entries on its own lane identity (failed or cancelled).
+CREATE OR REPLACE FUNCTION awa._finish_attempt(t awa.taken_attempt, p_state awa.job_state, p_errors jsonb) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO awa.done_entries (ready_slot, ready_generation, job_id, queue, priority, enqueue_shard,
+        lane_seq, state, attempt, run_lease, attempted_at, errors)
+    VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
+        t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._job_finished(t.job_id);
+END
+$$;
+
+-- Wait for a job to finish: its row (awa.job_row) as soon as it is completed, failed,
+-- cancelled or dead-lettered, or its current row when p_timeout_ms (0..3600000) passes;
+-- NULL when no job has the id. Preloaded, it sleeps until the commit that finishes the job
+-- (src/job_wait.cpp); otherwise it re-reads the job every 100 ms. Reads the latest committed
+-- state whatever the caller's isolation level. For producers, workers and admins (it
+-- discloses the job row to any holder of those roles, as get_job does).
+CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint) RETURNS awa.job_row
+    AS 'MODULE_PATHNAME', 'awa_wait_for_job'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off;
+REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint) IS 'Wait until a job is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
+
+-- Cancel many jobs of a queue (optionally of one kind, of some live states) with the rule of
+-- awa.cancel_job, job by job, at most p_limit (1..10000) jobs a call, oldest lane position
+-- first (lanes in (priority, shard) order, the lock order of the claim heads). Bounded: one
+-- call is one transaction, and the claim heads of the lanes it cancelled waiting jobs in stay
+-- locked until it ends, so a call touches at most p_limit jobs; call it again (in its own
+-- transaction) until it returns 0. p_states: NULL = every live state (available, scheduled,
+-- retryable, running, waiting_external); terminal states are refused. Returns how many
+-- jobs it cancelled.
+CREATE FUNCTION awa.cancel_jobs(p_queue text, p_kind text DEFAULT NULL, p_states awa.job_state[] DEFAULT NULL,
+                                p_limit bigint DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_live CONSTANT awa.job_state[] := ARRAY['available', 'scheduled', 'retryable', 'running', 'waiting_external'];
+    v_states awa.job_state[] := coalesce(p_states, v_live);
+    v_cancelled bigint := 0;
+    v_id bigint;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
+    PERFORM awa._check_arg(coalesce(array_ndims(p_states), 1) = 1 AND array_position(p_states, NULL) IS NULL
+                           AND v_states <@ v_live,
+                           'p_states may only hold live states (available, scheduled, retryable, running, waiting_external)');
+    FOR v_id IN
+        SELECT j.id FROM awa.jobs j
+         WHERE j.queue = p_queue AND j.state = ANY (v_states) AND (p_kind IS NULL OR j.kind = p_kind)
+         ORDER BY j.priority, j.enqueue_shard NULLS LAST, j.lane_seq NULLS LAST, j.id
+         LIMIT p_limit
+    LOOP
+        IF awa.cancel_job(v_id) THEN
+            v_cancelled := v_cancelled + 1;
+        END IF;
+    END LOOP;
+    RETURN v_cancelled;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) IS 'Cancel up to p_limit live jobs of a queue (optionally of a kind and states) by the rule of cancel_job; returns how many. Role: awa_admin.';
+
+-- Bring failed jobs of a queue (optionally of one kind) back to available, at most p_limit
+-- (1..10000) a call, oldest id first: a failed terminal job through the rules of
+-- awa.move_failed_to_dlq then awa.retry_from_dlq, a dead letter through retry_from_dlq, so a
+-- keyed job goes back to its key's shard and the jobs of one key re-enter their lane in id
+-- order. A job whose unique key another live job holds stays where it is (skipped, 23505 of
+-- retry_from_dlq absorbed for it alone). Bounded as awa.cancel_jobs: call again until it
+-- returns 0. Returns how many jobs it brought back.
+CREATE FUNCTION awa.retry_jobs(p_queue text, p_kind text DEFAULT NULL, p_limit bigint DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_retried bigint := 0;
+    r record;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
+    FOR r IN
+        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.job_id = j.id) AS dead_lettered
+          FROM awa.jobs j
+         WHERE j.queue = p_queue AND j.state = 'failed' AND (p_kind IS NULL OR j.kind = p_kind)
+         ORDER BY j.id
+         LIMIT p_limit
+    LOOP
+        BEGIN
+            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
+               AND awa.retry_from_dlq(r.id) THEN
+                v_retried := v_retried + 1;
+            END IF;
+        EXCEPTION WHEN unique_violation THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN v_retried;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.retry_jobs(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_jobs(text, text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.retry_jobs(text, text, bigint) IS 'Bring up to p_limit failed or dead-lettered jobs of a queue back to available by the rules of retry_from_dlq; returns how many. Role: awa_admin.';

@@ -52,7 +52,8 @@ SELECT count(*) AS stale_completed
   FROM (SELECT array_agg(job_id) AS ids, array_agg(run_lease) AS leases FROM claimed) a, awa.complete_jobs(a.ids, a.leases);
 
 -- What fired: one receipt batch (its BEFORE and AFTER row trigger), one completion batch, the
--- heartbeats, the unique claims the claim and the exits released and took.
+-- heartbeats (a heartbeat runs one statement per plane mode, and both write attempt_state, so
+-- its statement triggers fire twice), the unique claims the claim and the exits released and took.
 SELECT tab, op, level, sum(n) AS fired FROM trig_log GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
 SELECT state, count(*) FROM awa.jobs WHERE queue = 'trig_q' GROUP BY 1 ORDER BY 1;
 

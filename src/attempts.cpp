@@ -127,24 +127,32 @@ const char *const kHeartbeatReceiptsSql =
 	"  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
 		"3", "4", "5", "6", "7", "8", "9",
 		"10") ") "
-			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, updated_at) "
-			  "SELECT job_id, run_lease, clock_timestamp(), clock_timestamp() FROM open_receipts "
+			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
+			  "SELECT job_id, run_lease, clock_timestamp(), $11::jsonb, clock_timestamp() FROM open_receipts "
 			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-			  "  updated_at = EXCLUDED.updated_at";
+			  "  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
 
 /*
  * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in
  * (job_id, run_lease) order first, the order in which the rescues and completions take
  * leases: an update in whatever order its join produced could wait at one lease while
- * holding another that a rescue waits for, a deadlock.
+ * holding another that a rescue waits for, a deadlock. Progress ($7, when not NULL) goes
+ * to awa.attempt_state as in receipts mode (leases have no column for it), with the
+ * heartbeat's time, so that the sweep of awa.rescue_stale_heartbeats removes a row left
+ * behind by an attempt that ended meanwhile.
  */
 const char *const kHeartbeatLeasesSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
 	"keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
-	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq FROM awa.leases l "
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id, l.run_lease FROM awa.leases l "
 	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
-	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l) "
+	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l), "
+	"progress AS (INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
+	"  SELECT k.job_id, k.run_lease, clock_timestamp(), $7::jsonb, clock_timestamp() FROM keys k "
+	"  WHERE $7::jsonb IS NOT NULL "
+	"  ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+	"    progress = EXCLUDED.progress, updated_at = EXCLUDED.updated_at) "
 	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() FROM keys k "
 	" WHERE l.job_id = ANY ($1) AND l.lease_slot = k.lease_slot AND l.queue = k.queue AND l.priority = k.priority "
 	"   AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq "
@@ -300,31 +308,40 @@ AWA_SQL_FUNCTION(awa_take_open_attempt)
 }
 
 /*
- * awa._heartbeat_open_attempts(job_ids[], run_leases[]) -> integer: record a heartbeat of
- * every open attempt among the pairs (checked by awa.heartbeat_jobs); how many were open.
+ * awa._heartbeat_open_attempts(job_ids[], run_leases[], progress) -> integer: record a
+ * heartbeat of every open attempt among the pairs (checked by awa.heartbeat_jobs and
+ * awa.set_progress), and the progress when it is not NULL; how many were open.
  */
 AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 {
-	static const Oid types[10] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
-								  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID};
-	Datum args[10];
+	static const Oid types[11] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID,
+								  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBOID};
+	static const Oid lease_types[7] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, JSONBOID};
+	Datum args[11];
+	char nulls[11];
+	bool no_progress = PG_NARGS() < 3 || PG_ARGISNULL(2);
 	uint64 alive;
 	int level;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_INT32(0);
+	memset(nulls, ' ', sizeof(nulls));
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = PG_GETARG_DATUM(1);
+	args[10] = no_progress ? (Datum)0 : PG_GETARG_DATUM(2);
+	nulls[10] = no_progress ? 'n' : ' ';
 	spi_connect();
-	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 10, types);
-	awa::keep_generic_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 6, types);
+	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 11, types);
+	awa::keep_generic_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 7, lease_types);
 	level = awa::push_hot_path_planner();
 	put_live_arc(awa::Ring::Claim, args, 2);
 	put_live_arc(awa::Ring::Queue, args, 6);
-	awa::exec_plan_latest(heartbeat_receipts_plan, args, nullptr, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+	awa::exec_plan_latest(heartbeat_receipts_plan, args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
 	alive = SPI_processed;
 	put_live_arc(awa::Ring::Lease, args, 2);
-	awa::exec_plan_latest(heartbeat_leases_plan, args, nullptr, false, 0, SPI_OK_UPDATE, "lease heartbeat");
+	args[6] = args[10];
+	nulls[6] = nulls[10];
+	awa::exec_plan_latest(heartbeat_leases_plan, args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
 	alive += SPI_processed;
 	awa::pop_hot_path_planner(level);
 	spi_finish();

@@ -11,9 +11,13 @@
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease) "
 
-/* The running leases among the pairs, locked in pair order, then deleted. */
-#define COMPLETE_LEASES_SQL                                                                                            \
-	"lease_keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("                                         \
+/*
+ * The running leases among the pairs, locked in pair order, then deleted; KEPT names input
+ * columns (", i.result") each deleted lease carries on as a column of the same name.
+ */
+#define COMPLETE_LEASES_SQL COMPLETE_LEASES_CARRYING_SQL("", "")
+#define COMPLETE_LEASES_CARRYING_SQL(KEPT, KEPT_OF_K)                                                                  \
+	"lease_keys AS MATERIALIZED (SELECT l.*" KEPT " FROM input i CROSS JOIN LATERAL ("                                 \
 	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id FROM awa.leases l "             \
 	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "        \
 	"    AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) FOR UPDATE OF l) l), "                \
@@ -22,13 +26,14 @@
 	"k.priority "                                                                                                      \
 	"  AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq AND l.lease_slot = k.lease_slot "             \
 	"  AND (l.lease_slot BETWEEN $7 AND $8 OR l.lease_slot BETWEEN $9 AND $10) "                                       \
-	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*), "
+	"  AND l.state IN ('running', 'waiting_external') RETURNING l.*" KEPT_OF_K "), "
 
-/* The end of the finished attempts: the deleted leases. */
-#define COMPLETE_LEASES_FINISHED_SQL                                                                                   \
+/* The end of the finished attempts: the deleted leases (with the columns KEPT of them). */
+#define COMPLETE_LEASES_FINISHED_SQL COMPLETE_LEASES_FINISHED_CARRYING_SQL("")
+#define COMPLETE_LEASES_FINISHED_CARRYING_SQL(KEPT)                                                                    \
 	"  UNION ALL "                                                                                                     \
 	"  SELECT l.ready_slot, l.ready_generation, l.job_id, l.queue, l.priority, l.enqueue_shard, l.lane_seq, "          \
-	"         l.attempt, l.run_lease, l.attempted_at FROM leased l), "
+	"         l.attempt, l.run_lease, l.attempted_at" KEPT " FROM leased l), "
 
 /*
  * What every completion does with its finished attempts besides recording them: heartbeats

@@ -13,6 +13,10 @@
  * open and writes nothing. On a 1.0 catalog, whose readers know only closures and terminal
  * rows, a completion closes each receipt with a closure (ON CONFLICT DO NOTHING the
  * arbiter) and a completed terminal row, as 1.0 did.
+ * Results (1.1, p_results): one jsonb per pair travels with it through the statement and is
+ * stored in the completion batch's `results` array, parallel to lane_offsets; a batch of
+ * attempts without results stores NULL there. They are checked (kMaxResultBytes) before
+ * anything is written, and live as long as the batch, i.e. as the completed job is kept.
  * Rows of the tables that grow with the running or waiting jobs (leases, heartbeats, unique
  * claims) are reached only through `job_id = ANY (ARRAY(...))` of the batch's ids, an index
  * condition: a join left to the planner hashed the whole table on every call.
@@ -21,6 +25,7 @@
 #include "catalog_version.hpp"
 #include "compat_1_0.hpp"
 #include "completion_sql.hpp"
+#include "job_wait.hpp"
 #include "pg_boundary.hpp"
 #include "receipt_sql.hpp"
 #include "ring.hpp"
@@ -42,12 +47,25 @@ extern "C"
 namespace
 {
 
-/* The finished attempts of a completion: one completion batch per (lane, ready slot, block of 64 lane_seqs). */
+/*
+ * The (job_id, run_lease, result) triples of a completion, one per distinct pair (with the
+ * first result given for it), sorted ($15: the results, NULL when none were given).
+ */
+#define COMPLETE_INPUT_RESULTS_SQL                                                                                     \
+	"WITH input AS MATERIALIZED (SELECT DISTINCT ON (t.job_id, t.run_lease) t.job_id, t.run_lease, t.result "          \
+	"  FROM unnest($1::bigint[], $2::bigint[], $15::jsonb[]) WITH ORDINALITY AS t(job_id, run_lease, result, n) "      \
+	"  ORDER BY t.job_id, t.run_lease, t.n) "
+
+/*
+ * The finished attempts of a completion: one completion batch per (lane, ready slot, block of
+ * 64 lane_seqs), with the attempts' results in lane order, or NULL when none has one.
+ */
 #define COMPLETE_BATCHES_SQL                                                                                           \
 	"done AS (INSERT INTO awa.completion_batches (ready_slot, ready_generation, queue, priority, enqueue_shard, "      \
-	"  lane_block, lane_offsets, attempted_at) "                                                                       \
+	"  lane_block, lane_offsets, attempted_at, results) "                                                              \
 	"  SELECT ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64, "                           \
-	"         array_agg((lane_seq % 64)::int2 ORDER BY lane_seq), array_agg(attempted_at ORDER BY lane_seq) "          \
+	"         array_agg((lane_seq % 64)::int2 ORDER BY lane_seq), array_agg(attempted_at ORDER BY lane_seq), "         \
+	"         CASE WHEN count(result) > 0 THEN array_agg(result ORDER BY lane_seq) END "                               \
 	"  FROM finished "                                                                                                 \
 	"  GROUP BY ready_slot, ready_generation, queue, priority, enqueue_shard, lane_seq / 64), "
 
@@ -81,19 +99,27 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
  * (AWA_READY_RECEIPT_OPEN_LIVE; $11..$14: the queue ring's arc): through the view a completion
  * prepared every partition of the tables on every call.
  */
-const char *const kCompleteSql = COMPLETE_INPUT_SQL
-	", receipts AS MATERIALIZED (SELECT c.* FROM input i CROSS JOIN LATERAL (SELECT c.* FROM " RECEIPT_OF_INPUT_SQL
-	" c WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
+const char *const kCompleteSql = COMPLETE_INPUT_RESULTS_SQL
+	", receipts AS MATERIALIZED (SELECT c.*, i.result FROM input i CROSS JOIN LATERAL (SELECT c.* "
+	"FROM " RECEIPT_OF_INPUT_SQL " c WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
 		"3", "4", "5", "6", "11", "12", "13",
-		"14") " OFFSET 0) c), " COMPLETE_LEASES_SQL "finished AS ("
-			  "  SELECT c.ready_slot, c.ready_generation, c.job_id, c.queue, c.priority, c.enqueue_shard, c.lane_seq, "
-			  "         c.attempt, c.run_lease, c.claimed_at AS attempted_at FROM receipts "
-			  "c " COMPLETE_LEASES_FINISHED_SQL COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
+		"14") " OFFSET 0) c), " COMPLETE_LEASES_CARRYING_SQL(", i.result",
+															 ", k.result") "finished AS ("
+																		   "  SELECT c.ready_slot, c.ready_generation, "
+																		   "c.job_id, c.queue, c.priority, "
+																		   "c.enqueue_shard, c.lane_seq, "
+																		   "         c.attempt, c.run_lease, "
+																		   "c.claimed_at AS attempted_at, c.result "
+																		   "FROM receipts "
+																		   "c " COMPLETE_LEASES_FINISHED_CARRYING_SQL(
+																			   ", l.result")
+																			   COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
 
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
  * and the queue ring (two inclusive ranges each), so that only the partitions that can hold
- * an open attempt are read. (kCompleteWithClosuresSql reads the queue ring's arc only in its tail.)
+ * an open attempt are read, then the results (1.1 only). (kCompleteWithClosuresSql reads the
+ * queue ring's arc only in its tail.)
  */
 enum CompleteParam
 {
@@ -102,7 +128,8 @@ enum CompleteParam
 	CP_CLAIM_ARC,
 	CP_LEASE_ARC = CP_CLAIM_ARC + 4,
 	CP_QUEUE_ARC = CP_LEASE_ARC + 4,
-	CP_NPARAMS = CP_QUEUE_ARC + 4
+	CP_RESULTS = CP_QUEUE_ARC + 4,
+	CP_NPARAMS
 };
 
 /* Result columns of kCompleteSql (SPI attribute numbers): the completed pairs, then their lane. */
@@ -135,21 +162,54 @@ same_shard(uint64 i, uint64 j)
 		   memcmp(VARDATA_ANY(qa), VARDATA_ANY(qb), VARSIZE_ANY_EXHDR(qa)) == 0;
 }
 
+/*
+ * The results argument (1.1: argument 2), checked before anything is written: NULL when no
+ * results were given; else one-dimensional, as long as p_job_ids, each element at most
+ * kMaxResultBytes (22023 naming the argument and the element).
+ */
+ArrayType *
+checked_results(FunctionCallInfo fcinfo, int n_ids)
+{
+	ArrayType *results;
+	Datum *elems;
+	bool *nulls;
+	int n;
+
+	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
+		return nullptr;
+	results = PG_GETARG_ARRAYTYPE_P(2);
+	awa::check_one_dimensional(results, "p_results");
+	deconstruct_array(results, JSONBOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	awa::check_same_length(n_ids, n, "p_job_ids", "p_results");
+	for (int k = 0; k < n; k++)
+	{
+		char name[32];
+
+		if (nulls[k])
+			continue;
+		snprintf(name, sizeof(name), "p_results[%d]", k + 1);
+		awa::check_json_size(elems[k], name);
+	}
+	return results;
+}
+
 } // namespace
 
 /*
- * awa.complete_jobs(job_ids[], run_leases[]) -> table(job_id, run_lease) completed by this
- * call, with the statements of the catalog the calling entry point serves.
+ * awa.complete_jobs(job_ids[], run_leases[][, results[]]) -> table(job_id, run_lease)
+ * completed by this call, with the statements of the catalog the calling entry point serves.
  */
 Datum
 awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 {
-	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
-										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBARRAYOID};
 	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
 	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	Datum values[CP_NPARAMS];
+	char nulls[CP_NPARAMS];
 	int n_ids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
 	int n_leases = ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
 	uint64 run_start = 0;
@@ -160,7 +220,10 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	SPIPlanPtr lock_plan;
 	SPIPlanPtr plan;
 
+	ArrayType *results;
+
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
+	results = catalog == Catalog::V1_1 ? checked_results(fcinfo, n_ids) : nullptr;
 	InitMaterializedSRF(fcinfo, 0);
 	if (n_ids == 0)
 		return (Datum)0;
@@ -168,6 +231,9 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	values[CP_JOB_IDS] = PointerGetDatum(ids);
 	values[CP_RUN_LEASES] = PointerGetDatum(leases);
+	values[CP_RESULTS] = PointerGetDatum(results);
+	memset(nulls, ' ', sizeof(nulls));
+	nulls[CP_RESULTS] = results == nullptr ? 'n' : ' ';
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	for (int k = 0; k < 4; k++)
 	{
@@ -198,18 +264,19 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	{
 		lock_plan =
 			awa::keep_plan(&lock_receipts_plans[0], awa::compat_1_0::completion_lock_sql(), CP_CLAIM_ARC + 4, types);
-		plan = awa::keep_plan(&complete_plans[0], awa::compat_1_0::completion_sql(), CP_NPARAMS, types);
+		plan = awa::keep_plan(&complete_plans[0], awa::compat_1_0::completion_sql(), CP_RESULTS, types);
 	}
-	awa::exec_plan_latest(lock_plan, values, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
-	awa::exec_plan_latest(plan, values, nullptr, false, 0, SPI_OK_SELECT, "completion");
+	awa::exec_plan_latest(lock_plan, values, nulls, false, 0, SPI_OK_SELECT, "receipt lock");
+	awa::exec_plan_latest(plan, values, nulls, false, 0, SPI_OK_SELECT, "completion");
 	awa::pop_hot_path_planner(planner_level);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		Datum out[2] = {result_column(i, CC_JOB_ID), result_column(i, CC_RUN_LEASE)};
-		bool nulls[2] = {false, false};
+		bool out_nulls[2] = {false, false};
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
+		awa::note_job_finished(DatumGetInt64(out[0])); /* its waiters wake at commit (job_wait.cpp) */
 	}
 	/* Per-shard counters: rows arrive grouped by (queue, enqueue_shard). */
 	for (uint64 i = 1; i <= SPI_processed; i++)

@@ -43,6 +43,12 @@ constexpr int kMaxClaimBatch = 10000;
 constexpr int kMaxInsertBatch = 100000;
 constexpr int kMaxReserveCount = 1000000;
 
+/*
+ * A job's result (complete_jobs) and its progress (set_progress): at most 1 MiB each, the
+ * size of the stored jsonb value before compression (22023).
+ */
+constexpr int kMaxResultBytes = 1024 * 1024;
+
 /* Longest wait_for_jobs timeout: one hour. */
 constexpr int kMaxWaitMs = 3600 * 1000;
 

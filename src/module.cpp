@@ -6,6 +6,7 @@
  */
 #include "claim_cursor.hpp"
 #include "enqueue.hpp"
+#include "job_wait.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
 #include "registry.hpp"
@@ -86,6 +87,7 @@ request_shmem()
 		prev_shmem_request();
 	module_shmem_request();
 	wakeup_shmem_request();
+	job_wait_shmem_request();
 	launcher_shmem_request();
 	stats_shmem_request();
 	registry_shmem_request();
@@ -100,6 +102,7 @@ startup_shmem()
 		prev_shmem_startup();
 	module_shmem_startup();
 	wakeup_shmem_startup();
+	job_wait_shmem_startup();
 	launcher_shmem_startup();
 	stats_shmem_startup();
 	registry_shmem_startup();
@@ -107,7 +110,8 @@ startup_shmem()
 }
 
 /*
- * Transaction end: move the cache epoch and deliver wake-ups (must not raise at commit).
+ * Transaction end: move the cache epoch and deliver wake-ups, of workers (wakeup.cpp) and of
+ * callers waiting for a job (job_wait.cpp) (must not raise at commit).
  * PREPARE ends the session's transaction too: its write slots, held while their locks
  * were this session's, now belong to the prepared transaction, which another session may
  * commit before the ring is pruned; the next transaction must read and fence afresh. A
@@ -130,6 +134,7 @@ on_xact_event(XactEvent event, void *arg)
 	case XACT_EVENT_PREPARE:
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
+		job_wait_at_xact_end(false);
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
@@ -139,12 +144,14 @@ on_xact_event(XactEvent event, void *arg)
 			pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
 		queue_meta_changed_in_xact = false;
 		wakeup_at_xact_end(true);
+		job_wait_at_xact_end(true);
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
 		wakeup_at_xact_end(false);
+		job_wait_at_xact_end(false);
 		break;
 	default:
 		break;

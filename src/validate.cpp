@@ -10,6 +10,7 @@
 
 extern "C"
 {
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
@@ -308,6 +309,18 @@ check_json_object(Jsonb *jb, const char *argname)
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be a JSON object", argname)));
 }
 
+/* A result or progress value of at most kMaxResultBytes bytes, uncompressed (22023). */
+void
+check_json_size(Datum value, const char *argname)
+{
+	Size bytes = toast_raw_datum_size(value) - VARHDRSZ;
+
+	if (bytes > static_cast<Size>(kMaxResultBytes))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be at most %d bytes of jsonb", argname, kMaxResultBytes),
+						errdetail("The value is %zu bytes.", bytes)));
+}
+
 /* Tags: a one-dimensional text array of at most kMaxTags non-null tags (22023 / 23514 / 22004). */
 void
 check_tags(ArrayType *arr, const char *argname)
@@ -415,6 +428,7 @@ constexpr NamedLimit kNamedLimits[] = {
 	{"max_reserve_count", awa::kMaxReserveCount},
 	{"max_wait_ms", awa::kMaxWaitMs},
 	{"max_interval_years", awa::kMaxIntervalYears},
+	{"max_result_bytes", awa::kMaxResultBytes},
 };
 
 } // namespace
@@ -431,4 +445,12 @@ AWA_SQL_FUNCTION(awa_limit)
 			PG_RETURN_INT32(l.value);
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("awa_shard has no limit named \"%s\"", name)));
 	pg_unreachable();
+}
+
+/* awa._check_json_size(value, name): 22023 naming the argument when a result or progress is too large. */
+AWA_SQL_FUNCTION(awa_check_json_size)
+{
+	if (!PG_ARGISNULL(0))
+		awa::check_json_size(PG_GETARG_DATUM(0), PG_ARGISNULL(1) ? "value" : text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	PG_RETURN_VOID();
 }

@@ -77,6 +77,7 @@ void check_batch_length(int count, int n, const char *argname, const char *sized
 
 /* Job attributes: metadata object, tags, ordering key, unique key and mask, initial state. */
 void check_json_object(Jsonb *jb, const char *argname);
+void check_json_size(Datum value, const char *argname);
 void check_tags(ArrayType *arr, const char *argname);
 void check_ordering_key(Datum key, const char *argname);
 void check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg, const char *mask_arg);

@@ -3,7 +3,10 @@ CREATE TYPE awa.job_state AS ENUM (
     'retryable', 'failed', 'cancelled', 'waiting_external');
 COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
 
--- Composite returned by the producer functions; same columns as the awa.jobs view.
+-- Composite returned by the producer functions; same columns as the awa.jobs view. The
+-- columns after lane_seq are not job attributes (awa.job_template): they are read from where
+-- they live, progress from the running attempt's awa.attempt_state row, result from the
+-- completion's awa.completion_batches row.
 CREATE TYPE awa.job_row AS (
     id bigint,
     kind text,
@@ -25,7 +28,9 @@ CREATE TYPE awa.job_row AS (
     unique_states bit(8),
     ordering_key bytea,
     enqueue_shard smallint,
-    lane_seq bigint);
+    lane_seq bigint,
+    progress jsonb,
+    result jsonb);
 COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
 
 -- An attempt an exit has just ended (taken out of the running set), with its ready row's body.

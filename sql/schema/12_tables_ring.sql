@@ -130,7 +130,9 @@ COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across 
 -- are read only there. Partitioned by queue-ring slot like the ready rows they name, and
 -- pruned with them; awa.drop_queue deletes a queue's batches, whose lane numbers a queue
 -- created again would reuse. Failed and cancelled attempts keep their per-job done_entries
--- rows (the rare exits).
+-- rows (the rare exits). `results` holds the attempts' results (complete_jobs' p_results),
+-- parallel to lane_offsets, or is NULL when none of them has one: a result lives as long as
+-- its completion.
 CREATE TABLE awa.completion_batches (
     ready_slot integer NOT NULL,
     ready_generation bigint NOT NULL,
@@ -140,7 +142,8 @@ CREATE TABLE awa.completion_batches (
     lane_block bigint NOT NULL,
     lane_offsets smallint[] NOT NULL,
     attempted_at timestamptz[] NOT NULL,
-    finalized_at timestamptz NOT NULL DEFAULT clock_timestamp())
+    finalized_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    results jsonb[])
     PARTITION BY LIST (ready_slot);
 CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 GRANT SELECT ON awa.completion_batches TO awa_admin;

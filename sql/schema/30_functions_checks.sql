@@ -120,6 +120,15 @@ $$;
 REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
 
+-- A JSON value of at most awa._limit('max_result_bytes') bytes (results and progress), else
+-- 22023 naming the argument (C, src/validate.cpp).
+CREATE FUNCTION awa._check_json_size(p_value jsonb, p_name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_check_json_size'
+    LANGUAGE C IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._check_json_size(jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._check_json_size(jsonb, text) IS 'Internal: raise 22023 when a JSON value is larger than awa._limit(''max_result_bytes'').';
+
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
 -- row lock: they refuse to run where a statement does not see that state (and so do
 -- purge_queue and drop_queue, which move or read lane cursors; their hint is their own).

@@ -82,3 +82,13 @@ CREATE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) FROM PUBLIC;
 COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
+
+-- Record that this transaction finished (or removed) a job, so that its waiters
+-- (awa.wait_for_job) wake at commit; NULL: jobs it does not name (purge, drop). C,
+-- src/job_wait.cpp: the PL/pgSQL exits call it; C++ exits record their jobs themselves.
+CREATE FUNCTION awa._job_finished(p_job_id bigint) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_job_finished'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._job_finished(bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished, at commit (NULL: every waiter).';

@@ -82,6 +82,7 @@ BEGIN
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
     PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._job_finished(t.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) FROM PUBLIC;
@@ -99,6 +100,7 @@ BEGIN
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
     PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._job_finished(t.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) FROM PUBLIC;
@@ -117,6 +119,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
     PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;
@@ -260,14 +263,16 @@ REVOKE ALL ON FUNCTION awa.snooze_job(bigint, bigint, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.snooze_job(bigint, bigint, interval) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
 
--- Record a heartbeat of every open attempt among the pairs; how many were open (C, latest
--- committed state). awa.heartbeat_jobs checks the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+-- Record a heartbeat of every open attempt among the pairs, and their progress when
+-- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
+-- and awa.set_progress check the arguments first.
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+    RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[]) IS 'Internal: record a heartbeat of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
 CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
@@ -291,3 +296,23 @@ $$;
 REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
+
+-- Record the progress of one running attempt (any JSON value, at most
+-- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
+-- is open; a stale run lease changes nothing and returns false. The latest progress is the
+-- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
+    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
+    PERFORM awa._require(p_progress IS NULL, 'p_progress');
+    PERFORM awa._check_json_size(p_progress, 'p_progress');
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';

@@ -173,7 +173,9 @@ BEGIN
            SET lane_offsets = b.lane_offsets[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                               || b.lane_offsets[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
                attempted_at = b.attempted_at[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
-                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
+                              || b.attempted_at[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:],
+               results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
+                         || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
          WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
@@ -197,6 +199,7 @@ BEGIN
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
         DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
@@ -416,6 +419,89 @@ REVOKE ALL ON FUNCTION awa.move_failed_to_dlq(bigint, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text) TO awa_admin;
 COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
 
+-- Cancel many jobs of a queue (optionally of one kind, of some live states) with the rule of
+-- awa.cancel_job, job by job, at most p_limit (1..10000) jobs a call, oldest lane position
+-- first (lanes in (priority, shard) order, the lock order of the claim heads). Bounded: one
+-- call is one transaction, and the claim heads of the lanes it cancelled waiting jobs in stay
+-- locked until it ends, so a call touches at most p_limit jobs; call it again (in its own
+-- transaction) until it returns 0. p_states: NULL = every live state (available, scheduled,
+-- retryable, running, waiting_external); terminal states are refused. Returns how many
+-- jobs it cancelled.
+CREATE FUNCTION awa.cancel_jobs(p_queue text, p_kind text DEFAULT NULL, p_states awa.job_state[] DEFAULT NULL,
+                                p_limit bigint DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_live CONSTANT awa.job_state[] := ARRAY['available', 'scheduled', 'retryable', 'running', 'waiting_external'];
+    v_states awa.job_state[] := coalesce(p_states, v_live);
+    v_cancelled bigint := 0;
+    v_id bigint;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
+    PERFORM awa._check_arg(coalesce(array_ndims(p_states), 1) = 1 AND array_position(p_states, NULL) IS NULL
+                           AND v_states <@ v_live,
+                           'p_states may only hold live states (available, scheduled, retryable, running, waiting_external)');
+    FOR v_id IN
+        SELECT j.id FROM awa.jobs j
+         WHERE j.queue = p_queue AND j.state = ANY (v_states) AND (p_kind IS NULL OR j.kind = p_kind)
+         ORDER BY j.priority, j.enqueue_shard NULLS LAST, j.lane_seq NULLS LAST, j.id
+         LIMIT p_limit
+    LOOP
+        IF awa.cancel_job(v_id) THEN
+            v_cancelled := v_cancelled + 1;
+        END IF;
+    END LOOP;
+    RETURN v_cancelled;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_jobs(text, text, awa.job_state[], bigint) IS 'Cancel up to p_limit live jobs of a queue (optionally of a kind and states) by the rule of cancel_job; returns how many. Role: awa_admin.';
+
+-- Bring failed jobs of a queue (optionally of one kind) back to available, at most p_limit
+-- (1..10000) a call, oldest id first: a failed terminal job through the rules of
+-- awa.move_failed_to_dlq then awa.retry_from_dlq, a dead letter through retry_from_dlq, so a
+-- keyed job goes back to its key's shard and the jobs of one key re-enter their lane in id
+-- order. A job whose unique key another live job holds stays where it is (skipped, 23505 of
+-- retry_from_dlq absorbed for it alone). Bounded as awa.cancel_jobs: call again until it
+-- returns 0. Returns how many jobs it brought back.
+CREATE FUNCTION awa.retry_jobs(p_queue text, p_kind text DEFAULT NULL, p_limit bigint DEFAULT 1000) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_retried bigint := 0;
+    r record;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._require(p_limit IS NULL, 'p_limit');
+    PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
+    FOR r IN
+        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.job_id = j.id) AS dead_lettered
+          FROM awa.jobs j
+         WHERE j.queue = p_queue AND j.state = 'failed' AND (p_kind IS NULL OR j.kind = p_kind)
+         ORDER BY j.id
+         LIMIT p_limit
+    LOOP
+        BEGIN
+            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
+               AND awa.retry_from_dlq(r.id) THEN
+                v_retried := v_retried + 1;
+            END IF;
+        EXCEPTION WHEN unique_violation THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN v_retried;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.retry_jobs(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_jobs(text, text, bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.retry_jobs(text, text, bigint) IS 'Bring up to p_limit failed or dead-lettered jobs of a queue back to available by the rules of retry_from_dlq; returns how many. Role: awa_admin.';
+
 -- Dead-letter entries of a queue (every queue when p_queue is NULL), newest first.
 CREATE FUNCTION awa.list_dlq(p_queue text, p_limit bigint DEFAULT 100) RETURNS SETOF awa.dlq_entries
     LANGUAGE plpgsql STABLE
@@ -474,6 +560,20 @@ $$;
 REVOKE ALL ON FUNCTION awa.get_job(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.get_job(text, bigint) TO awa_producer, awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
+
+-- Wait for a job to finish: its row (awa.job_row) as soon as it is completed, failed,
+-- cancelled or dead-lettered, or its current row when p_timeout_ms (0..3600000) passes;
+-- NULL when no job has the id. Preloaded, it sleeps until the commit that finishes the job
+-- (src/job_wait.cpp); otherwise it re-reads the job every 100 ms. Reads the latest committed
+-- state whatever the caller's isolation level. For producers, workers and admins (it
+-- discloses the job row to any holder of those roles, as get_job does).
+CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint) RETURNS awa.job_row
+    AS 'MODULE_PATHNAME', 'awa_wait_for_job'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off;
+REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint) IS 'Wait until a job is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
 
 -- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
 -- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.

@@ -246,6 +246,7 @@ BEGIN
       FROM unnest(v_priorities, v_shards, v_next) AS p(priority, enqueue_shard, next_seq)
      WHERE h.queue = p_queue AND h.priority = p.priority AND h.enqueue_shard = p.enqueue_shard
        AND h.claim_seq < p.next_seq;
+    PERFORM awa._job_finished(NULL);
     RETURN v_deferred + v_ready;
 END
 $$;
@@ -406,6 +407,7 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
 $$;

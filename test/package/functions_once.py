@@ -34,22 +34,28 @@ def statements(text):
             j = text.find('\n', i)
             i = n if j < 0 else j
         elif text.startswith('/*', i):
-            i = text.find('*/', i) + 2
+            k = text.find('*/', i)
+            i = n if k < 0 else k + 2
         elif c == "'":
             j = i + 1
             while True:
                 k = text.find("'", j)
+                if k < 0:
+                    k = n - 1  # unterminated: the rest of the script is the string
+                    break
                 if k + 1 < n and text[k + 1] == "'":
                     j = k + 2
                     continue
                 break
             i = k + 1
         elif c == '"':
-            i = text.find('"', i + 1) + 1
+            k = text.find('"', i + 1)
+            i = n if k < 0 else k + 1
         elif c == '$' and not (i and (text[i - 1].isalnum() or text[i - 1] == '_')) and \
                 re.match(r'\$([A-Za-z_]\w*)?\$', text[i:]):
             tag = re.match(r'\$([A-Za-z_]\w*)?\$', text[i:]).group(0)
-            i = text.find(tag, i + len(tag)) + len(tag)
+            k = text.find(tag, i + len(tag))
+            i = n if k < 0 else k + len(tag)
         elif c == ';':
             out.append(text[start:i + 1])
             start = None

@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(71);
+SELECT plan(75);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -23,12 +23,16 @@ SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'bigint'], '
 SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['text', 'bigint'], 'shard_for_ordering_key(text, bigint)');
 SELECT has_function('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'],
                     'claim_ready_runtime signature');
-SELECT has_function('awa', 'complete_jobs', ARRAY['bigint[]', 'bigint[]'], 'complete_jobs signature');
+SELECT has_function('awa', 'complete_jobs', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'], 'complete_jobs signature (results since 1.1)');
 SELECT has_function('awa', 'fail_job', ARRAY['bigint', 'bigint', 'text', 'interval'], 'fail_job signature');
 SELECT has_function('awa', 'fail_job_to_dlq', ARRAY['bigint', 'bigint', 'text', 'text'], 'fail_job_to_dlq signature');
 SELECT has_function('awa', 'retry_job_after', ARRAY['bigint', 'bigint', 'interval'], 'retry_job_after signature');
 SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval'], 'snooze_job signature');
 SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]'], 'heartbeat_jobs signature');
+SELECT has_function('awa', 'set_progress', ARRAY['bigint', 'bigint', 'jsonb'], 'set_progress signature');
+SELECT has_function('awa', 'wait_for_job', ARRAY['bigint', 'bigint'], 'wait_for_job signature');
+SELECT has_function('awa', 'cancel_jobs', ARRAY['text', 'text', 'awa.job_state[]', 'bigint'], 'cancel_jobs signature');
+SELECT has_function('awa', 'retry_jobs', ARRAY['text', 'text', 'bigint'], 'retry_jobs signature');
 SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'bigint'], 'wait_for_jobs signature');
 SELECT has_function('awa', 'rescue_stale_heartbeats', ARRAY['interval', 'bigint'], 'rescue_stale_heartbeats signature');
 SELECT has_function('awa', 'rescue_expired_deadlines', ARRAY['bigint'], 'rescue_expired_deadlines signature');
@@ -49,7 +53,7 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'awa.job_row'::regclass AND attnum > 0 AND NOT attisdropped),
           ARRAY['id', 'kind', 'queue', 'args', 'state', 'priority', 'attempt', 'run_lease', 'max_attempts', 'run_at',
                 'attempted_at', 'finalized_at', 'created_at', 'metadata', 'tags', 'errors', 'unique_key', 'unique_states',
-                'ordering_key', 'enqueue_shard', 'lane_seq'],
+                'ordering_key', 'enqueue_shard', 'lane_seq', 'progress', 'result'],
           'awa.job_row columns');
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.insert_jobs'::regproc), 'bigint[]', 'insert_jobs returns bigint[]');
 SELECT is((SELECT array_agg(n ORDER BY o) FROM pg_proc p,
@@ -112,6 +116,7 @@ SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedu
                             'awa.shard_for_enqueue'::regproc, 'awa.claim_ready_runtime'::regproc, 'awa.complete_jobs'::regproc,
                             'awa.fail_job'::regproc, 'awa.fail_job_to_dlq'::regproc, 'awa.retry_job_after'::regproc,
                             'awa.snooze_job'::regproc, 'awa.heartbeat_jobs'::regproc, 'awa.wait_for_jobs'::regproc,
+                            'awa.set_progress'::regproc, 'awa.wait_for_job'::regproc,
                             'awa.rescue_stale_heartbeats'::regproc, 'awa.rescue_expired_deadlines'::regproc,
                             'awa.promote_due'::regproc, 'awa.queue_enqueue_shards'::regproc,
                             'awa.get_job(bigint)'::regprocedure, 'awa.get_job(text, bigint)'::regprocedure,

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(56);
+SELECT plan(65);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -70,6 +70,10 @@ SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM 
                                                      (SELECT min(job_id) FROM awa.ready_entries WHERE queue = 'tap_priv_q'))),
           'available', 'producer: get_job(queue, job_id)');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.get_job(-1)$$), '0', 'producer: an unknown id is no row');
+SELECT is(pg_temp.as_role('tap_priv_producer', format($$SELECT state::text FROM awa.wait_for_job(%s, 0)$$, (SELECT id FROM tap_priv_look))),
+          'scheduled', 'producer: wait_for_job returns its job (at the timeout, in its current state)');
+SELECT is(pg_temp.as_role('tap_priv_nobody', $$SELECT state::text FROM awa.wait_for_job(-1, 0)$$), 'ERROR 42501',
+          'PUBLIC: cannot wait for jobs');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
           'producer: cannot list a queue''s jobs');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.queue_depth('tap_priv_q')::text$$), 'ERROR 42501',
@@ -84,20 +88,35 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.cl
           'worker: claim_ready_runtime');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.heartbeat_jobs(array_agg(job_id), array_agg(run_lease))::text FROM (VALUES (0::bigint, 0::bigint)) v(job_id, run_lease)$$),
           '0', 'worker: heartbeat_jobs');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.set_progress(0, 0, '{"done": 1}')::text$$), 'false',
+          'worker: set_progress (no open attempt: false)');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.set_progress(0, 0, '{"done": 1}')::text$$), 'ERROR 42501',
+          'producer: cannot set progress');
 SELECT is(pg_temp.as_role('tap_priv_worker',
           format($$SELECT count(*)::text FROM awa.complete_jobs(%L, %L)$$,
                  (SELECT array_agg(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'),
                  (SELECT array_agg(run_lease) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))), '3',
           'worker: complete_jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.wait_for_jobs('tap_priv_q', 0)::text$$), 'false', 'worker: wait_for_jobs');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.complete_jobs('{0}', '{0}', '{"{}"}')$$), '0',
+          'worker: complete_jobs with results');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.fail_job(-1, 1)::text$$), 'ok', 'worker: fail_job');
 SELECT is(pg_temp.as_role('tap_priv_worker', format($$SELECT state::text FROM awa.get_job(%s)$$,
                                                    (SELECT min(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))),
           'completed', 'worker: get_job sees the job it completed');
+SELECT is(pg_temp.as_role('tap_priv_worker', format($$SELECT state::text FROM awa.wait_for_job(%s, 0)$$,
+                                                   (SELECT min(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'))),
+          'completed', 'worker: wait_for_job');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.queue_depth('tap_priv_q')::text$$), '0',
           'worker: queue_depth (what an autoscaler polls)');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.purge_queue('tap_priv_q')::text$$), 'ERROR 42501',
           'worker: cannot purge');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.cancel_jobs('tap_priv_q')::text$$), 'ERROR 42501',
+          'worker: cannot cancel jobs in bulk');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.retry_jobs('tap_priv_q')::text$$), 'ERROR 42501',
+          'producer: cannot retry jobs in bulk');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT awa.retry_jobs('tap_priv_q')::text$$), '0',
+          'admin: retry_jobs (nothing failed)');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT count(*)::text FROM awa.list_jobs('tap_priv_q')$$), 'ERROR 42501',
           'worker: cannot list a queue''s jobs');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT (awa.insert_job_compat('tap', 'tap_priv_q')).id$$), 'ERROR 42501',
