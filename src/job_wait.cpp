@@ -118,9 +118,10 @@ read_job(int64 job_id, TupleDesc result_desc, MemoryContext into, Datum *row, bo
 
 		if (desc->natts != natts + 1)
 			elog(ERROR, "awa_shard: awa.jobs and awa.job_row differ (%d and %d columns)", desc->natts - 1, natts);
+		/* j.* is the job row, column for column (the check above). */
 		for (int a = 0; a < natts; a++)
 			values[a] = SPI_getbinval(tuple, desc, a + 1, &nulls[a]);
-		*terminal = DatumGetBool(SPI_getbinval(tuple, desc, natts + 1, &isnull));
+		*terminal = DatumGetBool(SPI_getbinval(tuple, desc, SPI_fnumber(desc, "terminal"), &isnull));
 		*row = HeapTupleGetDatum(heap_form_tuple(result_desc, values, nulls));
 		MemoryContextSwitchTo(spi);
 		found = true;

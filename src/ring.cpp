@@ -56,6 +56,25 @@ struct RingSpec
 	const char *partitions[2];
 };
 
+/* Result columns of a read_sql row (SPI attribute numbers). */
+enum ReadColumn
+{
+	RC_CURRENT_SLOT = 1,
+	RC_GENERATION
+};
+
+/* The result column of a check_sql row. */
+constexpr int kCheckGeneration = 1;
+
+/* Columns of a live_sql row, counted from its first: oldest live slot, current slot, slot count. */
+enum LiveColumn
+{
+	LC_OLDEST,
+	LC_CURRENT,
+	LC_SLOT_COUNT,
+	LC_WIDTH /* columns of a live_sql row */
+};
+
 const RingSpec kRings[3] = {
 	{"queue",
 	 "SELECT r.current_slot, s.generation FROM awa.queue_ring_state r "
@@ -177,9 +196,12 @@ arc_from_result(int first, int ranges[4])
 {
 	bool oldest_isnull;
 	bool isnull;
-	int oldest = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first, &oldest_isnull));
-	int current = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 1, &isnull));
-	int slot_count = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + 2, &isnull));
+	int oldest =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_OLDEST, &oldest_isnull));
+	int current =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_CURRENT, &isnull));
+	int slot_count =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_SLOT_COUNT, &isnull));
 
 	if (oldest_isnull)
 		oldest = current;
@@ -198,9 +220,10 @@ arc_from_result(int first, int ranges[4])
 	}
 }
 
-/* A ring's cursor read with the queue ring's live_sql row beside it (columns 3..5). */
+/* A ring's cursor read with the queue ring's live_sql row beside it (from column kArcAfterRead). */
 const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
 SPIPlanPtr read_with_queue_arc_plans[3];
+constexpr int kArcAfterRead = RC_GENERATION + 1;
 
 /*
  * Current slot and generation of a ring as of the latest committed state; with queue_arc,
@@ -214,7 +237,7 @@ read_current(int ring, int *queue_arc)
 
 	if (queue_arc == nullptr)
 		s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
-										 "ring cursor read", 1, &isnull));
+										 "ring cursor read", RC_CURRENT_SLOT, &isnull));
 	else
 	{
 		char sql[1024] = "";
@@ -223,10 +246,10 @@ read_current(int ring, int *queue_arc)
 			snprintf(sql, sizeof(sql), kReadWithQueueArcSql, kRings[ring].read_sql,
 					 kRings[static_cast<int>(Ring::Queue)].live_sql);
 		s.slot = DatumGetInt32(ring_read(ring, &read_with_queue_arc_plans[ring], sql, 0, nullptr, nullptr,
-										 "ring cursor and arc read", 1, &isnull));
-		arc_from_result(3, queue_arc);
+										 "ring cursor and arc read", RC_CURRENT_SLOT, &isnull));
+		arc_from_result(kArcAfterRead, queue_arc);
 	}
-	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	s.generation = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, RC_GENERATION, &isnull));
 	return s;
 }
 
@@ -239,7 +262,7 @@ read_slot_generation(int ring, int slot)
 	bool isnull;
 
 	return DatumGetInt64(ring_read(ring, &check_plans[ring], kRings[ring].check_sql, 1, argtypes, values,
-								   "ring slot check", 1, &isnull));
+								   "ring slot check", kCheckGeneration, &isnull));
 }
 
 /* Lock the partitions of one slot of a ring for writing, to the end of the transaction. */
@@ -275,7 +298,7 @@ live_slot_ranges(Ring ring, int ranges[4])
 	int r = static_cast<int>(ring);
 	bool isnull;
 
-	ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 2, &isnull);
+	ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 1 + LC_CURRENT, &isnull);
 	arc_from_result(1, ranges);
 }
 
@@ -299,8 +322,8 @@ live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
 	if (SPI_processed != 1)
 		elog(ERROR, "awa_shard: ring state is missing (ring arcs read)");
 	arc_from_result(1, queue_arc);
-	arc_from_result(4, claim_arc);
-	arc_from_result(7, lease_arc);
+	arc_from_result(1 + LC_WIDTH, claim_arc);
+	arc_from_result(1 + 2 * LC_WIDTH, lease_arc);
 }
 
 /*
