@@ -21,6 +21,7 @@ extern "C"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 }
 
@@ -321,13 +322,25 @@ read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
 		LaneHead h;
 		Datum d;
 		bool isnull;
+		char *seq_name;
 
 		h.priority = DatumGetInt16(SPI_getbinval(tup, desc, HC_PRIORITY, &isnull));
 		h.shard = DatumGetInt16(SPI_getbinval(tup, desc, HC_SHARD, &isnull));
 		h.claim_seq = DatumGetInt64(SPI_getbinval(tup, desc, HC_CLAIM_SEQ, &isnull));
 		d = SPI_getbinval(tup, desc, HC_HINT, &h.hint_null);
 		h.hint = h.hint_null ? 0 : DatumGetTimestampTz(d);
-		h.seq_oid = get_relname_relid(TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull)), awa_nsp);
+		seq_name = TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull));
+		h.seq_oid = get_relname_relid(seq_name, awa_nsp);
+		if (!OidIsValid(h.seq_oid))
+		{
+			/*
+			 * A lane created since this transaction's catalog snapshot (a wait that began
+			 * before a producer's first job in a new lane): take in the invalidations, which
+			 * renew that snapshot, and look once more.
+			 */
+			AcceptInvalidationMessages();
+			h.seq_oid = get_relname_relid(seq_name, awa_nsp);
+		}
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
 		d = SPI_getbinval(tup, desc, HC_HEAD_XMIN, &isnull);
