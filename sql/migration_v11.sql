@@ -6,7 +6,9 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_v11_fresh;
+ALTER DATABASE migration_v11_fresh SET awa_shard.maintenance = off;
 CREATE DATABASE migration_v11;
+ALTER DATABASE migration_v11 SET awa_shard.maintenance = off;
 
 \c migration_v11_fresh
 CREATE EXTENSION awa_shard;
