@@ -37,7 +37,7 @@ BEGIN
                        awa.queue_claim_heads, awa.deferred_jobs, awa.queue_ring_state, awa.queue_ring_slots,
                        awa.claim_ring_state, awa.claim_ring_slots, awa.lease_ring_state, awa.lease_ring_slots,
                        awa.ready_entries, awa.done_entries, awa.leases, awa.lease_claims,
-                       awa.lease_claim_closures
+                       awa.lease_claim_closures, awa.attempt_state, awa.dlq_entries, awa.job_unique_claims
                 IN ACCESS EXCLUSIVE MODE;
             EXIT;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
@@ -48,6 +48,43 @@ BEGIN
     PERFORM pg_catalog.set_config('deadlock_timeout', v_deadlock_timeout, true);
 END
 $$;
+
+-- Every key of a table holding job or attempt rows contains the queue, so that a distributed
+-- engine can place a queue's rows on one node (docs/design.md, "Keys"); it comes last where
+-- look-ups by id alone (a call without its queue) must keep using the key. The tables that
+-- had no queue column get one, filled from the job's rows; a row whose job or attempt is gone
+-- (a heartbeat, closure or unique claim nothing reads any more) goes. Unique job keys become
+-- per queue: adding the queue to the key only relaxes it, so no row conflicts.
+ALTER TABLE awa.deferred_jobs DROP CONSTRAINT deferred_jobs_pkey,
+    ADD CONSTRAINT deferred_jobs_pkey PRIMARY KEY (job_id, queue);
+ALTER TABLE awa.dlq_entries DROP CONSTRAINT dlq_entries_pkey,
+    ADD CONSTRAINT dlq_entries_pkey PRIMARY KEY (job_id, queue);
+ALTER TABLE awa.attempt_state ADD COLUMN queue text;
+UPDATE awa.attempt_state a
+   SET queue = coalesce((SELECT c.queue FROM awa.lease_claims c WHERE c.job_id = a.job_id AND c.run_lease = a.run_lease LIMIT 1),
+                        (SELECT l.queue FROM awa.leases l WHERE l.job_id = a.job_id AND l.run_lease = a.run_lease LIMIT 1),
+                        (SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = a.job_id LIMIT 1));
+DELETE FROM awa.attempt_state WHERE queue IS NULL;
+ALTER TABLE awa.attempt_state ALTER COLUMN queue SET NOT NULL, DROP CONSTRAINT attempt_state_pkey,
+    ADD CONSTRAINT attempt_state_pkey PRIMARY KEY (job_id, run_lease, queue);
+ALTER TABLE awa.lease_claim_closures ADD COLUMN queue text;
+UPDATE awa.lease_claim_closures x
+   SET queue = coalesce((SELECT c.queue FROM awa.lease_claims c
+                          WHERE c.claim_slot = x.claim_slot AND c.job_id = x.job_id AND c.run_lease = x.run_lease LIMIT 1),
+                        (SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = x.job_id LIMIT 1));
+DELETE FROM awa.lease_claim_closures WHERE queue IS NULL;
+ALTER TABLE awa.lease_claim_closures ALTER COLUMN queue SET NOT NULL, DROP CONSTRAINT lease_claim_closures_pkey,
+    ADD CONSTRAINT lease_claim_closures_pkey PRIMARY KEY (claim_slot, job_id, run_lease, queue);
+ALTER TABLE awa.job_unique_claims ADD COLUMN queue text;
+UPDATE awa.job_unique_claims u
+   SET queue = coalesce((SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = u.job_id LIMIT 1),
+                        (SELECT d.queue FROM awa.deferred_jobs d WHERE d.job_id = u.job_id),
+                        (SELECT d.queue FROM awa.done_entries d WHERE d.job_id = u.job_id LIMIT 1),
+                        (SELECT e.queue FROM awa.dlq_entries e WHERE e.job_id = u.job_id));
+DELETE FROM awa.job_unique_claims WHERE queue IS NULL;
+ALTER TABLE awa.job_unique_claims ALTER COLUMN queue SET NOT NULL;
+DROP INDEX awa.idx_awa_jobs_unique;
+CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (queue, unique_key);
 
 -- Retained failed terminal rows live in their own partition (ready_slot -1, not a ring
 -- slot): prune copies a failed row here once, with its body, and never again.
@@ -187,8 +224,8 @@ INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, 
 SELECT c.claim_slot, c.ready_slot, c.ready_generation, c.queue, c.priority, c.enqueue_shard, c.lane_seq / 64,
        c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[(c.lane_seq % 64)::smallint], ARRAY[c.effective_priority]
   FROM awa.lease_claims c;
-INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at)
-SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at
+INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at, queue)
+SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at, c.queue
   FROM awa.lease_claims c WHERE c.materialized_at IS NOT NULL
 ON CONFLICT DO NOTHING;
 SELECT pg_catalog.setval('awa.receipt_id_seq', greatest(1, (SELECT max(c.receipt_id) FROM awa.lease_claims c)));
@@ -1516,7 +1553,7 @@ CREATE FUNCTION awa.insert_job_compat(
     p_unique_states bit(8) DEFAULT NULL,
     p_ordering_key bytea DEFAULT NULL)
     RETURNS awa.job_row
-    AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
+    AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
@@ -1581,6 +1618,25 @@ BEGIN
 END
 $$;
 
+-- Move a job's unique claim from queue p_from to queue p_to (unique keys are per queue):
+-- 23505 when a live job of p_to holds the key. Nothing when the job holds no claim in p_from
+-- or the queue does not change.
+CREATE FUNCTION awa._move_unique_claim(p_job_id bigint, p_from text, p_to text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_from IS NULL OR p_from = p_to THEN
+        RETURN;
+    END IF;
+    WITH gone AS (DELETE FROM awa.job_unique_claims u WHERE u.queue = p_from AND u.job_id = p_job_id
+                  RETURNING u.unique_key)
+    INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) SELECT g.unique_key, p_job_id, p_to FROM gone g;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._move_unique_claim(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: move a job''s unique claim to another queue (23505 when a job there holds the key).';
+
 -- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
@@ -1593,10 +1649,12 @@ AS $$
 DECLARE
     r awa.ready_entries;
     v_priority smallint;
+    v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    SELECT j.queue INTO v_from FROM awa.deferred_jobs j WHERE j.job_id = p_job_id FOR UPDATE;
     UPDATE awa.deferred_jobs j
        SET queue = p_queue,
            priority = coalesce(p_priority, j.priority),
@@ -1604,14 +1662,16 @@ BEGIN
                CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
                || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
                        THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id;
+     WHERE j.job_id = p_job_id AND j.queue = v_from;
     IF FOUND THEN
+        PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
     r := awa._take_unclaimed_ready(p_job_id);
     IF r.job_id IS NULL THEN
         RETURN false;
     END IF;
+    PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
@@ -1652,11 +1712,23 @@ BEGIN
         'metadata', awa._stamp_metadata(x.metadata,
             CASE WHEN coalesce(p_queue, x.queue) <> x.queue
                  THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
+    -- Unique keys are per queue: a job that changes queue leaves a claim it held in the old
+    -- one, and takes its key in the new one when its new state is in its mask.
+    IF d.queue <> x.queue THEN
+        PERFORM awa._set_unique_claim(x.job_id, x.unique_key, false, x.queue);
+        IF awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state) THEN
+            PERFORM awa._set_unique_claim(d.job_id, d.unique_key, true, d.queue);
+        END IF;
+    END IF;
     IF v_later THEN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled', d.queue);
+        END IF;
     ELSE
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available', d.queue);
+        END IF;
         PERFORM awa._enqueue_ready(ARRAY[d]);
     END IF;
     -- Back in its mask, the job must hold its key. When another live job holds it, the dead
@@ -1664,11 +1736,13 @@ BEGIN
     -- its claim would leave the key free once the holder's claim goes, for a third job.
     IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
        AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
-       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u
+                        WHERE u.queue = d.queue AND u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
             USING ERRCODE = '23505',
                   DETAIL = format('Job %s holds the unique key of job %s.',
-                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                                  (SELECT u.job_id FROM awa.job_unique_claims u
+                                    WHERE u.queue = d.queue AND u.unique_key = d.unique_key), d.job_id),
                   HINT = 'Retry the dead letter once that job has left the key''s states.';
     END IF;
     RETURN true;
@@ -2072,8 +2146,8 @@ BEGIN
                AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
              ORDER BY b.receipt_base FOR UPDATE OF b) b;
     WITH closed AS (
-        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled', p_queue FROM awa._open_receipts c
          WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
          ORDER BY c.receipt_base, c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
@@ -2439,7 +2513,7 @@ BEGIN
         RETURN 0;
     END IF;
     FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
     END LOOP;
     RETURN awa._enqueue_ready(v_rows);
 END
@@ -2606,7 +2680,6 @@ COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
 COMMENT ON FUNCTION awa._stamp_metadata(jsonb, jsonb) IS 'Internal: metadata with provenance keys added where absent.';
 COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
-COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
 COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
 COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
 COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
@@ -2652,7 +2725,7 @@ COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
 COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
 COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
-COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
+COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key and queue.';
 COMMENT ON SEQUENCE awa.job_id_seq IS 'Job ids.';
 COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids: each claim batch takes one value and the 63 after it.';
 DO $$
@@ -2844,12 +2917,12 @@ COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS '
 -- caller's isolation level: a release must see a claim row committed after the caller's
 -- snapshot (an exit at REPEATABLE READ of a job enqueued since), and a take must not raise
 -- 40001 on a conflicting claim it cannot see (C, src/unique_claims.cpp).
-CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean) RETURNS void
+CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_set_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
+REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) IS 'Internal: take or release a job''s unique claim in its queue on the latest committed state.';
 
 -- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled): the one rule,
 -- in C (src/unique_claims.cpp), shared by enqueue, claims, promotion and every SQL caller.
@@ -2860,12 +2933,16 @@ CREATE OR REPLACE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.j
 
 -- Move a job's unique claim with its state: released when the new state leaves the mask,
 -- taken when it enters it (a conflicting live claim keeps its key), on the latest committed
--- state (C, src/unique_claims.cpp).
-CREATE OR REPLACE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
-                                                  p_old awa.job_state, p_new awa.job_state) RETURNS void
+-- state (C, src/unique_claims.cpp). The claim is the job's in its queue (unique keys are
+-- per queue).
+DROP FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state);
+CREATE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
+                                       p_old awa.job_state, p_new awa.job_state, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_sync_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) IS 'Internal: move a job''s unique claim in its queue with its state.';
 
 -- Create a lane's heads and sequence if missing, under the lane lock (cold path of enqueue;
 -- C, src/reserve.cpp, the same code the reservation runs on a cache miss).
@@ -2886,7 +2963,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.deferred_jobs, awa._job(t), jsonb_build_object(
         'state', p_state, 'attempt', p_attempt, 'run_at', p_run_at, 'errors', p_errors,
         'finalized_at', CASE WHEN p_state = 'retryable' THEN clock_timestamp() END)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
 END
 $$;
 
@@ -2915,7 +2992,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.dlq_entries, awa._job(t), jsonb_build_object(
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed', t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -3030,7 +3107,7 @@ BEGIN
     INSERT INTO awa.done_entries
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
-    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state, p_job.queue);
     PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
@@ -3655,7 +3732,7 @@ BEGIN
         lane_seq, state, attempt, run_lease, attempted_at, errors)
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;

@@ -60,8 +60,8 @@ const char *const kTakeReceiptSql =
 	"WITH c AS MATERIALIZED (SELECT c.* FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
 	"  WHERE " AWA_RECEIPT_IS(
 		"$1", "$2") " OFFSET 0) c WHERE " AWA_READY_RECEIPT_OPEN "), "
-					"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
-					"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
+					"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue) "
+					"  SELECT claim_slot, job_id, run_lease, $3, queue FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
 					"SELECT " TAKEN_ATTEMPT(
 						"c", "c.claimed_at") " FROM c JOIN closed USING (claim_slot) "
 											 "  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = "
@@ -123,13 +123,13 @@ const char *const kOpenLeaseSql =
 const char *const kHeartbeatReceiptsSql =
 	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
 	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
-	"open_receipts AS (SELECT c.job_id, c.run_lease FROM input i CROSS JOIN LATERAL " HEARTBEAT_RECEIPT_SQL " c "
+	"open_receipts AS (SELECT c.job_id, c.run_lease, c.queue FROM input i CROSS JOIN LATERAL " HEARTBEAT_RECEIPT_SQL " c "
 	"  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
 		"3", "4", "5", "6", "7", "8", "9",
 		"10") ") "
-			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
-			  "SELECT job_id, run_lease, clock_timestamp(), $11::jsonb, clock_timestamp() FROM open_receipts "
-			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "
+			  "SELECT job_id, run_lease, clock_timestamp(), $11::jsonb, clock_timestamp(), queue FROM open_receipts "
+			  "ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
 			  "  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
 
 /*
@@ -148,10 +148,10 @@ const char *const kHeartbeatLeasesSql =
 	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id, l.run_lease FROM awa.leases l "
 	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
 	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l), "
-	"progress AS (INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
-	"  SELECT k.job_id, k.run_lease, clock_timestamp(), $7::jsonb, clock_timestamp() FROM keys k "
+	"progress AS (INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "
+	"  SELECT k.job_id, k.run_lease, clock_timestamp(), $7::jsonb, clock_timestamp(), k.queue FROM keys k "
 	"  WHERE $7::jsonb IS NOT NULL "
-	"  ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+	"  ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
 	"    progress = EXCLUDED.progress, updated_at = EXCLUDED.updated_at) "
 	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() FROM keys k "
 	" WHERE l.job_id = ANY ($1) AND l.lease_slot = k.lease_slot AND l.queue = k.queue AND l.priority = k.priority "

@@ -143,6 +143,13 @@ completion_sql()
 	return kCompleteWithClosuresSql;
 }
 
+/* A 1.0 unique claim is global: its table has no queue column. */
+const char *
+unique_claims_insert_sql()
+{
+	return "INSERT INTO awa.job_unique_claims (unique_key, job_id) SELECT * FROM unnest($1::bytea[], $2::bigint[])";
+}
+
 } // namespace awa::compat_1_0
 
 /* awa.claim_ready_runtime of the 1.0 catalog. */
@@ -167,4 +174,10 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 AWA_SQL_FUNCTION(awa_insert_jobs)
 {
 	return awa::insert_jobs(fcinfo, awa::Catalog::V1_0);
+}
+
+/* awa.insert_job_compat of the 1.0 catalog (global unique claims). */
+AWA_SQL_FUNCTION(awa_insert_job_compat)
+{
+	return awa::insert_job_compat(fcinfo, awa::Catalog::V1_0);
 }

@@ -64,7 +64,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.deferred_jobs, awa._job(t), jsonb_build_object(
         'state', p_state, 'attempt', p_attempt, 'run_at', p_run_at, 'errors', p_errors,
         'finalized_at', CASE WHEN p_state = 'retryable' THEN clock_timestamp() END)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) FROM PUBLIC;
@@ -81,7 +81,7 @@ BEGIN
         lane_seq, state, attempt, run_lease, attempted_at, errors)
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -99,7 +99,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.dlq_entries, awa._job(t), jsonb_build_object(
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed', t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -118,7 +118,7 @@ BEGIN
     INSERT INTO awa.done_entries
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
-    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state, p_job.queue);
     PERFORM awa._job_finished(p_job.job_id);
 END
 $$;

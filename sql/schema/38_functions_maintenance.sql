@@ -27,7 +27,7 @@ BEGIN
         RETURN 0;
     END IF;
     FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
     END LOOP;
     RETURN awa._enqueue_ready(v_rows);
 END

@@ -289,6 +289,25 @@ REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) FROM P
 GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO awa_admin;
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
+-- Move a job's unique claim from queue p_from to queue p_to (unique keys are per queue):
+-- 23505 when a live job of p_to holds the key. Nothing when the job holds no claim in p_from
+-- or the queue does not change.
+CREATE FUNCTION awa._move_unique_claim(p_job_id bigint, p_from text, p_to text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_from IS NULL OR p_from = p_to THEN
+        RETURN;
+    END IF;
+    WITH gone AS (DELETE FROM awa.job_unique_claims u WHERE u.queue = p_from AND u.job_id = p_job_id
+                  RETURNING u.unique_key)
+    INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) SELECT g.unique_key, p_job_id, p_to FROM gone g;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._move_unique_claim(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: move a job''s unique claim to another queue (23505 when a job there holds the key).';
+
 -- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
@@ -301,10 +320,12 @@ AS $$
 DECLARE
     r awa.ready_entries;
     v_priority smallint;
+    v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    SELECT j.queue INTO v_from FROM awa.deferred_jobs j WHERE j.job_id = p_job_id FOR UPDATE;
     UPDATE awa.deferred_jobs j
        SET queue = p_queue,
            priority = coalesce(p_priority, j.priority),
@@ -312,14 +333,16 @@ BEGIN
                CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
                || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
                        THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id;
+     WHERE j.job_id = p_job_id AND j.queue = v_from;
     IF FOUND THEN
+        PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
     r := awa._take_unclaimed_ready(p_job_id);
     IF r.job_id IS NULL THEN
         RETURN false;
     END IF;
+    PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
@@ -363,11 +386,23 @@ BEGIN
         'metadata', awa._stamp_metadata(x.metadata,
             CASE WHEN coalesce(p_queue, x.queue) <> x.queue
                  THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
+    -- Unique keys are per queue: a job that changes queue leaves a claim it held in the old
+    -- one, and takes its key in the new one when its new state is in its mask.
+    IF d.queue <> x.queue THEN
+        PERFORM awa._set_unique_claim(x.job_id, x.unique_key, false, x.queue);
+        IF awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state) THEN
+            PERFORM awa._set_unique_claim(d.job_id, d.unique_key, true, d.queue);
+        END IF;
+    END IF;
     IF v_later THEN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled', d.queue);
+        END IF;
     ELSE
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available', d.queue);
+        END IF;
         PERFORM awa._enqueue_ready(ARRAY[d]);
     END IF;
     -- Back in its mask, the job must hold its key. When another live job holds it, the dead
@@ -375,11 +410,13 @@ BEGIN
     -- its claim would leave the key free once the holder's claim goes, for a third job.
     IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
        AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
-       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u
+                        WHERE u.queue = d.queue AND u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
             USING ERRCODE = '23505',
                   DETAIL = format('Job %s holds the unique key of job %s.',
-                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                                  (SELECT u.job_id FROM awa.job_unique_claims u
+                                    WHERE u.queue = d.queue AND u.unique_key = d.unique_key), d.job_id),
                   HINT = 'Retry the dead letter once that job has left the key''s states.';
     END IF;
     RETURN true;

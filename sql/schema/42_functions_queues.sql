@@ -343,8 +343,8 @@ BEGIN
                AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
              ORDER BY b.receipt_base FOR UPDATE OF b) b;
     WITH closed AS (
-        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled', p_queue FROM awa._open_receipts c
          WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
          ORDER BY c.receipt_base, c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
