@@ -1186,9 +1186,10 @@ REVOKE ALL ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) FROM PUBLIC;
 -- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
 -- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
 -- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
-CREATE OR REPLACE FUNCTION awa.cancel_job(p_job_id bigint) RETURNS boolean
+DROP FUNCTION awa.cancel_job(bigint);
+CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -1200,13 +1201,14 @@ BEGIN
     -- job: its open attempt, found on the latest committed state, is taken first. Only
     -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
     IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
         -- failed...), and where the job is now this snapshot cannot see.
         IF t.job_id IS NULL
-           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id)
+           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id AND (p_queue IS NULL OR c.queue = p_queue))
                 OR EXISTS (SELECT 1 FROM awa.leases l
-                            WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
+                            WHERE l.job_id = p_job_id AND (p_queue IS NULL OR l.queue = p_queue)
+                              AND l.state IN ('running', 'waiting_external'))) THEN
             RAISE EXCEPTION USING ERRCODE = '40001',
                 MESSAGE = 'could not serialize access: the job''s attempt ended after this transaction''s snapshot',
                 DETAIL = format('Job %s.', p_job_id),
@@ -1214,7 +1216,7 @@ BEGIN
         END IF;
     END IF;
     IF t.job_id IS NULL THEN
-        r := awa._take_unclaimed_ready(p_job_id);
+        r := awa._take_unclaimed_ready(p_job_id, p_queue);
     END IF;
     IF t.job_id IS NOT NULL THEN
         PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
@@ -1223,11 +1225,12 @@ BEGIN
             'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
             'available', 'cancelled');
     ELSE
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         IF t.job_id IS NOT NULL THEN
             PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
         ELSE
-            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id RETURNING j.* INTO d;
+            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue)
+            RETURNING j.* INTO d;
             IF NOT FOUND THEN
                 RETURN false;
             END IF;
@@ -1240,12 +1243,16 @@ BEGIN
     RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.cancel_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_job(bigint, text) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
 
 -- Delete a job in any state (1.1: a completion is found through its ready row, its
 -- terminal row (1.0) or its completion batch with it).
-CREATE OR REPLACE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
+DROP FUNCTION awa.delete_job(bigint);
+CREATE FUNCTION awa.delete_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -1255,32 +1262,34 @@ DECLARE
     v_batch record;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_queue);
     v_found := r.job_id IS NOT NULL;
     IF NOT v_found THEN
-        DELETE FROM awa.deferred_jobs WHERE job_id = p_job_id;
+        DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue);
         v_found := FOUND;
     END IF;
     IF NOT v_found THEN
-        t := awa._take_open_attempt(p_job_id, 'terminal_removed');
+        t := awa._take_open_attempt(p_job_id, 'terminal_removed', p_queue);
         v_found := t.job_id IS NOT NULL;
     END IF;
     -- Terminal rows: those the job index holds, then a completion's, through its ready row.
     -- A completion's ready row goes with it: its terminal row is what ended its receipt
     -- (awa._open_receipts), and the ready row alone would make the receipt look open again.
     DELETE FROM awa.done_entries d
-     WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+     WHERE d.job_id = p_job_id AND (p_queue IS NULL OR d.queue = p_queue)
+       AND (d.state <> 'completed' OR d.kind IS NOT NULL);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     WITH completion AS (
         DELETE FROM awa.done_entries d USING awa.ready_entries x
-         WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND d.state = 'completed' AND d.kind IS NULL
            AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
            AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq
         RETURNING d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT count(*) INTO v_rows FROM completion;
     v_found := v_found OR v_rows > 0;
@@ -1295,14 +1304,16 @@ BEGIN
                results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                          || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
-         WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue)
+           AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
            AND b.lane_block = x.lane_seq / 64
            AND (x.lane_seq % 64)::smallint = ANY (b.lane_offsets)
         RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT c.ready_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block INTO v_batch FROM completion c;
     IF v_batch.queue IS NOT NULL THEN
@@ -1312,16 +1323,19 @@ BEGIN
            AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
            AND b.ready_slot = v_batch.ready_slot AND b.lane_offsets = '{}';
     END IF;
-    DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_queue IS NULL OR e.queue = p_queue);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
-        DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        DELETE FROM awa.job_unique_claims u WHERE u.job_id = p_job_id AND (p_queue IS NULL OR u.queue = p_queue);
         PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.delete_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.delete_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.delete_job(bigint, text) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
 
 -- Physical priority aging: waiting ready rows of lanes with priority > 1 move one
 -- priority up, always as a prefix of their lane in lane_seq order (from the claim cursor
@@ -1406,7 +1420,9 @@ GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO 
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
-CREATE OR REPLACE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+DROP FUNCTION awa.heartbeat_jobs(bigint[], bigint[]);
+CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_queue text DEFAULT NULL)
+    RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -1421,9 +1437,12 @@ BEGIN
     END IF;
     -- Open attempts are found on the latest committed state, whatever this transaction's
     -- isolation level, in the live slots of the claim and lease rings only.
-    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases);
+    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases, NULL, p_queue);
 END
 $$;
+REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
 
 -- Backups (docs/operations.md, "Backups"). pg_dump keeps the data of extension tables only
 -- where they are marked as configuration: every table and partition that holds jobs,
@@ -1641,10 +1660,11 @@ COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: mov
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
 -- does not exist yet is created, as an enqueue would create it.
-CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL)
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL,
+                               p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -1654,7 +1674,8 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
-    SELECT j.queue INTO v_from FROM awa.deferred_jobs j WHERE j.job_id = p_job_id FOR UPDATE;
+    SELECT j.queue INTO v_from FROM awa.deferred_jobs j
+     WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
     UPDATE awa.deferred_jobs j
        SET queue = p_queue,
            priority = coalesce(p_priority, j.priority),
@@ -1667,7 +1688,7 @@ BEGIN
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_from_queue);
     IF r.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -1684,10 +1705,11 @@ $$;
 -- Bring a job back from the dead-letter queue, optionally into another queue or priority
 -- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
 CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
-                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL,
+                                   p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     x awa.dlq_entries;
@@ -1700,7 +1722,8 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
-    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
+    RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -1754,8 +1777,8 @@ REVOKE ALL ON FUNCTION
     awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint),
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint),
-    awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint),
-    awa.retry_from_dlq(bigint, text, bigint, timestamptz)
+    awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint, text),
+    awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint)
@@ -1766,7 +1789,7 @@ GRANT EXECUTE ON FUNCTION
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     TO awa_producer, awa_admin;
 GRANT EXECUTE ON FUNCTION
-    awa.move_queue(bigint, text, bigint), awa.retry_from_dlq(bigint, text, bigint, timestamptz)
+    awa.move_queue(bigint, text, bigint, text), awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)
     TO awa_admin;
 
 -- Exhausted jobs to the DLQ: off by default. plane_settings.dlq_enabled_by_default is the
@@ -1805,8 +1828,9 @@ REVOKE ALL ON FUNCTION awa._dlq_enabled(text), awa._fail_exhausted(awa.taken_att
 -- Fail an attempt: retryable with backoff while attempts remain; after the last attempt
 -- failed (dead-lettered when the queue says so). Returns the new state, or NULL when the
 -- attempt was not open (stale writer).
-CREATE OR REPLACE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                        p_retry_in interval DEFAULT NULL)
+DROP FUNCTION awa.fail_job(bigint, bigint, text, interval);
+CREATE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                        p_retry_in interval DEFAULT NULL, p_queue text DEFAULT NULL)
     RETURNS awa.job_state
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -1817,7 +1841,7 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable', p_queue);
     IF t.job_id IS NULL THEN
         RETURN NULL;
     END IF;
@@ -1831,6 +1855,10 @@ BEGIN
     RETURN 'retryable';
 END
 $$;
+REVOKE ALL ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text)
+    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
 
 -- Queues as objects. A queue is known when it has a settings row (awa.queue_meta), a lane
 -- (a producer enqueued into it: implicit creation, as in 1.0), or scheduled, retryable or
@@ -2595,12 +2623,6 @@ COMMENT ON FUNCTION awa.lane_lock_key(text, bigint, bigint) IS 'Advisory-lock ke
 -- Working.
 COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
     IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
-    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
@@ -2620,11 +2642,9 @@ COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the q
 COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
     IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
 COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
-COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
-COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
-COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
-COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint, text) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
 COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
 COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
 COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
@@ -2680,9 +2700,6 @@ COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
 COMMENT ON FUNCTION awa._stamp_metadata(jsonb, jsonb) IS 'Internal: metadata with provenance keys added where absent.';
 COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
-COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
-COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
-COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
 
 -- Types.
 COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
@@ -2877,11 +2894,14 @@ CREATE FUNCTION awa._done_job(d awa.done_entries, r awa.ready_entries) RETURNS a
 -- run_lease, lane identity), and its claim time is the attempt's attempted_at. C (1.1):
 -- the attempt is found on the latest committed state, so a REPEATABLE READ or SERIALIZABLE
 -- caller whose snapshot predates the claim still takes it (src/attempts.cpp).
-CREATE OR REPLACE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+DROP FUNCTION awa._take_attempt(bigint, bigint, text);
+CREATE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text, p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._take_attempt(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
 
 -- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
 -- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
@@ -2897,21 +2917,26 @@ COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
 -- lease (C, latest committed state, like awa._take_attempt).
-CREATE OR REPLACE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text) RETURNS awa.taken_attempt
+DROP FUNCTION awa._take_open_attempt(bigint, text);
+CREATE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text, p_queue text DEFAULT NULL)
+    RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_open_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._take_open_attempt(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_open_attempt(bigint, text, text) IS 'Internal: take whatever attempt of a job is open.';
 
 -- Record a heartbeat of every open attempt among the pairs, and their progress when
 -- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
 -- and awa.set_progress check the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL,
+                                             p_queue text DEFAULT NULL)
     RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
 -- caller's isolation level: a release must see a claim row committed after the caller's
@@ -2969,7 +2994,8 @@ $$;
 
 -- A worker's call naming an attempt: 22004 for a NULL p_job_id or p_run_lease, then the
 -- attempt taken with p_outcome (NULL when it is not open).
-CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text,
+                                        p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -2977,7 +3003,7 @@ AS $$
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
-    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome);
+    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome, p_queue);
 END
 $$;
 
@@ -2998,8 +3024,9 @@ END
 $$;
 
 -- Fail an attempt straight into the dead-letter queue (ordering key kept).
-CREATE OR REPLACE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                               p_reason text DEFAULT 'failed')
+DROP FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text);
+CREATE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                               p_reason text DEFAULT 'failed', p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -3008,7 +3035,7 @@ DECLARE
     t awa.taken_attempt;
 BEGIN
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq');
+    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq', p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -3017,11 +3044,15 @@ BEGIN
     RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
 
 -- End an attempt without an error and put the job back after p_delay: retryable (the
 -- attempt is consumed) or, snoozed, scheduled with the attempt given back. False when the
 -- attempt was not open (stale writer).
-CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean)
+CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean,
+                              p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -3034,7 +3065,8 @@ BEGIN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
     PERFORM awa._check_interval(p_delay, 'p_delay');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
+    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END,
+                                 p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -3047,18 +3079,26 @@ END
 $$;
 
 -- Retry an attempt after p_delay without recording an error (attempt is consumed).
-CREATE OR REPLACE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
+DROP FUNCTION awa.retry_job_after(bigint, bigint, interval);
+CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false);
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false, p_queue);
+REVOKE ALL ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
 
 -- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
-CREATE OR REPLACE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
+DROP FUNCTION awa.snooze_job(bigint, bigint, interval);
+CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true);
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true, p_queue);
+REVOKE ALL ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
 
 -- A removed ready row as the input of awa._enqueue_ready, bound for p_queue/p_priority.
 CREATE OR REPLACE FUNCTION awa._ready_as_deferred(r awa.ready_entries, p_queue text, p_priority smallint,
@@ -3114,7 +3154,7 @@ $$;
 
 REVOKE ALL ON FUNCTION awa._job(anyelement), awa._job_row(anyelement, awa.job_template, jsonb),
     awa._done_job(awa.done_entries, awa.ready_entries), awa._dead_letter(awa.taken_attempt, jsonb, text),
-    awa._put_back(bigint, bigint, interval, boolean), awa._take_named_attempt(bigint, bigint, text),
+    awa._put_back(bigint, bigint, interval, boolean, text), awa._take_named_attempt(bigint, bigint, text, text),
     awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;
 
 COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table holding jobs names them (one definition; src/job_columns.hpp is the same list).';
@@ -3122,8 +3162,8 @@ COMMENT ON FUNCTION awa._job(anyelement) IS 'Internal: the job attributes (awa.j
 COMMENT ON FUNCTION awa._job_row(anyelement, awa.job_template, jsonb) IS 'Internal: a row of a job table''s type from a job and the columns that table adds.';
 COMMENT ON FUNCTION awa._done_job(awa.done_entries, awa.ready_entries) IS 'Internal: the job of a terminal row, its NULL body taken from its ready row.';
 COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: an ended attempt''s job to the dead-letter queue.';
-COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
-COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
+COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean, text) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
 
 -- =========================================================================================
@@ -3137,7 +3177,8 @@ COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job
 -- lane_seq >= cursor, delete the row by its full identity and return it (NULL when the job
 -- has no unclaimed ready row). The cursor is left alone: claim jumps the gap. A concurrent
 -- move of the same row to another lane is followed by looking again.
-CREATE OR REPLACE FUNCTION awa._take_unclaimed_ready(p_job_id bigint) RETURNS awa.ready_entries
+DROP FUNCTION awa._take_unclaimed_ready(bigint);
+CREATE FUNCTION awa._take_unclaimed_ready(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS awa.ready_entries
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -3153,7 +3194,7 @@ BEGIN
             SELECT e.* FROM awa.ready_entries e
               JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq
+             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq AND (p_queue IS NULL OR e.queue = p_queue)
         LOOP
             v_seen := true;
             PERFORM 1 FROM awa.queue_claim_heads h
@@ -3186,6 +3227,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
+REVOKE ALL ON FUNCTION awa._take_unclaimed_ready(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint, text) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
 
 -- Exact counts of one queue by state (available = ready rows at or after their lane's cursor).
 CREATE OR REPLACE FUNCTION awa.queue_counts_exact(p_queue text,
@@ -3392,15 +3435,16 @@ CREATE OR REPLACE FUNCTION awa.claim_ready_runtime(
 DROP FUNCTION awa.complete_jobs(bigint[], bigint[]);
 -- Complete running attempts, storing one result per pair when p_results is given (a NULL
 -- element: no result); returns the (job_id, run_lease) pairs this call completed.
-CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL)
+CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL,
+                                  p_queue text DEFAULT NULL)
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
-REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
 
 -- Periodic jobs (docs/api.md, "Periodic jobs"): one row per named schedule, managed by
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
@@ -3696,7 +3740,8 @@ COMMENT ON FUNCTION awa._check_json_size(jsonb, text) IS 'Internal: raise 22023 
 -- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
 -- is open; a stale run lease changes nothing and returns false. The latest progress is the
 -- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
-CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb, p_queue text DEFAULT NULL)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -3705,12 +3750,12 @@ BEGIN
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
     PERFORM awa._require(p_progress IS NULL, 'p_progress');
     PERFORM awa._check_json_size(p_progress, 'p_progress');
-    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress, p_queue) > 0;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
 
 -- Record that this transaction finished (or removed) a job, so that its waiters
 -- (awa.wait_for_job) wake at commit; NULL: jobs it does not name (purge, drop). C,
@@ -3782,7 +3827,7 @@ BEGIN
          ORDER BY j.priority, j.enqueue_shard NULLS LAST, j.lane_seq NULLS LAST, j.id
          LIMIT p_limit
     LOOP
-        IF awa.cancel_job(v_id) THEN
+        IF awa.cancel_job(v_id, p_queue) THEN
             v_cancelled := v_cancelled + 1;
         END IF;
     END LOOP;
@@ -3812,7 +3857,7 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
     FOR r IN
-        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.job_id = j.id) AS dead_lettered
+        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue AND e.job_id = j.id) AS dead_lettered
           FROM awa.jobs j
          WHERE j.queue = p_queue AND j.state = 'failed' AND (p_kind IS NULL OR j.kind = p_kind)
          ORDER BY j.id
@@ -3820,7 +3865,7 @@ BEGIN
     LOOP
         BEGIN
             IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
-               AND awa.retry_from_dlq(r.id) THEN
+               AND awa.retry_from_dlq(r.id, p_from_queue => p_queue) THEN
                 v_retried := v_retried + 1;
             END IF;
         EXCEPTION WHEN unique_violation THEN

@@ -51,6 +51,11 @@ namespace
 	"  FROM numbered) " AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot",                                   \
 										 "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
+/* No closure of a 1.0 receipt (1.0's closures have no queue column). */
+#define AWA_RECEIPT_NO_CLOSURE_1_0                                                                                     \
+	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease OFFSET 0) "
+
 /* A 1.0 receipt still has its ready row (its rows store their job id: matched on it too). */
 #define AWA_RECEIPT_READY_ROW(ARC)                                                                                     \
 	" EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.queue = c.queue AND r.priority = c.priority "                  \
@@ -63,7 +68,7 @@ namespace
  * completion batches.
  */
 #define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
-	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE("") " AND " AWA_RECEIPT_READY_ROW("")
+	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE_1_0 " AND " AWA_RECEIPT_READY_ROW("")
 
 /* The finished attempts of a completion on a 1.0 catalog: a terminal row each. */
 #define COMPLETE_DONE_ROWS_SQL                                                                                         \

@@ -195,8 +195,7 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 	values[UQ_KEY] = column_array(keys, m, BYTEAOID);
 	values[UQ_JOB_ID] = column_array(ids, m, INT8OID);
 	values[UQ_QUEUE] = column_array(queues, m, TEXTOID);
-	exec_plan(unique_plan[static_cast<int>(catalog)], values, nullptr, false, 0, SPI_OK_INSERT,
-			  "unique claim insert");
+	exec_plan(unique_plan[static_cast<int>(catalog)], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
 }
 
 /*

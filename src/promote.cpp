@@ -80,7 +80,8 @@ promote_due_queue(text *queue, int limit)
 
 		if (!id_null && !state_null)
 			sync_unique_claim(job_id, key, key_null, mask, mask_null,
-							  DatumGetCString(DirectFunctionCall1(enum_out, state)), "available", PointerGetDatum(queue));
+							  DatumGetCString(DirectFunctionCall1(enum_out, state)), "available",
+							  PointerGetDatum(queue));
 	}
 	return enqueue_ready_array(arr);
 }
