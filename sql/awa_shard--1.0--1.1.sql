@@ -349,7 +349,8 @@ CREATE VIEW awa._open_receipts AS
                           AND f.ready_generation = r.ready_generation
                           AND (r.lane_seq % 64)::smallint = ANY (f.lane_offsets))
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
-                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1);
+                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1
+                          AND z.queue = r.queue);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
@@ -519,10 +520,10 @@ BEGIN
     DELETE FROM awa.job_unique_claims u
      WHERE u.ctid = ANY (ARRAY(
          SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
-                              WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                             UNION ALL
-                             SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                        UNION ALL
+                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
             FOR UPDATE SKIP LOCKED));
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
@@ -1080,7 +1081,7 @@ BEGIN
             LIMIT p_limit),
         stale AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
+              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue
              WHERE v_cutoff IS NOT NULL AND c.claimed_at < v_cutoff
                AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
             UNION ALL
@@ -1114,9 +1115,9 @@ BEGIN
              SELECT s.ctid FROM awa.attempt_state s
               WHERE s.heartbeat_at < v_cutoff
                 AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
-                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = s.queue)
                 AND NOT EXISTS (SELECT 1 FROM awa.leases l
-                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = s.queue
                                    AND l.state IN ('running', 'waiting_external'))
               LIMIT p_limit))
            AND a.heartbeat_at < v_cutoff;
@@ -2055,7 +2056,7 @@ BEGIN
         ON e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
     WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT count(*) INTO v_deferred FROM gone;
     WITH lanes AS (
         SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
@@ -2067,7 +2068,7 @@ BEGIN
          WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
            AND r.lane_seq >= l.claim_seq
         RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id),
     per_lane AS (
         SELECT g.priority, g.enqueue_shard,
                least(max(g.lane_seq) + 1, min(l.bound)) AS next_seq, count(*) AS removed
@@ -2189,7 +2190,7 @@ BEGIN
                RETURNING l.job_id, l.run_lease),
     ended AS (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased),
     heartbeats AS (DELETE FROM awa.attempt_state a USING ended o
-                    WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease)
+                    WHERE a.queue = p_queue AND a.job_id = o.job_id AND a.run_lease = o.run_lease)
     SELECT count(*) INTO v_running FROM ended;
 
     -- Every row that names the queue, history included (a ready row without its lane would
@@ -2222,7 +2223,7 @@ BEGIN
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
-           WHERE u.job_id = g.job_id)
+           WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
               ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
              WHERE r.lane_seq >= h.claim_seq),
@@ -2316,13 +2317,13 @@ CREATE OR REPLACE VIEW awa.jobs AS
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease), NULL::jsonb
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease), NULL::jsonb
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -2529,13 +2530,13 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     WITH due AS (
-        SELECT j.job_id FROM awa.deferred_jobs j
+        SELECT j.job_id, j.queue FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()
            AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
          ORDER BY j.run_at, j.priority, j.job_id
          LIMIT p_limit
          FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = due.queue AND j.job_id = due.job_id RETURNING j.*)
     SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
     IF v_rows IS NULL THEN
         RETURN 0;

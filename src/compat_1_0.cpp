@@ -41,7 +41,7 @@ namespace
  * (the planner sees both as one-row CTEs), 70 % of a 100-job claim.
  */
 #define AWA_DRAIN_RECEIPTS_1_0(ADVANCE)                                                                                \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	AWA_DRAIN_PICK(ADVANCE, "")                                                                                        \
 	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "                \
 	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "                    \
 	"  ready_generation, queue, priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, "        \
@@ -106,7 +106,7 @@ const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 		COMPLETE_DONE_ROWS_SQL COMPLETE_TAIL_SQL;
 
 /* The drains of a 1.0 claim, [receipts]: leases, or lease_claims rows; the head row moves. */
-const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD)};
+const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD, ""), AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD)};
 
 /* A locked head whose hint pointed at nothing: forget the hint (claim.cpp, kClearHintSql). */
 const char *const kClearHintSql =
