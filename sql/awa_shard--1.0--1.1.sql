@@ -215,6 +215,26 @@ CREATE INDEX claim_batches_block_idx ON awa.claim_batches (queue, priority, enqu
 CREATE INDEX claim_batches_deadline_idx ON awa.claim_batches (deadline_at) WHERE deadline_at IS NOT NULL;
 GRANT SELECT ON awa.claim_batches TO awa_admin;
 
+-- How far deadline rescue has read the claim batches (one row). Every claim batch whose
+-- deadline_at is below deadline_watermark has no open attempt and never will have one again,
+-- so a pass reads only the batches from there on (each batch's attempts are tested by the few
+-- passes after its deadline, not by every pass until its slot is pruned). A pass proposes
+-- deadline_candidate (its own start, or the earliest deadline it left open) with the snapshot
+-- it read under (candidate_snapshot) and the next transaction id after it (candidate_next);
+-- a later pass makes it the watermark once every transaction running at that snapshot (its
+-- list, and the ids from its xmax up to candidate_next) has ended, since only those can still
+-- commit a batch whose deadline is below it (a claim holds its transaction id before it
+-- reads the clock).
+CREATE TABLE awa.rescue_progress (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    deadline_watermark timestamptz NOT NULL DEFAULT '-infinity',
+    deadline_candidate timestamptz,
+    candidate_snapshot pg_snapshot,
+    candidate_next xid8);
+INSERT INTO awa.rescue_progress DEFAULT VALUES;
+GRANT SELECT ON awa.rescue_progress TO awa_admin;
+COMMENT ON TABLE awa.rescue_progress IS 'Deadline rescue: claim batches with a deadline below deadline_watermark have no open attempt (one row).';
+
 -- The receipts of 1.0, one row each, become claim batches of one attempt with the same
 -- receipt id; receipt ids drawn from now on are above every one of them. (materialized_at
 -- was never set by any release; a receipt that carried one was not open, and gets the
@@ -391,19 +411,21 @@ CREATE FUNCTION awa._ring_slot_freed(p_ring text, p_slot integer) RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
 
--- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
--- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
--- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
--- Producers and workers never wait on a prune's lock request longer than one try.
+-- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
+-- readers in) on awa.<table> for every table named, without ever queueing for long: the first
+-- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
+-- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
+-- workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
     v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
-                  || ' IN ACCESS EXCLUSIVE MODE';
+                  || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
     LOOP
@@ -420,7 +442,7 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
 
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
 -- row lock: they refuse to run where a statement does not see that state.
@@ -506,33 +528,48 @@ ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
 
 DROP FUNCTION awa.prune_queue_ring(integer);
--- Free a queue slot whose partitions this transaction holds (a prune): drop the unique
--- claims of the jobs whose last rows go with it -- completed and cancelled ones (failed rows
--- were retained, and keep theirs). Without this a key held in `completed` (the default mask)
--- could never be enqueued again. A claim row another transaction has locked (a delete of the
--- job) is skipped: the slot's partitions are locked, and a prune must not wait with them.
--- Then truncate the partitions and mark the slot free.
-CREATE FUNCTION awa._free_queue_slot(p_slot integer) RETURNS void
+-- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
+-- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
+-- with it -- completed and cancelled ones (failed rows were retained, and keep theirs).
+-- Without this a key held in `completed` (the default mask) could never be enqueued again. A
+-- claim row another transaction has locked (a delete of the job) is skipped: a prune must not
+-- wait with the slot's partitions locked. Only then take ACCESS EXCLUSIVE, the one lock that
+-- holds claims and completions of every queue out (their plans lock every ready partition),
+-- truncate the partitions and mark the slot free: readers wait for the truncate and the commit
+-- alone. Both locks are taken in short tries within p_budget_ms; false when one did not come
+-- (the caller steps back, and its rollback undoes the deletes).
+CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tables text[] := ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot, 'completion_batches_' || p_slot];
 BEGIN
-    DELETE FROM awa.job_unique_claims u
-     WHERE u.ctid = ANY (ARRAY(
-         SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                                        UNION ALL
-                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
-            FOR UPDATE SKIP LOCKED));
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, true) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                            UNION ALL
+                                            SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+                FOR UPDATE SKIP LOCKED));
+    END IF;
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, false) THEN
+        RETURN false;
+    END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
     UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
+    RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._free_queue_slot(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._free_queue_slot(integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free.';
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer, integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time.';
 
 -- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
 -- the procarray's horizon, read without waiting): then no reader can still need the rows
@@ -685,12 +722,9 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
-                                                   'completion_batches_' || v_slot],
-                                             p_lock_timeout_ms::integer) THEN
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
-            PERFORM awa._free_queue_slot(v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -731,15 +765,36 @@ BEGIN
         IF v_copy_early THEN
             v_failed := awa._retain_failed(v_slot);
         END IF;
+        -- SHARE ROW EXCLUSIVE keeps every writer of the slot out (producers that fenced it,
+        -- exits writing its terminal rows) and lets readers in: claims and completions of every
+        -- queue, whose plans lock every ready partition, go on while pending rows move. Only
+        -- the truncate below takes ACCESS EXCLUSIVE.
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms::integer) THEN
+                                         p_lock_timeout_ms::integer, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
             PERFORM awa._retain_failed(v_slot);
         END IF;
-        -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
+        -- The heads of the lanes that still have pending rows in the slot: a claim can take
+        -- rows of the slot only under one of them. A claim holding one makes the prune step
+        -- back; once they are held, no claim opens an attempt on a row of the slot.
+        BEGIN
+            PERFORM 1 FROM awa.queue_claim_heads h
+             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
+                             JOIN awa.ready_entries r
+                               ON r.queue = c.queue AND r.priority = c.priority
+                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
+                            WHERE c.queue = h.queue AND c.priority = h.priority
+                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
+             ORDER BY h.queue, h.priority, h.enqueue_shard
+               FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END;
+        -- Rows of the slot claimed after the cursors were remembered (read after the heads are
+        -- held, so a claim that committed before they were taken is seen): attempts may be open.
         IF EXISTS (SELECT 1 FROM awa.lane_cursors h
                      LEFT JOIN unnest(v_cursors) o
                        ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
@@ -764,19 +819,6 @@ BEGIN
         -- The originals of the retained failed rows: a reader sees one or the other.
         DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
         GET DIAGNOSTICS v_retained = ROW_COUNT;
-        BEGIN
-            PERFORM 1 FROM awa.queue_claim_heads h
-             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
-                             JOIN awa.ready_entries r
-                               ON r.queue = c.queue AND r.priority = c.priority
-                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
-                            WHERE c.queue = h.queue AND c.priority = h.priority
-                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
-             ORDER BY h.queue, h.priority, h.enqueue_shard
-               FOR UPDATE NOWAIT;
-        EXCEPTION WHEN lock_not_available THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
-        END;
         -- Whole rows move: only the slot changes (no column is named).
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
@@ -812,7 +854,11 @@ BEGIN
             UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id() WHERE slot = v_slot;
             v_result := 'moved';
         ELSE
-            PERFORM awa._free_queue_slot(v_slot);
+            -- Nothing pending and nothing retained: the truncate, the one step that holds
+            -- readers out (ACCESS EXCLUSIVE), from its lock to the commit.
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
         END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
@@ -918,8 +964,7 @@ BEGIN
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
         -- rotation may still commit), and an ended receipt never opens again. So under the
-        -- partition locks, which every worker statement on the claim ring waits for, the
-        -- prune only compares the slot's count of claim batches with the one it counted
+        -- partition locks the prune only compares the slot's count of claim batches with the one it counted
         -- before its test, and steps back if it grew: a receipt that committed since is one
         -- just claimed (a claim appends at least one batch), open in all
         -- likelihood, and testing the slot again there (a probe per receipt, 0.4 s at
@@ -929,12 +974,19 @@ BEGIN
             RETURN 'skipped_open_receipts';
         END IF;
         BEGIN
+            -- The count under SHARE ROW EXCLUSIVE (no claim can add a batch; completions and
+            -- readers go on), and ACCESS EXCLUSIVE, which every worker statement on the claim
+            -- ring waits for, for the truncate alone.
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer, true) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
+            END IF;
+            IF NOT awa._lock_ring_partitions(
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             EXECUTE format('TRUNCATE awa.%I, awa.%I', 'claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
@@ -1042,6 +1094,15 @@ REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, bigint) TO awa_admin;
 COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
 
+-- The next transaction id the cluster will assign (src/ring.cpp): read after a snapshot, every
+-- transaction running at that snapshot has a lower id.
+CREATE FUNCTION awa._next_xid() RETURNS xid8
+    AS 'MODULE_PATHNAME', 'awa_next_xid'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._next_xid() FROM PUBLIC;
+COMMENT ON FUNCTION awa._next_xid() IS 'Internal: the next transaction id the cluster will assign.';
+
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
 -- taken in ONE order, the order of every exit that closes several attempts in a
@@ -1057,6 +1118,15 @@ COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic tas
 -- of the ready, batch and attempt tables) took 10-17 ms to make on every call, 95 % of an
 -- idle maintenance pass, and the generic plan runs as fast (regression test
 -- maintenance_guarantees; docs/benchmarks.md, "maintenance pass").
+-- The deadline search reads claim batches from awa.rescue_progress's watermark on (their
+-- deadline index), so a pass costs the batches whose deadline passed since the passes before
+-- it and the attempts still open among them, not every completed claim of the ring
+-- (regression test rescue_deadline_cost). A pass at READ COMMITTED that gets the progress row
+-- (SKIP LOCKED: a concurrent pass keeps it) moves the watermark up to the candidate of an
+-- earlier pass once every transaction running at that candidate's snapshot has ended, and
+-- leaves its own candidate: its start, or the earliest deadline of an attempt it left open
+-- (its batch was busy, or beyond p_limit), with the snapshot it read that under and the next
+-- transaction id after it.
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
@@ -1065,15 +1135,50 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz := clock_timestamp() - p_stale;
+    v_from timestamptz := '-infinity';
+    v_progress awa.rescue_progress;
+    v_owner boolean := false;
+    v_ended boolean := false;
+    v_open_from timestamptz;
+    v_open_snapshot pg_snapshot;
+    v_open_next xid8;
     r record;
     t awa.taken_attempt;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
+    IF p_deadlines THEN
+        -- After v_now, so that a candidate left below is never later than the snapshot it
+        -- is read under.
+        IF current_setting('transaction_isolation') = 'read committed' THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress FOR UPDATE SKIP LOCKED;
+            v_owner := FOUND;
+        END IF;
+        IF NOT v_owner THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress;
+        END IF;
+        v_from := coalesce(v_progress.deadline_watermark, '-infinity');
+        -- Every transaction that was running when the candidate was read (those of its
+        -- snapshot's list, and any from its xmax up to the next id read after it: ids that
+        -- high are not listed) has ended by now, so the search below sees every batch any of
+        -- them committed. A range too long to test id by id waits until all of it has ended.
+        IF v_owner AND v_progress.candidate_snapshot IS NOT NULL THEN
+            SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(v_progress.candidate_snapshot) x
+                                WHERE NOT pg_catalog.pg_visible_in_snapshot(x, s.cur))
+                   AND (pg_catalog.pg_snapshot_xmin(s.cur) >= v_progress.candidate_next
+                        OR (s.next - s.xmax <= 10000
+                            AND NOT EXISTS (SELECT 1 FROM pg_catalog.generate_series(s.xmax, s.next - 1) g
+                                             WHERE NOT pg_catalog.pg_visible_in_snapshot(g::text::xid8, s.cur))))
+              INTO v_ended
+              FROM (SELECT pg_catalog.pg_current_snapshot() AS cur,
+                           pg_catalog.pg_snapshot_xmax(v_progress.candidate_snapshot)::text::bigint AS xmax,
+                           v_progress.candidate_next::text::bigint AS next) s;
+        END IF;
+    END IF;
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now
+             WHERE p_deadlines AND c.deadline_at >= v_from AND c.deadline_at < v_now
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
@@ -1106,6 +1211,25 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    IF v_owner THEN
+        -- The earliest deadline still open in what this pass searched (its own rescues are
+        -- closed now), read together with the snapshot that saw it.
+        SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
+          INTO v_open_from, v_open_snapshot
+          FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        v_open_next := awa._next_xid();
+        UPDATE awa.rescue_progress p
+           SET deadline_watermark = CASE WHEN v_ended
+                                         THEN greatest(p.deadline_watermark, least(p.deadline_candidate, v_open_from))
+                                         ELSE p.deadline_watermark END,
+               deadline_candidate = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_from ELSE p.deadline_candidate END,
+               candidate_snapshot = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_snapshot ELSE p.candidate_snapshot END,
+               candidate_next = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                     THEN v_open_next ELSE p.candidate_next END
+         WHERE p.only_row;
+    END IF;
     IF v_cutoff IS NOT NULL THEN
         -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
         -- after the completion of its attempt, which could not see the uncommitted row and left
@@ -2683,7 +2807,7 @@ COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put ex
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
 COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: an ended attempt''s terminal row in done_entries, on its own lane identity.';
 COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s enqueue sequence will hand out (security definer).';
-COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
 COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
 COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';

@@ -602,6 +602,14 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		drain_values[12] = Int64GetDatum(ring.generation);
 		/* Read before the drain's snapshot (exec_plan_latest takes it). */
 		drain_values[13] = Int64GetDatum(awa::claim_bound(cand.seq_oid));
+		/*
+		 * A claim with a deadline holds its transaction id before the drain reads the clock
+		 * (the head lock has taken one already; this says so): deadline rescue trusts that a
+		 * transaction without an id when it read cannot commit a batch whose deadline is
+		 * before that read (awa._rescue, awa.rescue_progress).
+		 */
+		if (deadline_secs > 0)
+			(void)GetTopTransactionId();
 		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0)
 		{

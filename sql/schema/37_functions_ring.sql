@@ -28,19 +28,21 @@ CREATE FUNCTION awa._ring_slot_freed(p_ring text, p_slot integer) RETURNS void
 REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._ring_slot_freed(text, integer) IS 'Internal: forget a write slot this transaction fenced in a slot it has just freed.';
 
--- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
--- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
--- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
--- Producers and workers never wait on a prune's lock request longer than one try.
+-- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
+-- readers in) on awa.<table> for every table named, without ever queueing for long: the first
+-- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
+-- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
+-- workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
     v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
-                  || ' IN ACCESS EXCLUSIVE MODE';
+                  || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
     LOOP
@@ -57,8 +59,8 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 
 -- Rotate the queue ring: seal the current slot and make the next one current, when the
 -- current slot holds rows and the next slot is free (pruned). Serialised with prune and
@@ -124,33 +126,48 @@ $$;
 REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
 
--- Free a queue slot whose partitions this transaction holds (a prune): drop the unique
--- claims of the jobs whose last rows go with it -- completed and cancelled ones (failed rows
--- were retained, and keep theirs). Without this a key held in `completed` (the default mask)
--- could never be enqueued again. A claim row another transaction has locked (a delete of the
--- job) is skipped: the slot's partitions are locked, and a prune must not wait with them.
--- Then truncate the partitions and mark the slot free.
-CREATE FUNCTION awa._free_queue_slot(p_slot integer) RETURNS void
+-- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
+-- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
+-- with it -- completed and cancelled ones (failed rows were retained, and keep theirs).
+-- Without this a key held in `completed` (the default mask) could never be enqueued again. A
+-- claim row another transaction has locked (a delete of the job) is skipped: a prune must not
+-- wait with the slot's partitions locked. Only then take ACCESS EXCLUSIVE, the one lock that
+-- holds claims and completions of every queue out (their plans lock every ready partition),
+-- truncate the partitions and mark the slot free: readers wait for the truncate and the commit
+-- alone. Both locks are taken in short tries within p_budget_ms; false when one did not come
+-- (the caller steps back, and its rollback undoes the deletes).
+CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tables text[] := ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot, 'completion_batches_' || p_slot];
 BEGIN
-    DELETE FROM awa.job_unique_claims u
-     WHERE u.ctid = ANY (ARRAY(
-         SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                                        UNION ALL
-                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
-            FOR UPDATE SKIP LOCKED));
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, true) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                            UNION ALL
+                                            SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+                FOR UPDATE SKIP LOCKED));
+    END IF;
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, false) THEN
+        RETURN false;
+    END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
     UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
+    RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._free_queue_slot(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._free_queue_slot(integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free.';
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer, integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time.';
 
 -- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
 -- the procarray's horizon, read without waiting): then no reader can still need the rows
@@ -303,12 +320,9 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
-                                                   'completion_batches_' || v_slot],
-                                             p_lock_timeout_ms::integer) THEN
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
-            PERFORM awa._free_queue_slot(v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -349,15 +363,36 @@ BEGIN
         IF v_copy_early THEN
             v_failed := awa._retain_failed(v_slot);
         END IF;
+        -- SHARE ROW EXCLUSIVE keeps every writer of the slot out (producers that fenced it,
+        -- exits writing its terminal rows) and lets readers in: claims and completions of every
+        -- queue, whose plans lock every ready partition, go on while pending rows move. Only
+        -- the truncate below takes ACCESS EXCLUSIVE.
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms::integer) THEN
+                                         p_lock_timeout_ms::integer, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
             PERFORM awa._retain_failed(v_slot);
         END IF;
-        -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
+        -- The heads of the lanes that still have pending rows in the slot: a claim can take
+        -- rows of the slot only under one of them. A claim holding one makes the prune step
+        -- back; once they are held, no claim opens an attempt on a row of the slot.
+        BEGIN
+            PERFORM 1 FROM awa.queue_claim_heads h
+             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
+                             JOIN awa.ready_entries r
+                               ON r.queue = c.queue AND r.priority = c.priority
+                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
+                            WHERE c.queue = h.queue AND c.priority = h.priority
+                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
+             ORDER BY h.queue, h.priority, h.enqueue_shard
+               FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END;
+        -- Rows of the slot claimed after the cursors were remembered (read after the heads are
+        -- held, so a claim that committed before they were taken is seen): attempts may be open.
         IF EXISTS (SELECT 1 FROM awa.lane_cursors h
                      LEFT JOIN unnest(v_cursors) o
                        ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
@@ -382,19 +417,6 @@ BEGIN
         -- The originals of the retained failed rows: a reader sees one or the other.
         DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
         GET DIAGNOSTICS v_retained = ROW_COUNT;
-        BEGIN
-            PERFORM 1 FROM awa.queue_claim_heads h
-             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
-                             JOIN awa.ready_entries r
-                               ON r.queue = c.queue AND r.priority = c.priority
-                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
-                            WHERE c.queue = h.queue AND c.priority = h.priority
-                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
-             ORDER BY h.queue, h.priority, h.enqueue_shard
-               FOR UPDATE NOWAIT;
-        EXCEPTION WHEN lock_not_available THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
-        END;
         -- Whole rows move: only the slot changes (no column is named).
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
@@ -430,7 +452,11 @@ BEGIN
             UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id() WHERE slot = v_slot;
             v_result := 'moved';
         ELSE
-            PERFORM awa._free_queue_slot(v_slot);
+            -- Nothing pending and nothing retained: the truncate, the one step that holds
+            -- readers out (ACCESS EXCLUSIVE), from its lock to the commit.
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
         END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
@@ -548,8 +574,7 @@ BEGIN
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
         -- rotation may still commit), and an ended receipt never opens again. So under the
-        -- partition locks, which every worker statement on the claim ring waits for, the
-        -- prune only compares the slot's count of claim batches with the one it counted
+        -- partition locks the prune only compares the slot's count of claim batches with the one it counted
         -- before its test, and steps back if it grew: a receipt that committed since is one
         -- just claimed (a claim appends at least one batch), open in all
         -- likelihood, and testing the slot again there (a probe per receipt, 0.4 s at
@@ -559,12 +584,19 @@ BEGIN
             RETURN 'skipped_open_receipts';
         END IF;
         BEGIN
+            -- The count under SHARE ROW EXCLUSIVE (no claim can add a batch; completions and
+            -- readers go on), and ACCESS EXCLUSIVE, which every worker statement on the claim
+            -- ring waits for, for the truncate alone.
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer, true) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
+            END IF;
+            IF NOT awa._lock_ring_partitions(
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             EXECUTE format('TRUNCATE awa.%I, awa.%I', 'claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
