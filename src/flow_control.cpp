@@ -1,0 +1,172 @@
+/*
+ * flow_control.cpp — the limits a claim of a queue obeys (docs/design.md §4, "Flow
+ * control"): the queue's rate limit and concurrency limit, read from awa.queue_meta and
+ * cached per backend under the queue_meta stamp (module.cpp), so a claim of a queue without
+ * limits pays one look-up in a backend hash table; and the concurrency limit's room: claims
+ * of a limited queue take a lock of the queue held to the end of their transaction, then
+ * count its running attempts on the latest committed state, so no two claims ever count
+ * without seeing each other's attempts, whatever their isolation level.
+ */
+#include "flow_control.hpp"
+#include "lane_key.hpp"
+#include "module.hpp"
+#include "spi_util.hpp"
+
+extern "C"
+{
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+}
+
+#include <cstdint>
+#include <cstring>
+
+namespace awa
+{
+
+namespace
+{
+
+/* A queue's cached limits, valid while the queue_meta stamp is the one they were read under. */
+struct LimitsEntry
+{
+	LaneKey key;
+	std::uint64_t stamp;
+	QueueLimits limits;
+};
+
+HTAB *limits_cache = nullptr;
+SPIPlanPtr limits_plan = nullptr;
+SPIPlanPtr running_plan = nullptr;
+
+/* The queue's limits as awa.queue_meta holds them (set_rate_limit, set_concurrency_limit). */
+const char *const kLimitsSql =
+	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit FROM awa.queue_meta m WHERE m.queue = $1";
+
+/*
+ * The queue's running attempts: open receipts (the one test of awa._open_receipts) and
+ * leases, what awa.queue_counts_exact counts as running.
+ */
+const char *const kRunningSql =
+	"SELECT (SELECT count(*) FROM awa._open_receipts c WHERE c.queue = $1) "
+	"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external'))";
+
+/*
+ * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)
+ * and 2 (two int keys), so no lock a client takes by SQL is ever this one.
+ */
+constexpr uint16 kLimitLockField = 3;
+
+/* The backend's cache of limits, created on first use. */
+HTAB *
+limits_table()
+{
+	if (limits_cache == nullptr)
+	{
+		HASHCTL ctl;
+
+		std::memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LaneKey);
+		ctl.entrysize = sizeof(LimitsEntry);
+		ctl.hcxt = TopMemoryContext;
+		limits_cache = hash_create("awa_shard queue limits", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	return limits_cache;
+}
+
+/* Read a queue's limits on the latest committed state (no row: none). SPI is connected. */
+void
+read_limits(const char *queue, int queue_len, QueueLimits *out)
+{
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(cstring_to_text_with_len(queue, queue_len))};
+	bool null_rate;
+	bool null_burst;
+	bool null_limit;
+
+	std::memset(out, 0, sizeof(*out));
+	keep_plan(&limits_plan, kLimitsSql, 1, types);
+	exec_plan_latest(limits_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue limits lookup");
+	if (SPI_processed != 1)
+		return;
+	HeapTuple row = SPI_tuptable->vals[0];
+	TupleDesc desc = SPI_tuptable->tupdesc;
+	Datum rate = SPI_getbinval(row, desc, 1, &null_rate);
+	Datum burst = SPI_getbinval(row, desc, 2, &null_burst);
+	Datum limit = SPI_getbinval(row, desc, 3, &null_limit);
+
+	if (!null_rate && !null_burst)
+	{
+		out->rate = true;
+		out->per_second = DatumGetFloat8(rate);
+		out->burst = DatumGetInt32(burst);
+	}
+	if (!null_limit)
+	{
+		out->concurrency = true;
+		out->concurrency_limit = DatumGetInt32(limit);
+	}
+}
+
+} // namespace
+
+/* A queue's limits, cached until queue_meta changes (see flow_control.hpp). */
+void
+queue_limits(const char *queue, int queue_len, QueueLimits *out)
+{
+	LaneKey key;
+	bool found;
+	LimitsEntry *entry;
+	std::uint64_t stamp = queue_meta_stamp(); /* read before the table, as queue_width does */
+
+	make_lane_key(&key, queue, queue_len, 0, 0);
+	entry = static_cast<LimitsEntry *>(hash_search(limits_table(), &key, HASH_FIND, &found));
+	if (found && entry->stamp == stamp)
+	{
+		*out = entry->limits;
+		return;
+	}
+	read_limits(queue, queue_len, out);
+	entry = static_cast<LimitsEntry *>(hash_search(limits_table(), &key, HASH_ENTER, &found));
+	entry->stamp = stamp;
+	entry->limits = *out;
+}
+
+/* Drop every cached limit (this transaction changed queue_meta). */
+void
+forget_queue_limits()
+{
+	if (limits_cache != nullptr)
+	{
+		hash_destroy(limits_cache);
+		limits_cache = nullptr;
+	}
+}
+
+/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+int64
+concurrency_room(text *queue, int limit)
+{
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
+								   VARSIZE_ANY_EXHDR(queue), 0x617761);
+	LOCKTAG tag;
+	Datum running;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	/* After the lock: every claim that held it before has committed or aborted. */
+	keep_plan(&running_plan, kRunningSql, 1, types);
+	exec_plan_latest(running_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue running attempts");
+	if (!spi_single_value(&running))
+		elog(ERROR, "awa_shard: running attempts of a queue counted no row");
+	return static_cast<int64>(limit) - DatumGetInt64(running);
+}
+
+} // namespace awa
