@@ -38,12 +38,16 @@ SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHE
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 1);
+-- wait_for_jobs reports no work a claim could take while the bucket is empty (the queue
+-- holds 37 waiting jobs); a timeout of 0 only looks.
+SELECT awa.wait_for_jobs('fc_rate', 0) AS work_without_tokens, awa.queue_depth('fc_rate') > 0 AS jobs_waiting;
 
 -- 3. A high rate refills between claims: each claim of 10 gets the burst, 2, no more.
 SELECT awa.set_rate_limit('fc_rate', 1e9, 2);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
+SELECT awa.wait_for_jobs('fc_rate', 0) AS work_with_tokens;
 -- A claim of fewer than the bucket holds takes only what it asks for.
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 1);
 
@@ -81,11 +85,13 @@ INSERT INTO fc_running SELECT job_id, run_lease FROM awa.claim_ready_runtime('fc
 SELECT count(*) AS running FROM fc_running;
 SELECT count(*) AS claimed_at_cap FROM awa.claim_ready_runtime('fc_conc', 5);
 SELECT running FROM awa.queues WHERE queue = 'fc_conc';
+SELECT awa.wait_for_jobs('fc_conc', 0) AS work_at_cap;
 -- A completion frees one place.
 SELECT count(*) AS completed FROM awa.complete_jobs(
     ARRAY(SELECT job_id FROM fc_running ORDER BY job_id LIMIT 1),
     ARRAY(SELECT run_lease FROM fc_running ORDER BY job_id LIMIT 1));
 DELETE FROM fc_running WHERE job_id = (SELECT min(job_id) FROM fc_running);
+SELECT awa.wait_for_jobs('fc_conc', 0) AS work_below_cap;
 INSERT INTO fc_running SELECT job_id, run_lease FROM awa.claim_ready_runtime('fc_conc', 5);
 SELECT count(*) AS running FROM fc_running;
 -- A failure (to retry later) and a cancel each free one.

@@ -10,6 +10,7 @@
 #include "flow_control.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
+#include "rate_limit.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -61,6 +62,9 @@ const char *const kRunningSql =
  * and 2 (two int keys), so no lock a client takes by SQL is ever this one.
  */
 constexpr uint16 kLimitLockField = 3;
+
+/* How often wait_for_jobs looks again while its queue is at its concurrency cap. */
+constexpr long kCapPollMs = 100;
 
 /* The backend's cache of limits, created on first use. */
 HTAB *
@@ -148,25 +152,53 @@ forget_queue_limits()
 	}
 }
 
-/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+/* The queue's running attempts on the latest committed state. SPI is connected. */
 int64
-concurrency_room(text *queue, int limit)
+running_attempts(text *queue)
 {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {PointerGetDatum(queue)};
-	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
-								   VARSIZE_ANY_EXHDR(queue), 0x617761);
-	LOCKTAG tag;
 	Datum running;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
-	(void)LockAcquire(&tag, ExclusiveLock, false, false);
-	/* After the lock: every claim that held it before has committed or aborted. */
 	keep_plan(&running_plan, kRunningSql, 1, types);
 	exec_plan_latest(running_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue running attempts");
 	if (!spi_single_value(&running))
 		elog(ERROR, "awa_shard: running attempts of a queue counted no row");
-	return static_cast<int64>(limit) - DatumGetInt64(running);
+	return DatumGetInt64(running);
+}
+
+/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+int64
+concurrency_room(text *queue, int limit)
+{
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
+								   VARSIZE_ANY_EXHDR(queue), 0x617761);
+	LOCKTAG tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
+	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	/* After the lock: every claim that held it before has committed or aborted. */
+	return static_cast<int64>(limit) - running_attempts(queue);
+}
+
+/* Whether, and how long, the queue's limits hold a waiting worker back (flow_control.hpp). */
+long
+limits_hold_ms(text *queue)
+{
+	QueueLimits limits;
+	long hold = 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	queue_limits(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), &limits);
+	if (limits.rate)
+		hold = rate_wait_ms(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst);
+	/* No lock: a worker that sees a place claims, and its claim decides under the lock. */
+	if (hold == 0 && limits.concurrency && running_attempts(queue) >= limits.concurrency_limit)
+		hold = kCapPollMs;
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	return hold;
 }
 
 } // namespace awa

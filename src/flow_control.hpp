@@ -41,4 +41,12 @@ void forget_queue_limits();
  */
 int64 concurrency_room(text *queue, int limit);
 
+/*
+ * For awa.wait_for_jobs: 0 when the queue's limits let a claim take a job now; else the
+ * milliseconds to sleep before looking again (until the rate's next token; a fixed poll
+ * while the queue is at its concurrency cap, since an exit wakes no sleeper). Connects to SPI
+ * itself.
+ */
+long limits_hold_ms(text *queue);
+
 } // namespace awa

@@ -184,6 +184,29 @@ rate_take(const char *queue, int queue_len, double per_second, int burst, int64 
 	return took;
 }
 
+/* Time until the bucket holds a whole token, without taking any (see rate_limit.hpp). */
+long
+rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
+{
+	BucketKey key;
+	TimestampTz now = GetCurrentTimestamp();
+	const Bucket *b;
+	double tokens;
+
+	if (rate_shared == nullptr)
+		return 0; /* a claim raises 55000: let it */
+	bucket_key(&key, queue, queue_len);
+	LWLockAcquire(rate_shared->lock, LW_SHARED);
+	b = static_cast<const Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
+	tokens = b == nullptr ? static_cast<double>(burst)
+						  : b->tokens + per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) /
+											USECS_PER_SEC;
+	LWLockRelease(rate_shared->lock);
+	if (tokens + 1e-9 >= 1.0)
+		return 0;
+	return std::max(1L, static_cast<long>(std::ceil((1.0 - tokens) / per_second * 1000.0)));
+}
+
 /* Give back tokens taken and not handed out (never more than the bucket holds). */
 void
 rate_give_back(const char *queue, int queue_len, double per_second, int burst, int64 n)

@@ -23,6 +23,12 @@ bool rate_limits_available();
  */
 int64 rate_take(const char *queue, int queue_len, double per_second, int burst, int64 want);
 
+/*
+ * Milliseconds until the queue's bucket holds a whole token (0: it holds one now, or has no
+ * bucket yet, which starts full). Takes nothing.
+ */
+long rate_wait_ms(const char *queue, int queue_len, double per_second, int burst);
+
 /* Put back tokens a claim took and did not hand out (its drain found fewer jobs). */
 void rate_give_back(const char *queue, int queue_len, double per_second, int burst, int64 n);
 
