@@ -1,7 +1,6 @@
--- flow_control: rate limits and concurrency limits of a queue (docs/api.md, "Flow
--- control"). Everything is asserted by counts, never by time: a rate of one job per
--- 11.6 days (1e-6 per second) never refills during the test, so a claim gets exactly what
--- the bucket holds; a rate of 1e9 per second refills the bucket between any two claims.
+-- flow_control: concurrency limits of a queue, the checks of both limits and who may set
+-- them (docs/api.md, "Flow control"); the same with or without the preload. Rate limits,
+-- whose buckets need the preload, are in rate_limit.sql.
 \set ECHO none
 \i sql/sqlstate_of.psql
 \set ECHO all
@@ -31,48 +30,7 @@ SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
 -- A failed call changed nothing.
 SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHERE queue = 'fc_rate';
 
--- 2. Rate limit, burst 3 at a rate that does not refill: one claim of 10 gets exactly 3
---    (from one lane holding 10), every later claim none, whatever its lane.
-SELECT awa.set_rate_limit('fc_rate', 1e-6, 3);
-SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHERE queue = 'fc_rate';
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 1);
--- wait_for_jobs reports no work a claim could take while the bucket is empty (the queue
--- holds 37 waiting jobs); a timeout of 0 only looks.
-SELECT awa.wait_for_jobs('fc_rate', 0) AS work_without_tokens, awa.queue_depth('fc_rate') > 0 AS jobs_waiting;
-
--- 3. A high rate refills between claims: each claim of 10 gets the burst, 2, no more.
-SELECT awa.set_rate_limit('fc_rate', 1e9, 2);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT awa.wait_for_jobs('fc_rate', 0) AS work_with_tokens;
--- A claim of fewer than the bucket holds takes only what it asks for.
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 1);
-
--- 4. Tokens of a claim rolled back are not given back (the limit is an upper bound); tokens
---    a claim took and did not hand out (its lane held fewer jobs) are. A changed limit keeps
---    its bucket's tokens (at most the new burst): here the 1 token step 3 left.
-SELECT awa.set_rate_limit('fc_rate', 1e-6, 2);
-BEGIN;
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 10);
-ROLLBACK;
-SELECT count(*) AS claimed_after_rollback FROM awa.claim_ready_runtime('fc_rate', 10);
-SELECT awa.create_queue('fc_refund');
-SELECT awa.set_rate_limit('fc_refund', 1e-6, 5);
-SELECT cardinality(awa.insert_jobs('fc_refund', array_fill('k'::text, ARRAY[2]))) AS enqueued;
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_refund', 10);
-SELECT cardinality(awa.insert_jobs('fc_refund', array_fill('k'::text, ARRAY[5]))) AS enqueued;
-SELECT count(*) AS claimed_with_the_rest FROM awa.claim_ready_runtime('fc_refund', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_refund', 10);
-
--- 5. Removing the limit: claims get whole batches again.
-SELECT awa.set_rate_limit('fc_rate', NULL);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_rate', 4);
-SELECT queue, rate_per_second, rate_burst FROM awa.queues WHERE queue = 'fc_rate';
-
--- 6. Concurrency limit 3: claims start at most 3 attempts in all; a completion, a failure
+-- 2. Concurrency limit 3: claims start at most 3 attempts in all; a completion, a failure
 --    and a cancel each free a place (the rest of the exits free one the same way: the
 --    count is the running attempts of awa.queues).
 SELECT awa.create_queue('fc_conc', 2);
@@ -106,18 +64,7 @@ SELECT awa.set_concurrency_limit('fc_conc', NULL);
 SELECT count(*) AS claimed_uncapped FROM awa.claim_ready_runtime('fc_conc', 1);
 SELECT queue, concurrency_limit, running FROM awa.queues WHERE queue = 'fc_conc';
 
--- 7. Both limits at once: the tighter one wins, and a claim capped by the concurrency
---    limit takes only the tokens it hands out.
-SELECT awa.create_queue('fc_both');
-SELECT cardinality(awa.insert_jobs('fc_both', array_fill('k'::text, ARRAY[20]))) AS enqueued;
-SELECT awa.set_concurrency_limit('fc_both', 2);
-SELECT awa.set_rate_limit('fc_both', 1e-6, 5);
-SELECT count(*) AS claimed_by_concurrency FROM awa.claim_ready_runtime('fc_both', 10);
-SELECT awa.set_concurrency_limit('fc_both', 100);
-SELECT count(*) AS claimed_by_rate FROM awa.claim_ready_runtime('fc_both', 10);
-SELECT count(*) AS claimed FROM awa.claim_ready_runtime('fc_both', 10);
-
--- 8. Who may set limits: awa_admin, not a worker or producer (42501). The settings travel
+-- 3. Who may set limits: awa_admin, not a worker or producer (42501). The settings travel
 --    with the queue's settings row, which pg_dump keeps (awa.queue_meta is configuration).
 CREATE ROLE fc_worker IN ROLE awa_worker;
 CREATE ROLE fc_admin IN ROLE awa_admin;
@@ -125,7 +72,7 @@ SET ROLE fc_worker;
 SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('fc_rate', 1)$$) AS worker_rate;
 SELECT pg_temp.sqlstate_of($$SELECT awa.set_concurrency_limit('fc_rate', 1)$$) AS worker_concurrency;
 SET ROLE fc_admin;
-SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('fc_rate', 5, 10)$$) AS admin_rate;
+SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('fc_rate', NULL)$$) AS admin_rate;
 SELECT pg_temp.sqlstate_of($$SELECT awa.set_concurrency_limit('fc_rate', 7)$$) AS admin_concurrency;
 RESET ROLE;
 DROP ROLE fc_worker;
@@ -134,4 +81,4 @@ SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHE
 SELECT pg_catalog.pg_get_expr(c.conbin, c.conrelid) IS NOT NULL AS checked, c.conname
   FROM pg_constraint c WHERE c.conrelid = 'awa.queue_meta'::regclass AND c.conname LIKE 'queue_meta_%limit' ORDER BY 2;
 
-SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['fc_rate', 'fc_refund', 'fc_conc', 'fc_both']) q;
+SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['fc_rate', 'fc_conc']) q;
