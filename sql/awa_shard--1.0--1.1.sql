@@ -3811,7 +3811,7 @@ COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
 -- past it returns fewer jobs or none, never waits. Kept in awa.queue_meta (pg_dump keeps
 -- it); the token buckets are in shared memory, so setting one needs the library preloaded.
-CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst integer DEFAULT 1,
+CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst bigint DEFAULT 1,
                                    p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -3843,16 +3843,16 @@ BEGIN
     ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, integer, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, integer, boolean) TO awa_admin;
-COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, integer, boolean)
+REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
     IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
 
 -- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
 -- attempts, whatever the number and isolation level of the claimers. Claims of a limited
 -- queue serialise on a lock of the queue held until they commit and count its running
 -- attempts on the latest committed state (docs/design.md §4, "Flow control").
-CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit integer, p_per_key boolean DEFAULT false) RETURNS void
+CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit bigint, p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
@@ -3872,7 +3872,7 @@ BEGIN
     ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, integer, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, integer, boolean) TO awa_admin;
-COMMENT ON FUNCTION awa.set_concurrency_limit(text, integer, boolean)
+REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
     IS 'Set (NULL: remove) a known queue''s cap on running attempts, exact for any number of claimers. Role: awa_admin.';
