@@ -11,6 +11,7 @@
 #include "lane_key.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
+#include "receipt_sql.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -50,11 +51,27 @@ const char *const kLimitsSql =
 	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit FROM awa.queue_meta m WHERE m.queue = $1";
 
 /*
- * The queue's running attempts: open receipts (the one test of awa._open_receipts) and
- * leases, what awa.queue_counts_exact counts as running.
+ * The queue's running attempts: open receipts and running leases, what
+ * awa.queue_counts_exact counts as running. The receipts are walked from the queue's claim
+ * batches (the view awa._open_receipts starts from the ready rows, so a count through it
+ * read every ready row of the queue: O(backlog)); a batch whose every offset a completion
+ * batch of its block names holds no open receipt and is passed over with one probe; the
+ * others' receipts get the view's tests, the fragments of receipt_sql.hpp.
  */
 const char *const kRunningSql =
-	"SELECT (SELECT count(*) FROM awa._open_receipts c WHERE c.queue = $1) "
+	"SELECT (SELECT count(*) FROM awa.claim_batches b "
+	"  CROSS JOIN LATERAL unnest(b.lane_offsets) AS o(off) "
+	"  CROSS JOIN LATERAL (SELECT b.claim_slot, r.job_id, r.run_lease + 1 AS run_lease, r.queue, r.priority, "
+	"      r.enqueue_shard, r.lane_seq, r.ready_slot, r.ready_generation FROM awa.ready_entries r "
+	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
+	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
+	"      AND r.ready_generation = b.ready_generation OFFSET 0) c "
+	"  WHERE b.queue = $1 "
+	"    AND NOT (b.lane_offsets <@ coalesce((SELECT array_agg(f_o) FROM awa.completion_batches f "
+	"        CROSS JOIN LATERAL unnest(f.lane_offsets) AS f_o WHERE f.queue = b.queue AND f.priority = b.priority "
+	"          AND f.enqueue_shard = b.enqueue_shard AND f.lane_block = b.lane_block AND f.ready_slot = b.ready_slot "
+	"          AND f.ready_generation = b.ready_generation), '{}'::int2[])) "
+	"    AND " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("") ") "
 	"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external'))";
 
 /*
