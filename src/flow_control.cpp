@@ -54,24 +54,27 @@ const char *const kLimitsSql =
  * The queue's running attempts: open receipts and running leases, what
  * awa.queue_counts_exact counts as running. The receipts are walked from the queue's claim
  * batches (the view awa._open_receipts starts from the ready rows, so a count through it
- * read every ready row of the queue: O(backlog)); a batch whose every offset a completion
- * batch of its block names holds no open receipt and is passed over with one probe; the
- * others' receipts get the view's tests, the fragments of receipt_sql.hpp.
+ * read every ready row of the queue: O(backlog)). The completion batches of the queue are
+ * gathered per block once; a claim batch whose every offset they name holds no open receipt
+ * and is passed over; the attempts of the others get the view's tests, the fragments of
+ * receipt_sql.hpp. Both sets are the queue's (O(claim ring)), never a batch's per-job sets.
  */
 const char *const kRunningSql =
-	"SELECT (SELECT count(*) FROM awa.claim_batches b "
+	"WITH done AS MATERIALIZED (SELECT f.priority, f.enqueue_shard, f.lane_block, f.ready_slot, f.ready_generation, "
+	"    array_agg(f_o) AS offsets FROM awa.completion_batches f CROSS JOIN LATERAL unnest(f.lane_offsets) AS f_o "
+	"   WHERE f.queue = $1 GROUP BY 1, 2, 3, 4, 5), "
+	"pending AS MATERIALIZED (SELECT b.* FROM awa.claim_batches b LEFT JOIN done d "
+	"    ON d.priority = b.priority AND d.enqueue_shard = b.enqueue_shard AND d.lane_block = b.lane_block "
+	"   AND d.ready_slot = b.ready_slot AND d.ready_generation = b.ready_generation "
+	"   WHERE b.queue = $1 AND NOT (b.lane_offsets <@ coalesce(d.offsets, '{}'::int2[]))) "
+	"SELECT (SELECT count(*) FROM pending b "
 	"  CROSS JOIN LATERAL unnest(b.lane_offsets) AS o(off) "
 	"  CROSS JOIN LATERAL (SELECT b.claim_slot, r.job_id, r.run_lease + 1 AS run_lease, r.queue, r.priority, "
 	"      r.enqueue_shard, r.lane_seq, r.ready_slot, r.ready_generation FROM awa.ready_entries r "
 	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
 	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
 	"      AND r.ready_generation = b.ready_generation OFFSET 0) c "
-	"  WHERE b.queue = $1 "
-	"    AND NOT (b.lane_offsets <@ coalesce((SELECT array_agg(f_o) FROM awa.completion_batches f "
-	"        CROSS JOIN LATERAL unnest(f.lane_offsets) AS f_o WHERE f.queue = b.queue AND f.priority = b.priority "
-	"          AND f.enqueue_shard = b.enqueue_shard AND f.lane_block = b.lane_block AND f.ready_slot = b.ready_slot "
-	"          AND f.ready_generation = b.ready_generation), '{}'::int2[])) "
-	"    AND " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("") ") "
+	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("") ") "
 	"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external'))";
 
 /*
