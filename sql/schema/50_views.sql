@@ -116,7 +116,7 @@ GRANT SELECT ON awa.shard_stats TO awa_admin, pg_monitor;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit
       FROM awa._queues();
 COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
