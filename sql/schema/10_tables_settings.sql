@@ -39,6 +39,8 @@ CREATE TABLE awa.queue_meta (
     paused_by text,
     enqueue_shards smallint NOT NULL DEFAULT 1,
     dlq_enabled boolean,
+    completed_retention interval,
+    failed_retention interval,
     CONSTRAINT queue_meta_queue_length CHECK (length(queue) BETWEEN 1 AND 200),
     CONSTRAINT queue_meta_enqueue_shards_range CHECK (enqueue_shards BETWEEN 1 AND 64));
 SELECT pg_catalog.pg_extension_config_dump('awa.queue_meta', '');
@@ -49,4 +51,6 @@ COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed no
 COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
 COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
 COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.completed_retention IS 'How long completed jobs stay visible at least (awa.set_queue_retention); NULL: until their ring slot is pruned.';
+COMMENT ON COLUMN awa.queue_meta.failed_retention IS 'How long failed and cancelled jobs stay visible at least (awa.set_queue_retention); NULL: failed ones until retried or deleted, cancelled ones until their ring slot is pruned.';
 COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
