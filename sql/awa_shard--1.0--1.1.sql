@@ -64,15 +64,15 @@ COMMENT ON COLUMN awa.done_entries.result IS 'The result of a completed job kept
 -- (ready_slot -2 - bucket); a bucket is truncated whole once its expiry has passed
 -- (awa.expire_retention), never a row at a time. expires_at NULL: the bucket is free.
 CREATE TABLE awa.retention_buckets (
-    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 31),
+    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 15),
     expires_at timestamptz);
-INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 31) b;
+INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 15) b;
 SELECT pg_catalog.pg_extension_config_dump('awa.retention_buckets', '');
 GRANT SELECT ON awa.retention_buckets TO awa_admin;
 COMMENT ON TABLE awa.retention_buckets IS 'Retention buckets of done_entries (ready_slot -2 - bucket): when each expires (NULL: free).';
 DO $$
 BEGIN
-    FOR b IN 0..31 LOOP
+    FOR b IN 0..15 LOOP
         EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.done_entries FOR VALUES IN (%s)',
                        'done_entries_expiring_' || b, -2 - b);
         EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'done_entries_expiring_' || b);
@@ -466,7 +466,7 @@ $$;
 
 -- The retention bucket (its ready_slot in done_entries, -2 - bucket) for rows that may go at
 -- p_deadline; NULL: the retained partition (-1), kept until retried or deleted. A bucket
--- already expiring at p_deadline, else a free one, else (all 32 in use) the one expiring
+-- already expiring at p_deadline, else a free one, else (all 16 in use) the one expiring
 -- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
 -- goes before its deadline, only later when more deadlines are live than there are buckets.
 -- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket
@@ -2521,6 +2521,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot >= 0  -- in a ring slot: a retained completion carries its body
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
     -- and their offset in the batch (the attempt is the ready row's, plus one).

@@ -127,7 +127,7 @@ SELECT j.queue, j.what, g.state FROM ret_jobs j JOIN LATERAL awa.get_job(j.id) g
 SELECT count(*) AS buckets_in_use FROM awa.retention_buckets WHERE expires_at IS NOT NULL;
 SELECT count(*) AS bucket_rows FROM awa.done_entries WHERE ready_slot <= -2;
 SELECT sum(pg_relation_size(format('awa.%I', 'done_entries_expiring_' || b)::regclass)) AS bucket_bytes
-  FROM generate_series(0, 31) b;
+  FROM generate_series(0, 15) b;
 SELECT count(*) AS bucket_partitions FROM pg_inherits i
  WHERE i.inhparent = 'awa.done_entries'::regclass AND i.inhrelid::regclass::text LIKE 'awa.done_entries_expiring_%';
 

@@ -127,15 +127,15 @@ COMMENT ON COLUMN awa.done_entries.result IS 'The result of a completed job kept
 -- (ready_slot -2 - bucket); a bucket is truncated whole once its expiry has passed
 -- (awa.expire_retention), never a row at a time. expires_at NULL: the bucket is free.
 CREATE TABLE awa.retention_buckets (
-    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 31),
+    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 15),
     expires_at timestamptz);
-INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 31) b;
+INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 15) b;
 SELECT pg_catalog.pg_extension_config_dump('awa.retention_buckets', '');
 GRANT SELECT ON awa.retention_buckets TO awa_admin;
 COMMENT ON TABLE awa.retention_buckets IS 'Retention buckets of done_entries (ready_slot -2 - bucket): when each expires (NULL: free).';
 DO $$
 BEGIN
-    FOR b IN 0..31 LOOP
+    FOR b IN 0..15 LOOP
         EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.done_entries FOR VALUES IN (%s)',
                        'done_entries_expiring_' || b, -2 - b);
         EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'done_entries_expiring_' || b);

@@ -99,7 +99,7 @@ COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current s
 
 -- The retention bucket (its ready_slot in done_entries, -2 - bucket) for rows that may go at
 -- p_deadline; NULL: the retained partition (-1), kept until retried or deleted. A bucket
--- already expiring at p_deadline, else a free one, else (all 32 in use) the one expiring
+-- already expiring at p_deadline, else a free one, else (all 16 in use) the one expiring
 -- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
 -- goes before its deadline, only later when more deadlines are live than there are buckets.
 -- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket

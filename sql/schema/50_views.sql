@@ -63,6 +63,7 @@ CREATE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot >= 0  -- in a ring slot: a retained completion carries its body
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
     -- and their offset in the batch (the attempt is the ready row's, plus one).
