@@ -470,7 +470,8 @@ $$;
 -- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
 -- goes before its deadline, only later when more deadlines are live than there are buckets.
 -- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket
--- rows it locks.
+-- rows it locks, and it skips those expiry locks (when every one is, the prune steps back:
+-- 'skipped_locked').
 CREATE FUNCTION awa._retention_bucket(p_deadline timestamptz) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -500,7 +501,8 @@ BEGIN
         RETURNING b.bucket INTO v_bucket;
     END IF;
     IF v_bucket IS NULL THEN
-        RAISE EXCEPTION 'awa_shard: no retention bucket is free of locks' USING ERRCODE = '55P03';
+        -- Every bucket row is locked (by expiry): the prune steps back and tries again.
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
     END IF;
     RETURN -2 - v_bucket;
 END
