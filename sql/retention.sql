@@ -131,6 +131,28 @@ SELECT sum(pg_relation_size(format('awa.%I', 'done_entries_expiring_' || b)::reg
 SELECT count(*) AS bucket_partitions FROM pg_inherits i
  WHERE i.inhparent = 'awa.done_entries'::regclass AND i.inhrelid::regclass::text LIKE 'awa.done_entries_expiring_%';
 
+-- The deadline of a row: at or after its expiry, less than a quarter of the retention (at
+-- least 64 s) later, whatever the retention.
+SELECT bool_and(awa._retention_deadline(t, r, t) >= t + r) AS not_before_expiry,
+       bool_and(awa._retention_deadline(t, r, t) < t + r + greatest(r / 4, interval '64 seconds')) AS within_bound,
+       bool_and(awa._retention_deadline(t, r, t + r) IS NULL) AS expired_is_not_kept
+  FROM unnest(ARRAY['1 second', '10 minutes', '1 hour', '1 day', '7 days', '30 days', '1 year']::interval[]) r,
+       unnest(ARRAY['2026-01-01 00:00:00+00', '2026-06-30 13:27:41.123456+00']::timestamptz[]) t;
+-- Choosing a bucket: one deadline, one bucket; when all 16 are in use, a later deadline's
+-- rows go to the bucket that expires next after it, and past the latest one that bucket's
+-- expiry moves out to them (never earlier than a row's deadline).
+BEGIN;
+SELECT count(DISTINCT awa._retention_bucket(now() + make_interval(days => d))) AS buckets_filled
+  FROM generate_series(1, 16) d;
+SELECT awa._retention_bucket(now() + interval '3 days') = (SELECT -2 - bucket FROM awa.retention_buckets
+                                                            WHERE expires_at = now() + interval '3 days') AS same_deadline_same_bucket;
+SELECT awa._retention_bucket(now() + interval '3 days 12 hours') = (SELECT -2 - bucket FROM awa.retention_buckets
+                                                                     WHERE expires_at = now() + interval '4 days') AS next_later_bucket;
+SELECT (SELECT -2 - bucket FROM awa.retention_buckets WHERE expires_at = now() + interval '16 days') AS latest \gset
+SELECT awa._retention_bucket(now() + interval '20 days') = :latest AS latest_bucket;
+SELECT expires_at = now() + interval '20 days' AS moved_out FROM awa.retention_buckets WHERE -2 - bucket = :latest;
+ROLLBACK;
+
 -- Maintenance runs it: awa.run_maintenance reports 'retention' (expired, none expired,
 -- skipped_locked, or deferred when a prune of the same pass took its locks).
 SELECT awa.run_maintenance() ->> 'retention' IN ('expired', 'skipped_none_expired', 'skipped_locked', 'deferred')
