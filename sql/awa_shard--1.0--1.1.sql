@@ -91,6 +91,35 @@ CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (queue, unique_
 CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES IN (-1);
 GRANT SELECT ON awa.done_entries_retained TO awa_admin;
 
+-- The result of a completed job kept past its ring slot (its completion batch goes).
+ALTER TABLE awa.done_entries ADD COLUMN result jsonb;
+COMMENT ON COLUMN awa.done_entries.result IS 'The result of a completed job kept past its ring slot (retention buckets); NULL otherwise (a completion''s result is in its completion batch).';
+
+-- Retention buckets (docs/maintenance.md, "Retention"): finished jobs of a queue with a
+-- retention (awa.set_queue_retention) that outlive their ring slot are copied by prune, once
+-- and with their body and result, into the bucket of done_entries that expires after them
+-- (ready_slot -2 - bucket); a bucket is truncated whole once its expiry has passed
+-- (awa.expire_retention), never a row at a time. expires_at NULL: the bucket is free.
+CREATE TABLE awa.retention_buckets (
+    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 15),
+    expires_at timestamptz);
+INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 15) b;
+SELECT pg_catalog.pg_extension_config_dump('awa.retention_buckets', '');
+GRANT SELECT ON awa.retention_buckets TO awa_admin;
+COMMENT ON TABLE awa.retention_buckets IS 'Retention buckets of done_entries (ready_slot -2 - bucket): when each expires (NULL: free).';
+DO $$
+BEGIN
+    FOR b IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.done_entries FOR VALUES IN (%s)',
+                       'done_entries_expiring_' || b, -2 - b);
+        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'done_entries_expiring_' || b);
+        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'done_entries_expiring_' || b)::regclass, '');
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_expiring_' || b,
+                       format('Retention bucket %s of awa.done_entries (ready_slot %s): finished jobs kept past their ring slot.', b, -2 - b));
+    END LOOP;
+END
+$$;
+
 -- Lane-first keys. Inside a ring partition the slot column is one constant, so the 1.0 key
 -- (slot, queue, priority, enqueue_shard, lane_seq) and the lane index (queue, priority,
 -- enqueue_shard, lane_seq) were the same order twice, and every row paid two index entries
@@ -495,31 +524,142 @@ BEGIN
 END
 $$;
 
--- Copy the failed terminal rows of a queue slot, with their body, to the retained partition
--- (ready_slot -1), once; returns the rows copied by this call.
-CREATE FUNCTION awa._retain_failed(p_slot integer) RETURNS awa.done_entries[]
+-- The retention bucket (its ready_slot in done_entries, -2 - bucket) for rows that may go at
+-- p_deadline; NULL: the retained partition (-1), kept until retried or deleted. A bucket
+-- already expiring at p_deadline, else a free one, else (all 16 in use) the one expiring
+-- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
+-- goes before its deadline, only later when more deadlines are live than there are buckets.
+-- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket
+-- rows it locks, and it skips those expiry locks (when every one is, the prune steps back:
+-- 'skipped_locked').
+CREATE FUNCTION awa._retention_bucket(p_deadline timestamptz) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_bucket integer;
+BEGIN
+    IF p_deadline IS NULL THEN
+        RETURN -1;
+    END IF;
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at = p_deadline ORDER BY b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT f.bucket FROM awa.retention_buckets f WHERE f.expires_at IS NULL
+                            ORDER BY f.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+         WHERE b.expires_at > p_deadline ORDER BY b.expires_at, b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    END IF;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT l.bucket FROM awa.retention_buckets l WHERE l.expires_at IS NOT NULL
+                            ORDER BY l.expires_at DESC, l.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        -- Every bucket row is locked (by expiry): the prune steps back and tries again.
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+    END IF;
+    RETURN -2 - v_bucket;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._retention_bucket(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_bucket(timestamptz) IS 'Internal: the retention bucket (ready_slot) for rows that may go at a deadline; -1 (kept) for NULL.';
+
+-- When a row finished at p_finished and kept for p_retention may go: its expiry rounded up
+-- to a multiple of the bucket width, a power of two seconds from an eighth to a quarter of
+-- the retention (at least 64 s), so a queue's rows share a few buckets and so do queues of
+-- similar retentions. NULL when the row has expired by p_now (nothing to keep).
+CREATE FUNCTION awa._retention_deadline(p_finished timestamptz, p_retention interval, p_now timestamptz)
+    RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN CASE WHEN p_finished + p_retention > p_now THEN
+        to_timestamp((ceil(extract(epoch FROM p_finished + p_retention)
+                           / (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))
+                      * (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))::double precision)
+    END;
+REVOKE ALL ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) IS 'Internal: the bucket deadline of a row finished at a time and kept for a retention; NULL when expired.';
+
+-- The finished jobs of a queue slot that outlive it, hydrated with their body (and a
+-- completion's result), with the deadline of their bucket (NULL: kept, the default for
+-- failed jobs): failed rows (a queue without failed retention keeps them), cancelled rows
+-- of a queue with a failed retention, completions (terminal rows and completion batches) of
+-- a queue with a completed retention, each only while its retention has not run out at
+-- p_now. ready_slot is left to the caller.
+CREATE FUNCTION awa._retainable(p_slot integer, p_now timestamptz)
+    RETURNS TABLE (job awa.done_entries, deadline timestamptz)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+    SELECT x, k.deadline
+      FROM awa.done_entries d
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+       AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+      LEFT JOIN awa.queue_meta m ON m.queue = d.queue
+     CROSS JOIN LATERAL (SELECT CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                     ELSE m.failed_retention END AS retention) t
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(d.finalized_at, t.retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), NULL) x
+     WHERE d.ready_slot = p_slot
+       AND ((d.state = 'failed' AND t.retention IS NULL) OR k.deadline IS NOT NULL)
+    UNION ALL
+    SELECT x, k.deadline
+      FROM awa.completion_batches b
+      JOIN awa.queue_meta m ON m.queue = b.queue AND m.completed_retention IS NOT NULL
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(b.finalized_at, m.completed_retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL unnest(b.lane_offsets) WITH ORDINALITY AS u(lane_offset, n)
+      JOIN awa.ready_entries r
+        ON r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation AND r.queue = b.queue
+       AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.lane_seq = b.lane_block * 64 + u.lane_offset
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.done_entries, awa._job(r),
+                                     jsonb_build_object('ready_slot', b.ready_slot, 'ready_generation', b.ready_generation,
+                                                        'enqueue_shard', b.enqueue_shard, 'lane_seq', r.lane_seq,
+                                                        'state', 'completed', 'attempt', r.attempt + 1,
+                                                        'run_lease', r.run_lease + 1, 'attempted_at', b.attempted_at[u.n],
+                                                        'finalized_at', b.finalized_at, 'result', b.results[u.n])) x
+     WHERE b.ready_slot = p_slot AND k.deadline IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION awa._retainable(integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the finished jobs of a queue slot its queue keeps past the slot, hydrated, with their bucket deadline.';
+
+-- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
+-- and result, to the retained partition (failed jobs kept by default) or to the retention
+-- bucket of their deadline, once; returns the rows copied by this call.
+CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_deadlines timestamptz[];
+    v_slots integer[];
     v_copied awa.done_entries[];
 BEGIN
+    SELECT array_agg(x.deadline ORDER BY x.deadline), array_agg(awa._retention_bucket(x.deadline) ORDER BY x.deadline)
+      INTO v_deadlines, v_slots
+      FROM (SELECT DISTINCT r.deadline FROM awa._retainable(p_slot, v_now) r WHERE r.deadline IS NOT NULL) x;
     WITH copied AS (
         INSERT INTO awa.done_entries
-        SELECT x.*
-          FROM awa.done_entries d
-          LEFT JOIN awa.ready_entries r
-            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
-           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
-         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
-         WHERE d.ready_slot = p_slot AND d.state = 'failed'
+        SELECT y.*
+          FROM awa._retainable(p_slot, v_now) x
+          LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
+         CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
         ON CONFLICT DO NOTHING
         RETURNING *)
     SELECT array_agg(c) INTO v_copied FROM copied c;
     RETURN v_copied;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION awa._retain_finished(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retain_finished(integer) IS 'Internal: copy a queue slot''s finished jobs that outlive it, with body and result, to the retained partition or their retention bucket, once.';
 
 -- A slot whose pending (and retained failed) rows a prune has moved out keeps them, deleted,
 -- for the snapshots that do not see the move yet: moved_xid names the moving transaction, and
@@ -553,7 +693,7 @@ BEGIN
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
               WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                             WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                             WHERE d.ready_slot = p_slot
                                             UNION ALL
                                             SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
                 FOR UPDATE SKIP LOCKED));
@@ -693,7 +833,7 @@ DECLARE
     v_slot integer;
     v_moved_by xid8;
     v_cursors awa.lane_cursors[];
-    v_failed awa.done_entries[];
+    v_copied awa.done_entries[];
     v_copy_early boolean;
     v_reason text;
     v_moved bigint;
@@ -763,7 +903,7 @@ BEGIN
                     OR a.xact_start < pg_catalog.clock_timestamp()
                                       - pg_catalog.make_interval(secs => p_lock_timeout_ms / 1000.0)));
         IF v_copy_early THEN
-            v_failed := awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
         -- SHARE ROW EXCLUSIVE keeps every writer of the slot out (producers that fenced it,
         -- exits writing its terminal rows) and lets readers in: claims and completions of every
@@ -775,7 +915,7 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
-            PERFORM awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
         -- The heads of the lanes that still have pending rows in the slot: a claim can take
         -- rows of the slot only under one of them. A claim holding one makes the prune step
@@ -805,20 +945,54 @@ BEGIN
                                      AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
         END IF;
-        -- Failed rows dead-lettered or deleted since they were copied: drop their copies.
-        IF v_failed IS NOT NULL THEN
+        -- Finished jobs dead-lettered, retried or deleted since they were copied: drop their
+        -- copies (a completion is still there while its completion batch names it).
+        IF v_copied IS NOT NULL AND v_copy_early THEN
             DELETE FROM awa.done_entries k
-             USING unnest(v_failed) f
-             WHERE k.ready_slot = -1 AND k.queue = f.queue AND k.priority = f.priority
+             USING unnest(v_copied) f
+             WHERE k.ready_slot = f.ready_slot AND k.queue = f.queue AND k.priority = f.priority
                AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
                AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                                 WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
                                   AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
-                                  AND d.state = 'failed');
+                                  AND d.state = f.state)
+               AND NOT (f.state = 'completed'
+                        AND EXISTS (SELECT 1 FROM awa.completion_batches b
+                                     WHERE b.ready_slot = v_slot AND b.queue = f.queue AND b.priority = f.priority
+                                       AND b.enqueue_shard = f.enqueue_shard AND b.lane_block = f.lane_seq / 64
+                                       AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets)));
         END IF;
-        -- The originals of the retained failed rows: a reader sees one or the other.
-        DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
-        GET DIAGNOSTICS v_retained = ROW_COUNT;
+        -- The originals of the retained rows: a reader sees one or the other. A retained
+        -- completion's batch goes, with the ready rows of every attempt it names (a receipt
+        -- whose ready row is gone is not open, as after the truncate), and so does the ready
+        -- row of a retained terminal completion (1.0).
+        IF v_copied IS NOT NULL THEN
+            DELETE FROM awa.done_entries d
+             USING unnest(v_copied) f
+             WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+               AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq AND d.state = f.state;
+            GET DIAGNOSTICS v_retained = ROW_COUNT;
+            WITH gone AS (
+                DELETE FROM awa.completion_batches b
+                 WHERE b.ready_slot = v_slot
+                   AND EXISTS (SELECT 1 FROM unnest(v_copied) f
+                                WHERE f.state = 'completed' AND f.queue = b.queue AND f.priority = b.priority
+                                  AND f.enqueue_shard = b.enqueue_shard AND f.lane_seq / 64 = b.lane_block
+                                  AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets))
+                RETURNING b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.lane_offsets),
+            ready AS (
+                DELETE FROM awa.ready_entries r
+                 USING gone g CROSS JOIN LATERAL unnest(g.lane_offsets) AS o(lane_offset)
+                 WHERE r.ready_slot = v_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
+                   AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard
+                   AND r.lane_seq = g.lane_block * 64 + o.lane_offset)
+            SELECT v_retained + count(*) INTO v_retained FROM gone;
+            DELETE FROM awa.ready_entries r
+             USING unnest(v_copied) f
+             WHERE f.state = 'completed' AND r.ready_slot = v_slot AND r.queue = f.queue
+               AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq
+               AND r.job_id = f.job_id;
+        END IF;
         -- Whole rows move: only the slot changes (no column is named).
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
@@ -869,6 +1043,64 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint, boolean) TO awa_admin;
+
+-- Free the retention bucket that expired first by p_now (at most one a call): drop the
+-- unique claims of its jobs, truncate it whole (no per-row delete, no dead rows left) and
+-- mark it free. A bucket prune is filling is skipped (its row is locked); its partition is
+-- locked in short tries as prune locks a ring slot's. Returns expired /
+-- skipped_none_expired / skipped_locked. p_now is the clock (awa.expire_retention passes
+-- now()).
+CREATE FUNCTION awa._expire_retention(p_now timestamptz, p_lock_timeout_ms bigint) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_bucket integer;
+    v_reason text;
+BEGIN
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at <= p_now ORDER BY b.expires_at, b.bucket LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        RETURN 'skipped_none_expired';
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['done_entries_expiring_' || v_bucket],
+                                         least(p_lock_timeout_ms, 2147483647)::integer) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = -2 - v_bucket)
+                FOR UPDATE SKIP LOCKED));
+        EXECUTE format('TRUNCATE awa.%I', 'done_entries_expiring_' || v_bucket);
+        UPDATE awa.retention_buckets SET expires_at = NULL WHERE bucket = v_bucket;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'expired';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._expire_retention(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._expire_retention(timestamptz, bigint) IS 'Internal: truncate and free the retention bucket that expired first by a given time.';
+
+-- Free the retention bucket that expired first (docs/maintenance.md, "Retention"); what
+-- maintenance runs every pass. Returns expired / skipped_none_expired / skipped_locked.
+CREATE FUNCTION awa.expire_retention(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    RETURN awa._expire_retention(now(), p_lock_timeout_ms);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.expire_retention(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.expire_retention(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.expire_retention(bigint) IS 'Truncate the retention bucket of finished jobs that expired first, if any. Role: awa_admin.';
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -1069,7 +1301,8 @@ BEGIN
     -- would then wait for (a deadlock the worker can lose). The next call prunes.
     IF v_rescued THEN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
-                                              'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
+                                              'lease_prune', 'deferred', 'retention', 'deferred',
+                                              'claim_marks', awa.fold_claim_marks());
     END IF;
     v_prune := awa.prune_queue_ring(50, true);
     v_pruned := v_prune IN ('pruned', 'moved');
@@ -1085,9 +1318,17 @@ BEGIN
         v_prune := 'deferred';
     ELSE
         v_prune := awa.prune_attempt_ring('lease', 50);
+        v_pruned := v_prune = 'pruned';
+    END IF;
+    v_result := v_result || jsonb_build_object('lease_prune', v_prune);
+    -- Expired retention buckets: one truncate, unless a prune above took its locks already.
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.expire_retention(50);
     END IF;
     -- Last: the heads it locks stay locked only until this transaction commits.
-    RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
+    RETURN v_result || jsonb_build_object('retention', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
@@ -1604,7 +1845,8 @@ BEGIN
     FOR t IN SELECT * FROM (VALUES ('storage_transition_state', 'singleton'), ('plane_settings', 'singleton'),
                                    ('queue_ring_state', 'singleton'), ('lease_ring_state', 'singleton'),
                                    ('claim_ring_state', 'singleton'), ('queue_ring_slots', 'slot'),
-                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot')) AS v(tbl, key) LOOP
+                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot'),
+                                   ('retention_buckets', 'bucket')) AS v(tbl, key) LOOP
         EXECUTE format('CREATE TRIGGER restore_upsert BEFORE INSERT ON awa.%I FOR EACH ROW '
                        'EXECUTE FUNCTION awa._restore_upsert(%L)', t.tbl, t.key);
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', t.tbl)::regclass, '');
@@ -1923,6 +2165,9 @@ GRANT EXECUTE ON FUNCTION
 ALTER TABLE awa.plane_settings ADD COLUMN dlq_enabled_by_default boolean NOT NULL DEFAULT false;
 ALTER TABLE awa.queue_meta ADD COLUMN dlq_enabled boolean;
 
+-- Retention per queue (awa.set_queue_retention): NULL is the default.
+ALTER TABLE awa.queue_meta ADD COLUMN completed_retention interval, ADD COLUMN failed_retention interval;
+
 -- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
 CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
     LANGUAGE sql STABLE
@@ -2094,6 +2339,31 @@ $$;
 
 DROP FUNCTION awa.pause_queue(text);
 DROP FUNCTION awa.resume_queue(text);
+
+-- How long a known queue's finished jobs stay visible at least (docs/operations.md,
+-- "Retention"): p_completed for completed jobs, p_failed for failed and cancelled ones; NULL
+-- is the default (completed and cancelled jobs until their ring slot is pruned, failed ones
+-- until retried or deleted). Applies to jobs whose ring slot is pruned from now on.
+CREATE FUNCTION awa.set_queue_retention(p_queue text, p_completed interval, p_failed interval) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._check_arg(p_completed >= interval '0', 'p_completed must not be negative');
+    PERFORM awa._check_interval(p_completed, 'p_completed');
+    PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
+    PERFORM awa._check_interval(p_failed, 'p_failed');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
+    ON CONFLICT (queue) DO UPDATE
+        SET completed_retention = EXCLUDED.completed_retention, failed_retention = EXCLUDED.failed_retention;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_queue_retention(text, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_queue_retention(text, interval, interval) TO awa_admin;
+COMMENT ON FUNCTION awa.set_queue_retention(text, interval, interval)
+    IS 'Set how long a known queue''s completed, and failed or cancelled, jobs stay visible at least (NULL: the default). Role: awa_admin.';
 
 -- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
 -- call paused it, false when it was paused already.
@@ -2461,7 +2731,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -2482,6 +2752,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot >= 0  -- in a ring slot: a retained completion carries its body
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
     -- and their offset in the batch (the attempt is the ready row's, plus one).
@@ -2555,13 +2826,14 @@ END
 $$;
 
 -- One row per known queue: its settings (width, paused, effective DLQ setting, flow-control
--- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
--- the age of its oldest waiting job.
+-- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the
+-- queue's rows), the age of its oldest waiting job and its retentions (NULL: the default).
 CREATE FUNCTION awa._queues()
     RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
-                   rate_per_second double precision, rate_burst integer, concurrency_limit integer)
+                   rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                   completed_retention interval, failed_retention interval)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -2579,7 +2851,7 @@ AS $$
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
-           m.rate_per_second, m.rate_burst, m.concurrency_limit
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -2589,7 +2861,7 @@ $$;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention
       FROM awa._queues();
 
 REVOKE ALL ON FUNCTION
@@ -2802,7 +3074,6 @@ COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lan
 COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
-COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
 COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: an ended attempt''s job to deferred_jobs (retryable or scheduled).';
@@ -2836,7 +3107,7 @@ COMMENT ON TYPE awa.taken_attempt IS 'Internal: an attempt an exit has just ende
 
 -- Views.
 COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
-COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
+COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job, retentions (NULL: the default).';
 COMMENT ON VIEW awa.shard_lag IS 'One row per lane: enqueue and claim cursors, lag, waiting rows, oldest waiting run_at, draining.';
 COMMENT ON VIEW awa.shard_stats IS 'Per-(queue, shard) counters: shared memory when preloaded, else derived from the tables.';
 
@@ -2847,6 +3118,8 @@ COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed no
 COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
 COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
 COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.completed_retention IS 'How long completed jobs stay visible at least (awa.set_queue_retention); NULL: until their ring slot is pruned.';
+COMMENT ON COLUMN awa.queue_meta.failed_retention IS 'How long failed and cancelled jobs stay visible at least (awa.set_queue_retention); NULL: failed ones until retried or deleted, cancelled ones until their ring slot is pruned.';
 COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
 COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
 COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';

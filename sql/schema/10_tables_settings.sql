@@ -39,6 +39,8 @@ CREATE TABLE awa.queue_meta (
     paused_by text,
     enqueue_shards smallint NOT NULL DEFAULT 1,
     dlq_enabled boolean,
+    completed_retention interval,
+    failed_retention interval,
     rate_per_second double precision,
     rate_burst integer,
     concurrency_limit integer,
@@ -55,6 +57,8 @@ COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed no
 COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
 COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
 COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.completed_retention IS 'How long completed jobs stay visible at least (awa.set_queue_retention); NULL: until their ring slot is pruned.';
+COMMENT ON COLUMN awa.queue_meta.failed_retention IS 'How long failed and cancelled jobs stay visible at least (awa.set_queue_retention); NULL: failed ones until retried or deleted, cancelled ones until their ring slot is pruned.';
 COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
 COMMENT ON COLUMN awa.queue_meta.rate_per_second IS 'Rate limit (awa.set_rate_limit): claims hand out at most rate_burst + rate_per_second x t jobs in t seconds; NULL: none.';
 COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1..1000000); NULL when the queue has none.';

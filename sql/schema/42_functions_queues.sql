@@ -124,6 +124,31 @@ GRANT EXECUTE ON FUNCTION awa.set_queue_dlq(text, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
     IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
 
+-- How long a known queue's finished jobs stay visible at least (docs/operations.md,
+-- "Retention"): p_completed for completed jobs, p_failed for failed and cancelled ones; NULL
+-- is the default (completed and cancelled jobs until their ring slot is pruned, failed ones
+-- until retried or deleted). Applies to jobs whose ring slot is pruned from now on.
+CREATE FUNCTION awa.set_queue_retention(p_queue text, p_completed interval, p_failed interval) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._check_arg(p_completed >= interval '0', 'p_completed must not be negative');
+    PERFORM awa._check_interval(p_completed, 'p_completed');
+    PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
+    PERFORM awa._check_interval(p_failed, 'p_failed');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
+    ON CONFLICT (queue) DO UPDATE
+        SET completed_retention = EXCLUDED.completed_retention, failed_retention = EXCLUDED.failed_retention;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_queue_retention(text, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_queue_retention(text, interval, interval) TO awa_admin;
+COMMENT ON FUNCTION awa.set_queue_retention(text, interval, interval)
+    IS 'Set how long a known queue''s completed, and failed or cancelled, jobs stay visible at least (NULL: the default). Role: awa_admin.';
+
 -- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
 -- call paused it, false when it was paused already.
 CREATE FUNCTION awa.pause_queue(p_queue text) RETURNS boolean
@@ -462,13 +487,14 @@ COMMENT ON FUNCTION awa.drop_queue(text, boolean)
     IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
 
 -- One row per known queue: its settings (width, paused, effective DLQ setting, flow-control
--- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
--- the age of its oldest waiting job.
+-- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the
+-- queue's rows), the age of its oldest waiting job and its retentions (NULL: the default).
 CREATE FUNCTION awa._queues()
     RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
-                   rate_per_second double precision, rate_burst integer, concurrency_limit integer)
+                   rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                   completed_retention interval, failed_retention interval)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -486,7 +512,7 @@ AS $$
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
-           m.rate_per_second, m.rate_burst, m.concurrency_limit
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
