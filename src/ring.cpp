@@ -235,6 +235,7 @@ read_current(int ring, int *queue_arc)
 	RingSlot s;
 	bool isnull;
 
+	s.partition = InvalidOid;
 	if (queue_arc == nullptr)
 		s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
 										 "ring cursor read", RC_CURRENT_SLOT, &isnull));
@@ -368,7 +369,8 @@ ring_write_slot(Ring ring, int *queue_arc)
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();
 			h->first_partition = partition_oid(kRings[r].partitions[0], s.slot);
-			return s;
+			h->slot.partition = h->first_partition;
+			return h->slot;
 		}
 		guessed = false;
 		first = lock_slot_partitions(r, s.slot);
@@ -377,8 +379,9 @@ ring_write_slot(Ring ring, int *queue_arc)
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();
 			h->slot = s;
+			h->slot.partition = first;
 			h->first_partition = first;
-			return s;
+			return h->slot;
 		}
 		/* Pruned or reused between the read and the lock: the lock is harmless, read again. */
 		if (attempt >= 100)
