@@ -54,10 +54,13 @@ SELECT count(*) AS rows, count(DISTINCT tableoid) AS partitions,
          AS in_current_partition
   FROM awa.ready_entries WHERE kind IN ('b1', 'b2', 'b3', 'b4');
 COMMIT;
--- No planned INSERT into ready_entries was prepared in this backend (a kept plan's memory
--- context is named by its statement).
-SELECT count(*) AS ready_insert_plans FROM pg_backend_memory_contexts
- WHERE ident LIKE 'INSERT INTO awa.ready_entries%';
+-- No planned INSERT into ready_entries, and no statement reading a ring's cursor or a slot's
+-- generation on its own, was prepared in this backend (a kept plan's memory context is named
+-- by its statement; the claims' cursor read with the live arc is one statement of its own).
+SELECT count(*) FILTER (WHERE ident LIKE 'INSERT INTO awa.ready_entries%') AS ready_insert_plans,
+       count(*) FILTER (WHERE ident LIKE 'SELECT r.current_slot, s.generation FROM awa.%'
+                           OR ident LIKE 'SELECT generation FROM awa.%ring_slots WHERE slot = $1') AS ring_read_plans
+  FROM pg_backend_memory_contexts;
 
 -- 3. A unique conflict raises 23505 as the planned statement did: a lane's sequence set back
 -- hands out a lane position that is taken in the current slot.
