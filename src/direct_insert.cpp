@@ -90,11 +90,14 @@ value_fits(Form_pg_attribute att, Datum value)
 /*
  * For every attribute of `desc`, where its value comes from; false when an attribute is
  * neither a job attribute nor an extra column of a type that fits (the statement would give
- * it its default, or cast).
+ * it its default, or cast), or when a job attribute or extra column has no attribute (the
+ * statement would fail).
  */
 bool
 map_attributes(TupleDesc desc, const RowColumn *extra, int nextra, AttrSource *map)
 {
+	int mapped = 0;
+
 	for (int a = 0; a < desc->natts; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, a);
@@ -124,8 +127,9 @@ map_attributes(TupleDesc desc, const RowColumn *extra, int nextra, AttrSource *m
 		}
 		if (!found)
 			return false;
+		mapped++;
 	}
-	return true;
+	return mapped == JOB_NCOLUMNS + nextra;
 }
 
 /* Fill `slot` with the k-th picked row (rows_fit checked its values). */
