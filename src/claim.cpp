@@ -573,8 +573,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		max_batch = std::min(max_batch, awa::concurrency_room(queue, limits.concurrency_limit));
 	if (limits.rate && max_batch > 0)
 	{
-		max_batch = awa::rate_take(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
-								   max_batch);
+		max_batch =
+			awa::rate_take(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst, max_batch);
 		tokens = max_batch;
 	}
 	if (max_batch <= 0)
@@ -594,8 +594,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 
 		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
 		{
-			awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
-								tokens);
+			awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst, tokens);
 			awa::pop_hot_path_planner(planner_level);
 			if (SPI_finish() != SPI_OK_FINISH)
 				elog(ERROR, "awa_shard: SPI_finish failed");

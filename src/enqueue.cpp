@@ -8,6 +8,7 @@
  */
 #include "enqueue.hpp"
 #include "compat_1_0.hpp"
+#include "direct_insert.hpp"
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"
 #include "reserve.hpp"
@@ -47,6 +48,7 @@ SPIPlanPtr deferred_plan = nullptr;
 SPIPlanPtr unique_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
 
 Oid job_seq_oid = InvalidOid;
+Oid ready_parent_oid = InvalidOid;
 
 /* OID of awa.job_id_seq, looked up by name once and forgotten when that relation changes. */
 Oid
@@ -63,12 +65,27 @@ job_id_sequence()
 	return job_seq_oid;
 }
 
-/* Relcache invalidation: DROP/CREATE EXTENSION gives the sequence a new OID. */
+/* OID of awa.ready_entries, the parent of the queue ring's partitions, cached like the sequence's. */
+Oid
+ready_parent()
+{
+	if (!OidIsValid(ready_parent_oid))
+	{
+		ready_parent_oid = get_relname_relid("ready_entries", get_namespace_oid("awa", false));
+		if (!OidIsValid(ready_parent_oid))
+			elog(ERROR, "awa_shard: table awa.ready_entries is missing");
+	}
+	return ready_parent_oid;
+}
+
+/* Relcache invalidation: DROP/CREATE EXTENSION gives the sequence and the table new OIDs. */
 void
 on_relcache_inval(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == job_seq_oid)
 		job_seq_oid = InvalidOid;
+	if (relid == InvalidOid || relid == ready_parent_oid)
+		ready_parent_oid = InvalidOid;
 }
 
 /* One parameter column of a batch insert: n values and their null flags. */
@@ -372,6 +389,28 @@ insert_one_ready(const EnqueueRow &r, const RingSlot &ring)
 	exec_plan(ready_one_plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
 }
 
+/*
+ * Insert the ready rows straight into the write slot's partition (direct_insert.cpp), or
+ * return false when a planned statement must (a user's trigger on the table, ...).
+ */
+bool
+insert_ready_direct(const EnqueueRow *rows, const int *order, int nready, const RingSlot &ring)
+{
+	Datum *lane_seqs = static_cast<Datum *>(palloc(sizeof(Datum) * nready));
+	Datum *shards = static_cast<Datum *>(palloc(sizeof(Datum) * nready));
+	const RowColumn extra[] = {{"lane_seq", INT8OID, lane_seqs, 0},
+							   {"enqueue_shard", INT2OID, shards, 0},
+							   {"ready_slot", INT4OID, nullptr, Int32GetDatum(ring.slot)},
+							   {"ready_generation", INT8OID, nullptr, Int64GetDatum(ring.generation)}};
+
+	for (int k = 0; k < nready; k++)
+	{
+		lane_seqs[k] = Int64GetDatum(rows[order[k]].lane_seq);
+		shards[k] = Int16GetDatum(rows[order[k]].shard);
+	}
+	return direct_insert(ready_parent(), ring.partition, rows, order, nready, extra, lengthof(extra));
+}
+
 /* Job ids first: they are the unique-claim owners and the returned values. */
 void
 assign_job_ids(EnqueueRow *rows, int n)
@@ -435,6 +474,8 @@ insert_ready(const EnqueueRow *rows, const int *order, int nready)
 	if (nready == 0)
 		return;
 	ring = ring_write_slot(Ring::Queue);
+	if (insert_ready_direct(rows, order, nready, ring))
+		return;
 	if (nready == 1)
 	{
 		insert_one_ready(rows[order[0]], ring);

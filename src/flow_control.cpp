@@ -74,8 +74,10 @@ const char *const kRunningSql =
 	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
 	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
 	"      AND r.ready_generation = b.ready_generation OFFSET 0) c "
-	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE("") ") "
-	"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external'))";
+	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(
+		"") ") "
+			"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', "
+			"'waiting_external'))";
 
 /*
  * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)

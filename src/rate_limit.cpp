@@ -198,9 +198,9 @@ rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_SHARED);
 	b = static_cast<const Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
-	tokens = b == nullptr ? static_cast<double>(burst)
-						  : b->tokens + per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) /
-											USECS_PER_SEC;
+	tokens = b == nullptr
+				 ? static_cast<double>(burst)
+				 : b->tokens + per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) / USECS_PER_SEC;
 	LWLockRelease(rate_shared->lock);
 	if (tokens + 1e-9 >= 1.0)
 		return 0;

@@ -5,7 +5,8 @@
  * claim_batches or leases, terminal rows written without an attempt) asks for the ring's
  * write slot here instead of reading the ring cursor in its own statement:
  *   1. read the current slot and its generation with the latest committed state (never
- *      through an old transaction snapshot: a REPEATABLE READ producer is normal);
+ *      through an old transaction snapshot: a REPEATABLE READ producer is normal), by a scan
+ *      of the cursor row and a probe of the slot table's key, without a planned statement;
  *   2. take RowExclusiveLock on that slot's partitions (held to the end of the transaction,
  *      unless the subtransaction that took it rolls back: then the slot is read again);
  *   3. re-read the slot's generation; if prune freed or reused the slot in between, start again.
@@ -21,8 +22,12 @@
 
 extern "C"
 {
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -32,8 +37,13 @@ extern "C"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/procarray.h"
+#include "executor/tuptable.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 }
@@ -50,9 +60,11 @@ namespace
 struct RingSpec
 {
 	const char *name;
-	const char *read_sql;  /* current slot, its generation */
-	const char *check_sql; /* generation of slot $1 */
-	const char *live_sql;  /* oldest live slot (NULL: none), current slot, slot count */
+	const char *state_table; /* the cursor: one row (slot_count, current_slot, ...) */
+	const char *slots_table; /* generation of every slot, keyed by slot */
+	const char *read_sql;	 /* current slot, its generation */
+	const char *check_sql;	 /* generation of slot $1 */
+	const char *live_sql;	 /* oldest live slot (NULL: none), current slot, slot count */
 	const char *partitions[2];
 };
 
@@ -77,6 +89,8 @@ enum LiveColumn
 
 const RingSpec kRings[3] = {
 	{"queue",
+	 "queue_ring_state",
+	 "queue_ring_slots",
 	 "SELECT r.current_slot, s.generation FROM awa.queue_ring_state r "
 	 "JOIN awa.queue_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $1",
@@ -84,6 +98,8 @@ const RingSpec kRings[3] = {
 	 "r.current_slot, r.slot_count FROM awa.queue_ring_state r",
 	 {"ready_entries_", "done_entries_"}},
 	{"claim",
+	 "claim_ring_state",
+	 "claim_ring_slots",
 	 "SELECT r.current_slot, s.generation FROM awa.claim_ring_state r "
 	 "JOIN awa.claim_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.claim_ring_slots WHERE slot = $1",
@@ -91,6 +107,8 @@ const RingSpec kRings[3] = {
 	 "r.current_slot, r.slot_count FROM awa.claim_ring_state r",
 	 {"claim_batches_", "lease_claim_closures_"}},
 	{"lease",
+	 "lease_ring_state",
+	 "lease_ring_slots",
 	 "SELECT r.current_slot, s.generation FROM awa.lease_ring_state r "
 	 "JOIN awa.lease_ring_slots s ON s.slot = r.current_slot",
 	 "SELECT generation FROM awa.lease_ring_slots WHERE slot = $1",
@@ -220,6 +238,100 @@ arc_from_result(int first, int ranges[4])
 	}
 }
 
+/*
+ * The cursor reads of a ring without a planned statement (D22): the one row of its state
+ * table by a heap scan, one slot's generation by its slot table's primary key, with the
+ * AccessShareLocks a SELECT takes, in the same order (table, then index), on a snapshot the
+ * caller registered (one for both reads of a cursor, as the statement's join read both at
+ * once). A caller without SELECT on the tables falls back to the statements, which raise
+ * what they raised.
+ */
+
+/* Open awa.<table> for a read; nullptr without SELECT on it. */
+Relation
+open_for_read(const char *table)
+{
+	Oid relid = get_relname_relid(table, get_namespace_oid("awa", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "awa_shard: table awa.%s is missing", table);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return nullptr;
+	return table_open(relid, AccessShareLock);
+}
+
+/* Attribute `name` of the row in `slot` (an int4 or int8 column, never NULL). */
+Datum
+read_attribute(TupleTableSlot *slot, Relation rel, const char *name)
+{
+	bool isnull;
+	AttrNumber attnum = InvalidAttrNumber;
+	TupleDesc desc = RelationGetDescr(rel);
+
+	for (int a = 0; a < desc->natts; a++)
+		if (!TupleDescAttr(desc, a)->attisdropped && strcmp(NameStr(TupleDescAttr(desc, a)->attname), name) == 0)
+			attnum = a + 1;
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "awa_shard: column %s of awa.%s is missing", name, RelationGetRelationName(rel));
+	return slot_getattr(slot, attnum, &isnull);
+}
+
+/* The current slot of a ring by a heap scan of its one-row state table; false: no privilege. */
+bool
+read_cursor_direct(int ring, Snapshot snapshot, int *current)
+{
+	Relation rel = open_for_read(kRings[ring].state_table);
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	int rows = 0;
+
+	if (rel == nullptr)
+		return false;
+	scan = table_beginscan(rel, snapshot, 0, nullptr);
+	slot = table_slot_create(rel, nullptr);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		*current = DatumGetInt32(read_attribute(slot, rel, "current_slot"));
+		rows++;
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	if (rows != 1)
+		elog(ERROR, "awa_shard: %s ring state is missing (ring cursor read)", kRings[ring].name);
+	return true;
+}
+
+/* The generation of one slot of a ring by its primary key; false: no privilege. */
+bool
+read_generation_direct(int ring, Snapshot snapshot, int slot_no, int64 *generation)
+{
+	Relation rel = open_for_read(kRings[ring].slots_table);
+	Relation index;
+	IndexScanDesc scan;
+	ScanKeyData key;
+	TupleTableSlot *slot;
+	bool found;
+
+	if (rel == nullptr)
+		return false;
+	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(slot_no));
+	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, nullptr, 0);
+	slot = table_slot_create(rel, nullptr);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+		*generation = DatumGetInt64(read_attribute(slot, rel, "generation"));
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	if (!found)
+		elog(ERROR, "awa_shard: %s ring state is missing (ring slot check)", kRings[ring].name);
+	return true;
+}
+
 /* A ring's cursor read with the queue ring's live_sql row beside it (from column kArcAfterRead). */
 const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
 SPIPlanPtr read_with_queue_arc_plans[3];
@@ -235,6 +347,18 @@ read_current(int ring, int *queue_arc)
 	RingSlot s;
 	bool isnull;
 
+	s.partition = InvalidOid;
+	if (queue_arc == nullptr)
+	{
+		/* One snapshot for both reads: a slot and its generation of one committed state. */
+		Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+		bool read = read_cursor_direct(ring, snapshot, &s.slot) &&
+					read_generation_direct(ring, snapshot, s.slot, &s.generation);
+
+		UnregisterSnapshot(snapshot);
+		if (read)
+			return s;
+	}
 	if (queue_arc == nullptr)
 		s.slot = DatumGetInt32(ring_read(ring, &read_plans[ring], kRings[ring].read_sql, 0, nullptr, nullptr,
 										 "ring cursor read", RC_CURRENT_SLOT, &isnull));
@@ -260,7 +384,13 @@ read_slot_generation(int ring, int slot)
 	static const Oid argtypes[1] = {INT4OID};
 	Datum values[1] = {Int32GetDatum(slot)};
 	bool isnull;
+	int64 generation;
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	bool read = read_generation_direct(ring, snapshot, slot, &generation);
 
+	UnregisterSnapshot(snapshot);
+	if (read)
+		return generation;
 	return DatumGetInt64(ring_read(ring, &check_plans[ring], kRings[ring].check_sql, 1, argtypes, values,
 								   "ring slot check", kCheckGeneration, &isnull));
 }
@@ -368,7 +498,8 @@ ring_write_slot(Ring ring, int *queue_arc)
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();
 			h->first_partition = partition_oid(kRings[r].partitions[0], s.slot);
-			return s;
+			h->slot.partition = h->first_partition;
+			return h->slot;
 		}
 		guessed = false;
 		first = lock_slot_partitions(r, s.slot);
@@ -377,8 +508,9 @@ ring_write_slot(Ring ring, int *queue_arc)
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();
 			h->slot = s;
+			h->slot.partition = first;
 			h->first_partition = first;
-			return s;
+			return h->slot;
 		}
 		/* Pruned or reused between the read and the lock: the lock is harmless, read again. */
 		if (attempt >= 100)

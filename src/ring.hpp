@@ -20,11 +20,16 @@ enum class Ring
 	Lease = 2  /* leases */
 };
 
-/* A ring's write slot and the generation it was read at. */
+/*
+ * A ring's write slot and the generation it was read at; from ring_write_slot, also the
+ * slot's first partition (ready_entries_<slot> of the queue ring), locked for writing and
+ * looked up by name in this transaction.
+ */
 struct RingSlot
 {
 	int slot;
 	int64 generation;
+	Oid partition;
 };
 
 /*

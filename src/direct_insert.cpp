@@ -1,0 +1,247 @@
+/*
+ * direct_insert.cpp — job rows inserted into a known partition without a planned statement
+ * (D22; docs/design.md §3, "Direct inserts"). The steps are those of the logical replication
+ * apply worker (create_edata_for_relation, ExecSimpleRelationInsert): an EState with a
+ * one-entry range table, a ResultRelInfo of the partition with its indexes open, then per
+ * row NOT NULL and CHECK constraints, the heap insert and the index entries (a unique index
+ * conflict raises 23505 as the statement would). A routed INSERT into the parent checks no
+ * partition constraint either: the caller picks the partition of the row's ring slot.
+ *
+ * Locks follow the planned statement's order: the caller already holds the partition's
+ * RowExclusiveLock (the ring fence, ring.cpp), then the parent's, then the partition's
+ * indexes'. Whatever a planned statement would add is left to it: on a trigger, rule or row
+ * security of either table, without INSERT privilege on the parent, in a read-only
+ * transaction, or when the partition has a column this routine does not fill exactly as the
+ * statement would, direct_insert writes nothing and returns false.
+ */
+#include "direct_insert.hpp"
+
+extern "C"
+{
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parsetree.h"
+#include "utils/acl.h"
+#include "utils/rel.h"
+#include "utils/varbit.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* Where an attribute of the partition takes its value from. */
+enum class Source
+{
+	Dropped, /* a dropped column: NULL */
+	Job,	 /* a job attribute (index into EnqueueRow::value) */
+	Extra	 /* a RowColumn (index into extra) */
+};
+
+struct AttrSource
+{
+	Source source;
+	int index;
+};
+
+/* Whether a planned INSERT would do more on this table than direct_insert does. */
+bool
+needs_planned_statement(Relation rel)
+{
+	TupleConstr *constr = rel->rd_att->constr;
+
+	return rel->trigdesc != nullptr || rel->rd_rules != nullptr || rel->rd_rel->relrowsecurity ||
+		   (constr != nullptr && constr->has_generated_stored);
+}
+
+/*
+ * Whether a value of type `type` goes into attribute `att` unchanged, as the statement's
+ * cast would leave it: the same type without a modifier, or a bit string of exactly the
+ * column's declared length (a job's unique-state mask, bit(8)).
+ */
+bool
+fits_attribute(Form_pg_attribute att, Oid type)
+{
+	if (att->atttypid == type && att->atttypmod < 0)
+		return true;
+	return type == VARBITOID && (att->atttypid == BITOID || att->atttypid == VARBITOID);
+}
+
+/* A bit string value must have the column's declared length (the statement would raise 22026). */
+bool
+value_fits(Form_pg_attribute att, Datum value)
+{
+	if (att->atttypid != BITOID && att->atttypid != VARBITOID)
+		return true;
+	if (att->atttypmod < 0)
+		return true;
+	if (att->atttypid == BITOID)
+		return VARBITLEN(DatumGetVarBitP(value)) == att->atttypmod;
+	return VARBITLEN(DatumGetVarBitP(value)) <= att->atttypmod;
+}
+
+/*
+ * For every attribute of `desc`, where its value comes from; false when an attribute is
+ * neither a job attribute nor an extra column of a type that fits (the statement would give
+ * it its default, or cast), or when a job attribute or extra column has no attribute (the
+ * statement would fail).
+ */
+bool
+map_attributes(TupleDesc desc, const RowColumn *extra, int nextra, AttrSource *map)
+{
+	int mapped = 0;
+
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+		const char *name = NameStr(att->attname);
+		bool found = false;
+
+		map[a].source = Source::Dropped;
+		if (att->attisdropped)
+			continue;
+		for (int c = 0; c < JOB_NCOLUMNS && !found; c++)
+		{
+			if (strcmp(kJobColumns[c].name, name) != 0)
+				continue;
+			if (!fits_attribute(att, kJobColumns[c].type))
+				return false;
+			map[a] = {Source::Job, c};
+			found = true;
+		}
+		for (int k = 0; k < nextra && !found; k++)
+		{
+			if (strcmp(extra[k].name, name) != 0)
+				continue;
+			if (!fits_attribute(att, extra[k].type))
+				return false;
+			map[a] = {Source::Extra, k};
+			found = true;
+		}
+		if (!found)
+			return false;
+		mapped++;
+	}
+	return mapped == JOB_NCOLUMNS + nextra;
+}
+
+/* Fill `slot` with the k-th picked row (rows_fit checked its values). */
+void
+fill_slot(TupleTableSlot *slot, const AttrSource *map, const EnqueueRow &row, int k, const RowColumn *extra)
+{
+	TupleDesc desc = slot->tts_tupleDescriptor;
+
+	ExecClearTuple(slot);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		const AttrSource &m = map[a];
+
+		slot->tts_isnull[a] = true;
+		slot->tts_values[a] = (Datum)0;
+		if (m.source == Source::Job && !row.null[m.index])
+		{
+			slot->tts_values[a] = row.value[m.index];
+			slot->tts_isnull[a] = false;
+		}
+		else if (m.source == Source::Extra)
+		{
+			slot->tts_values[a] = extra[m.index].values ? extra[m.index].values[k] : extra[m.index].shared;
+			slot->tts_isnull[a] = false;
+		}
+	}
+	ExecStoreVirtualTuple(slot);
+}
+
+/* Whether every picked row's values fit the partition's columns as they are. */
+bool
+rows_fit(TupleDesc desc, const AttrSource *map, const EnqueueRow *rows, const int *pick, int n)
+{
+	for (int k = 0; k < n; k++)
+		for (int a = 0; a < desc->natts; a++)
+			if (map[a].source == Source::Job && !rows[pick[k]].null[map[a].index] &&
+				!value_fits(TupleDescAttr(desc, a), rows[pick[k]].value[map[a].index]))
+				return false;
+	return true;
+}
+
+/* Close what direct_insert opened (the locks stay to the end of the transaction). */
+void
+close_tables(Relation parent, Relation rel)
+{
+	if (rel != parent)
+		table_close(rel, NoLock);
+	table_close(parent, NoLock);
+}
+
+} // namespace
+
+/* Insert rows into a known partition through the executor's routines (see the file comment). */
+bool
+direct_insert(Oid parent_oid, Oid partition_oid, const EnqueueRow *rows, const int *pick, int n, const RowColumn *extra,
+			  int nextra)
+{
+	Relation parent;
+	Relation rel;
+	AttrSource *map;
+	EState *estate;
+	RangeTblEntry *rte;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+
+	if (n == 0)
+		return true;
+	if (XactReadOnly)
+		return false;
+	parent = table_open(parent_oid, RowExclusiveLock);
+	rel = partition_oid == parent_oid ? parent : table_open(partition_oid, RowExclusiveLock);
+	map = static_cast<AttrSource *>(palloc(sizeof(AttrSource) * (RelationGetDescr(rel)->natts + 1)));
+	if (rel->rd_rel->relkind != RELKIND_RELATION || needs_planned_statement(parent) || needs_planned_statement(rel) ||
+		pg_class_aclcheck(parent_oid, GetUserId(), ACL_INSERT) != ACLCHECK_OK ||
+		!map_attributes(RelationGetDescr(rel), extra, nextra, map) ||
+		!rows_fit(RelationGetDescr(rel), map, rows, pick, n))
+	{
+		close_tables(parent, rel);
+		return false;
+	}
+
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = partition_oid;
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(estate, list_make1(rte));
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, nullptr, 0);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(rri, false);
+	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsVirtual);
+
+	for (int k = 0; k < n; k++)
+	{
+		fill_slot(slot, map, rows[pick[k]], k, extra);
+		if (rel->rd_att->constr != nullptr)
+			ExecConstraints(rri, slot, estate);
+		table_tuple_insert(rel, slot, estate->es_output_cid, 0, nullptr);
+		if (rri->ri_NumIndices > 0)
+			list_free(ExecInsertIndexTuples(rri, slot, estate, false, false, nullptr, NIL));
+		ResetPerTupleExprContext(estate);
+	}
+
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	close_tables(parent, rel);
+	/* As after an SPI statement: later statements of the transaction see the rows. */
+	CommandCounterIncrement();
+	return true;
+}
+
+} // namespace awa
