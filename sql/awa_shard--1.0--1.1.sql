@@ -677,8 +677,14 @@ DROP FUNCTION awa.prune_queue_ring(integer);
 -- holds claims and completions of every queue out (their plans lock every ready partition),
 -- truncate the partitions and mark the slot free: readers wait for the truncate and the commit
 -- alone. Both locks are taken in short tries within p_budget_ms; false when one did not come
--- (the caller steps back, and its rollback undoes the deletes).
-CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer) RETURNS boolean
+-- (the caller steps back, and its rollback undoes the deletes). p_after_move: the slot's rows
+-- were moved forward by an earlier prune, and a producer that read the ring before the slot
+-- was sealed may have fenced it since and written there (its re-check of the slot's
+-- generation passes: a moved slot stays live until freed); so once writers are kept out,
+-- look again: pending rows, open attempts or finished jobs to retain in the slot raise AWA01
+-- 'written_since_move', and the caller prunes the slot as a first step again (moving them).
+CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer, p_after_move boolean DEFAULT false)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -687,6 +693,30 @@ DECLARE
 BEGIN
     IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, true) THEN
         RETURN false;
+    END IF;
+    IF p_after_move
+       AND (EXISTS (WITH RECURSIVE lanes AS (
+                        (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+                          WHERE r.ready_slot = p_slot
+                          ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1)
+                        UNION ALL
+                        SELECT n.queue, n.priority, n.enqueue_shard
+                          FROM lanes l
+                         CROSS JOIN LATERAL (
+                             SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
+                              WHERE r.ready_slot = p_slot
+                                AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
+                              ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n)
+                    SELECT 1 FROM lanes l
+                      LEFT JOIN awa.lane_cursors h
+                        ON h.queue = l.queue AND h.priority = l.priority AND h.enqueue_shard = l.enqueue_shard
+                     WHERE EXISTS (SELECT 1 FROM awa.ready_entries r
+                                    WHERE r.ready_slot = p_slot AND r.queue = l.queue AND r.priority = l.priority
+                                      AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq >= coalesce(h.claim_seq, 0)))
+            OR EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = p_slot)
+            OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = p_slot)
+            OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
     IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
@@ -708,8 +738,8 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._free_queue_slot(integer, integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time.';
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer, integer, boolean) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time (after a move: AWA01 when rows were written there since).';
 
 -- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
 -- the procarray's horizon, read without waiting): then no reader can still need the rows
@@ -862,14 +892,21 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
         BEGIN
-            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer, true) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
-            RETURN v_reason;
+            IF v_reason <> 'written_since_move' THEN
+                RETURN v_reason;
+            END IF;
+            -- A stale producer wrote into the slot after the move: prune it as a first step
+            -- again (below), which moves those rows forward too.
+            v_moved_by := NULL;
         END;
-        RETURN 'pruned';
+        IF v_moved_by IS NOT NULL THEN
+            RETURN 'pruned';
+        END IF;
     END IF;
     SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
     IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = v_slot)
