@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# test/citus/build.sh — build Citus once into a cache and install it into a PostgreSQL.
+#
+#   PG_CONFIG=/path/to/pg_config test/citus/build.sh
+#
+# The source is the vendored archive (env AWA_CITUS_VENDOR, else ../shared/vendor relative to
+# the repository root) with its PostgreSQL 15.20 patch. The installed files are staged with
+# DESTDIR into ${AWA_CITUS_CACHE:-${XDG_CACHE_HOME:-/var/cache}/awa_shard}/citus-<key>, where
+# <key> is a hash of the archive, the patch and `pg_config --version`; a second run copies the
+# cached files into the target PostgreSQL without building.
+#
+# Exit codes: 0 installed; 3 vendor source absent (the Citus suite is skipped); 1 failure.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+vendor=${AWA_CITUS_VENDOR:-$root/../shared/vendor}
+archive=$vendor/citus-13.2.2.tar.gz
+patchf=$vendor/citus-13.2.2-pg15.20.patch
+if [ ! -f "$archive" ]; then
+  echo "citus: vendor source absent ($archive); set AWA_CITUS_VENDOR to its directory"
+  exit 3
+fi
+PG_CONFIG=${PG_CONFIG:-$(command -v pg_config || true)}
+[ -x "$PG_CONFIG" ] || { echo "citus: no pg_config (set PG_CONFIG)"; exit 1; }
+
+pgver=$("$PG_CONFIG" --version)
+key=$( { sha256sum "$archive" | cut -d' ' -f1; [ -f "$patchf" ] && sha256sum "$patchf" | cut -d' ' -f1; echo "$pgver"; "$PG_CONFIG" --pkglibdir; } | sha256sum | cut -c1-16)
+cache_root=${AWA_CITUS_CACHE:-${XDG_CACHE_HOME:-/var/cache}/awa_shard}
+cache=$cache_root/citus-$key
+pkglibdir=$("$PG_CONFIG" --pkglibdir)
+sharedir=$("$PG_CONFIG" --sharedir)
+
+if [ ! -f "$cache/.complete" ]; then
+  # Build dependencies (the vendor README's list), installed only when root and missing.
+  deps="libpq-dev libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libselinux1-dev libpam0g-dev autoconf flex bison"
+  missing=""
+  for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+      echo "citus: installing build dependencies:$missing"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null
+    else
+      echo "citus: missing build dependencies:$missing (not root; trying anyway)"
+    fi
+  fi
+  work=$(mktemp -d "${TMPDIR:-/tmp}/citus-build.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  echo "citus: building $(basename "$archive") for $pgver into $cache"
+  tar xzf "$archive" -C "$work"
+  src=$(find "$work" -maxdepth 1 -mindepth 1 -type d | head -1)
+  [ -f "$patchf" ] && (cd "$src" && patch -s -p1 < "$patchf")
+  # A PostgreSQL whose include directory lacks libpq's headers (a relocated copy) takes the
+  # system libpq's (libpq-dev).
+  extra_cppflags=""
+  if [ ! -f "$("$PG_CONFIG" --includedir)/libpq-fe.h" ]; then
+    extra_cppflags="-I$(pkg-config --variable=includedir libpq 2>/dev/null || echo /usr/include/postgresql)"
+  fi
+  export CPPFLAGS="${CPPFLAGS:-} $extra_cppflags"
+  (cd "$src" && ./configure -q PG_CONFIG="$PG_CONFIG" >"$work/configure.log" 2>&1) \
+    || { tail -30 "$work/configure.log"; exit 1; }
+  (cd "$src" && make -s -j"${AWA_CITUS_JOBS:-2}" CPPFLAGS="$CPPFLAGS" >"$work/make.log" 2>&1) \
+    || { tail -40 "$work/make.log"; exit 1; }
+  rm -rf "$cache.tmp"; mkdir -p "$cache.tmp"
+  (cd "$src" && make -s install DESTDIR="$cache.tmp" >"$work/install.log" 2>&1) \
+    || { tail -30 "$work/install.log"; exit 1; }
+  touch "$cache.tmp/.complete"
+  rm -rf "$cache"; mv "$cache.tmp" "$cache"
+else
+  echo "citus: using cached build $cache"
+fi
+
+# Install the staged files into the target: library, extension scripts, control file.
+# The staged tree mirrors the absolute install paths under $cache.
+n=0
+while IFS= read -r -d '' f; do
+  rel=${f#"$cache"}
+  mkdir -p "$(dirname "$rel")"
+  cp -f "$f" "$rel"; n=$((n + 1))
+done < <(find "$cache" -type f ! -name .complete -print0)
+[ -f "$pkglibdir/citus.so" ] || { echo "citus: $pkglibdir/citus.so not installed"; exit 1; }
+[ -f "$sharedir/extension/citus.control" ] || { echo "citus: citus.control not installed"; exit 1; }
+echo "citus: installed $n files into $(dirname "$pkglibdir")"
