@@ -508,11 +508,20 @@ lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cu
 
 	if (cursor_plans[v] == nullptr)
 	{
-		char sql[256];
+		char sql[512];
 
-		snprintf(sql, sizeof(sql),
-				 "SELECT h.claim_seq FROM %s h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3",
-				 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
+		if (catalog == Catalog::V1_1 && citus_present())
+			/* awa.lane_cursors spelled out with the queue on each table: Citus routes a view's
+			 * lateral join by its outer filter to every shard, this to the queue's alone. */
+			snprintf(sql, sizeof(sql), "%s",
+					 "SELECT greatest(h.claim_seq, (SELECT k.claim_seq FROM awa.claim_marks k "
+					 "  WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 "
+					 "  ORDER BY k.claim_seq DESC LIMIT 1)) "
+					 "FROM awa.queue_claim_heads h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3");
+		else
+			snprintf(sql, sizeof(sql),
+					 "SELECT h.claim_seq FROM %s h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3",
+					 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
 		keep_plan(&cursor_plans[v], sql, 3, types);
 	}
 	exec_plan_latest(cursor_plans[v], values, nullptr, true, 1, SPI_OK_SELECT, "lane cursor");

@@ -60,6 +60,9 @@ lc_messages = 'C'
 citus.node_conninfo = 'sslmode=disable'
 awa_shard.maintenance = off
 CONF
+    # Workers report every command they send to another node (a NOTICE the coordinator
+    # relays to its client): the suite counts them (docs/scale-out.md, "Measured").
+    [ "$n" -gt 0 ] && echo "citus.log_remote_commands = on" >> "$work/n$n/postgresql.conf"
     as_pg "$bin/pg_ctl -D '$work/n$n' -l '$work/n$n.log' -w start >/dev/null" || { cat "$work/n$n.log"; exit 1; }
     as_pg "$bin/createdb -h '$sock' -p $((base + n)) -U postgres $db"
     node_psql "$n" -c "CREATE EXTENSION citus"

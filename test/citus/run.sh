@@ -74,6 +74,21 @@ for queue in "$qa" "$qb"; do
     "$(q 0 "SELECT string_agg(DISTINCT (SELECT nodeport - $port0 FROM pg_dist_shard_placement p WHERE p.shardid = get_shard_id_for_distribution_column('awa.ready_entries', r.queue))::text, ',') FROM awa.ready_entries r WHERE r.queue = '$queue'")" "$w"
 done
 
+# -- Each hot call is one delegated command to the queue's worker, and that worker sends no
+#    command to any other node (every command a node sends is logged: citus.log_remote_commands,
+#    set for this session on the coordinator and by cluster.sh on the workers).
+remote_commands() {
+  "$here/cluster.sh" psql 0 -c 'SET client_min_messages = notice' -c 'SET citus.log_remote_commands = on' -c "$1" 2>&1 |
+    grep -E '^NOTICE: +issuing' | cut -c1-60
+}
+q 0 "SELECT awa.insert_jobs('$qb', '{hot}', p_args => ARRAY['{}'::jsonb, '{}'])" >/dev/null
+for call in "SELECT awa.insert_jobs('$qb', '{hot}')" "SELECT job_id FROM awa.claim_ready_runtime('$qb', 1)" \
+            "SELECT awa.claim_ready_runtime('$qb', 1)" "SELECT awa.wait_for_jobs('$qb', 1)"; do
+  cmds=$(remote_commands "$call")
+  check "one command crosses nodes for: $call" "$(echo "$cmds" | grep -c .)" "1"
+  [ "$(echo "$cmds" | grep -c .)" = 1 ] || echo "$cmds" | head -n 5
+done
+
 # -- Per-lane FIFO through delegation: single enqueues, claims of 3, the same order.
 for i in $(seq 1 12); do q 0 "SELECT awa.insert_job_compat('fifo', '$qa', jsonb_build_object('i', $i))" >/dev/null; done
 order=""
