@@ -89,6 +89,22 @@ for call in "SELECT awa.insert_jobs('$qb', '{hot}')" "SELECT job_id FROM awa.cla
   [ "$(echo "$cmds" | grep -c .)" = 1 ] || echo "$cmds" | head -n 5
 done
 
+# -- A wait on the queue's worker is woken by an enqueue through the coordinator (the
+#    producer's commit wakes the worker's sleepers there); a timeout would return false.
+qw=""
+for i in $(seq 1 40); do
+  [ "$(q 0 "$(printf "$placement" "'w$i'")")" = $((port0 + 2)) ] && { qw=w$i; break; }
+done
+q 0 "SELECT awa.wait_for_jobs('$qw', 60000)" > "$AWA_CITUS_WORK.wait" 2>&1 &
+waiter=$!
+for i in $(seq 1 50); do
+  [ "$(q 2 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%wait_for_jobs(''$qw''%' AND state = 'active' AND pid <> pg_backend_pid()")" -ge 1 ] && break
+  sleep 0.2
+done
+q 0 "SELECT awa.insert_jobs('$qw', '{wake}')" >/dev/null
+wait "$waiter"
+check "a delegated wait_for_jobs is woken by a delegated enqueue of its queue" "$(cat "$AWA_CITUS_WORK.wait")" "t"
+
 # -- Per-lane FIFO through delegation: single enqueues, claims of 3, the same order.
 for i in $(seq 1 12); do q 0 "SELECT awa.insert_job_compat('fifo', '$qa', jsonb_build_object('i', $i))" >/dev/null; done
 order=""
