@@ -26,9 +26,10 @@ DECLARE
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
         'cron_schedules'];
     -- Calls with p_queue that are not routed by it: pure helpers (names and keys, no
-    -- table), the move of a job to another queue (two queues, two workers) and schedules
-    -- (install-wide, a reference table).
-    v_not_routed constant text[] := ARRAY['lane_sequence_name', 'lane_lock_key', 'move_queue', 'schedule'];
+    -- table) and schedules (install-wide, a reference table). A call that also has
+    -- p_from_queue (move_queue, retry_from_dlq: p_queue is the destination) is routed by the
+    -- queue the job is in.
+    v_not_routed constant text[] := ARRAY['lane_sequence_name', 'lane_lock_key', 'schedule'];
     v_group integer;
     v_rel regclass;
     v_fn regprocedure;
@@ -103,8 +104,10 @@ BEGIN
                               AND o.distribution_argument_index IS NOT NULL)
          ORDER BY p.oid
     LOOP
-        PERFORM create_distributed_function(v_fn, 'p_queue', colocate_with := v_anchor::text,
-                                            force_delegation := true);
+        PERFORM create_distributed_function(v_fn,
+                    CASE WHEN (SELECT 'p_from_queue' = ANY (proargnames) FROM pg_proc WHERE oid = v_fn)
+                         THEN 'p_from_queue' ELSE 'p_queue' END,
+                    colocate_with := v_anchor::text, force_delegation := true);
         step := 'delegated by p_queue'; object := v_fn::text; RETURN NEXT;
     END LOOP;
 
