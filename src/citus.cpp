@@ -14,8 +14,10 @@ extern "C"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 }
 
 namespace awa
@@ -30,7 +32,109 @@ int citus_loaded = -1;
 bool citus_extension = false;
 SPIPlanPtr local_plan = nullptr;
 
+SPIPlanPtr shards_plan = nullptr;
+
+/* A plan of a statement on the shards of one queue. */
+struct ShardPlan
+{
+	const char *sql; /* the statement as written (its address is the key) */
+	char *queue;	 /* TopMemoryContext */
+	SPIPlanPtr plan;
+};
+constexpr int kShardPlans = 64;
+ShardPlan shard_plans[kShardPlans];
+int next_victim = 0;
+
+/* Whether `c` can continue an SQL identifier. */
+bool
+ident_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+}
+
+/*
+ * `sql` with every distributed table of awa (parents, not their partitions) named by its
+ * shard holding the queue; nullptr when none is distributed. SPI connected.
+ */
+char *
+shard_sql(const char *sql, text *queue)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	StringInfoData out;
+	uint64 n;
+
+	keep_plan(&shards_plan,
+			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
+			  "       pg_catalog.shard_name(p.logicalrelid, "
+			  "                             pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)) "
+			  "FROM pg_catalog.pg_dist_partition p "
+			  "WHERE p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "
+			  "  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = p.logicalrelid)",
+			  1, argtypes);
+	exec_plan(shards_plan, values, nullptr, true, 0, SPI_OK_SELECT, "shards of a queue");
+	n = SPI_processed;
+	if (n == 0)
+		return nullptr;
+	initStringInfo(&out);
+	for (const char *p = sql; *p;)
+	{
+		bool replaced = false;
+
+		if ((p == sql || !ident_char(p[-1])) && strncmp(p, "awa.", 4) == 0)
+			for (uint64 i = 0; i < n && !replaced; i++)
+			{
+				char *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+				size_t len = strlen(name);
+
+				if (strncmp(p, name, len) == 0 && !ident_char(p[len]))
+				{
+					appendStringInfoString(&out, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+					p += len;
+					replaced = true;
+				}
+			}
+		if (!replaced)
+			appendStringInfoChar(&out, *p++);
+	}
+	return out.data;
+}
+
 } // namespace
+
+/* A kept plan of sql on the queue's shards (see citus.hpp); nullptr when not distributed. */
+SPIPlanPtr
+keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes)
+{
+	char *q = text_to_cstring(queue);
+	char *rewritten;
+	SPIPlanPtr plan;
+	ShardPlan *slot;
+
+	if (!citus_present())
+		return nullptr;
+	for (auto &e : shard_plans)
+		if (e.sql == sql && e.queue != nullptr && strcmp(e.queue, q) == 0)
+			return e.plan;
+	rewritten = shard_sql(sql, queue);
+	if (rewritten == nullptr)
+		return nullptr;
+	plan = SPI_prepare(rewritten, nargs, const_cast<Oid *>(argtypes));
+	if (plan == nullptr)
+		elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), rewritten);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "awa_shard: SPI_keepplan failed");
+	slot = &shard_plans[next_victim];
+	next_victim = (next_victim + 1) % kShardPlans;
+	if (slot->plan != nullptr)
+		SPI_freeplan(slot->plan);
+	if (slot->queue != nullptr)
+		pfree(slot->queue);
+	slot->sql = sql;
+	slot->queue = MemoryContextStrdup(TopMemoryContext, q);
+	slot->plan = plan;
+	return plan;
+}
 
 /* Citus is loaded (its settings exist: it is preloaded) and CREATE EXTENSION citus ran here. */
 bool

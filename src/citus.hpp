@@ -8,6 +8,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "executor/spi.h"
 }
 
 namespace awa
@@ -22,5 +23,14 @@ bool citus_present();
  * worker, or made there). Before anything is touched; nothing without Citus.
  */
 void require_queue_local(const char *queue, int queue_len);
+
+/*
+ * Under Citus, once the queue's tables are distributed: a kept plan of `sql` in which every
+ * distributed table of awa is named by its shard holding `queue` (on this node: the caller
+ * checked). PostgreSQL plans it as an ordinary statement, so nothing of it leaves this node
+ * (Citus plans a data-modifying CTE apart and sends its input to every node). nullptr
+ * without Citus or before awa.citus_setup(). Cached per backend by (sql, queue).
+ */
+SPIPlanPtr keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes);
 
 } // namespace awa
