@@ -17,10 +17,12 @@ EXTRA_CLEAN = test/unit/unit_tests test/output_iso
 
 # Tests are picked up by wildcard: add a file, get a test.
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/$(EXTENSION)--%,$(sort $(wildcard sql/*.sql))))
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+# The suites' databases are made by REGRESS_PREP (test/installcheck_databases.sql), as
+# pg_regress would make them plus background maintenance switched off in them.
+REGRESS_OPTS = --inputdir=. --use-existing
 ISOLATION = $(patsubst test/specs/%.spec,%,$(sort $(wildcard test/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso --load-extension=$(EXTENSION)
-REGRESS_PREP = installcheck-settings
+ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso --use-existing
+REGRESS_PREP = installcheck-databases
 
 PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -fno-omit-frame-pointer
@@ -32,13 +34,14 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# make installcheck runs against any PostgreSQL 15 with the extension installed, preloaded or
-# not (expected/<test>_1.out where the two differ by design); first it checks that no
-# background maintenance worker would race the suites (REGRESS_PREP, set above PGXS).
-installcheck-settings:
-	$(bindir)/psql -X -q -v ON_ERROR_STOP=1 -d template1 -f test/installcheck_settings.sql
+# make installcheck runs against any PostgreSQL 15 with the extension installed: preloaded or
+# not, background maintenance on or off, prepared transactions allowed or not
+# (expected/<test>_N.out where outputs differ by design). First it makes the suites'
+# databases, with background maintenance switched off in them (REGRESS_PREP, set above PGXS).
+installcheck-databases:
+	$(bindir)/psql -X -q -d template1 -f test/installcheck_databases.sql
 
-.PHONY: installcheck-settings
+.PHONY: installcheck-databases
 
 $(DATA_built): $(SCHEMA_SRCS)
 	cat $^ > $@

@@ -37,7 +37,7 @@ BEGIN
                        awa.queue_claim_heads, awa.deferred_jobs, awa.queue_ring_state, awa.queue_ring_slots,
                        awa.claim_ring_state, awa.claim_ring_slots, awa.lease_ring_state, awa.lease_ring_slots,
                        awa.ready_entries, awa.done_entries, awa.leases, awa.lease_claims,
-                       awa.lease_claim_closures
+                       awa.lease_claim_closures, awa.attempt_state, awa.dlq_entries, awa.job_unique_claims
                 IN ACCESS EXCLUSIVE MODE;
             EXIT;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
@@ -48,6 +48,43 @@ BEGIN
     PERFORM pg_catalog.set_config('deadlock_timeout', v_deadlock_timeout, true);
 END
 $$;
+
+-- Every key of a table holding job or attempt rows contains the queue, so that a distributed
+-- engine can place a queue's rows on one node (docs/design.md, "Keys"); it comes last where
+-- look-ups by id alone (a call without its queue) must keep using the key. The tables that
+-- had no queue column get one, filled from the job's rows; a row whose job or attempt is gone
+-- (a heartbeat, closure or unique claim nothing reads any more) goes. Unique job keys become
+-- per queue: adding the queue to the key only relaxes it, so no row conflicts.
+ALTER TABLE awa.deferred_jobs DROP CONSTRAINT deferred_jobs_pkey,
+    ADD CONSTRAINT deferred_jobs_pkey PRIMARY KEY (job_id, queue);
+ALTER TABLE awa.dlq_entries DROP CONSTRAINT dlq_entries_pkey,
+    ADD CONSTRAINT dlq_entries_pkey PRIMARY KEY (job_id, queue);
+ALTER TABLE awa.attempt_state ADD COLUMN queue text;
+UPDATE awa.attempt_state a
+   SET queue = coalesce((SELECT c.queue FROM awa.lease_claims c WHERE c.job_id = a.job_id AND c.run_lease = a.run_lease LIMIT 1),
+                        (SELECT l.queue FROM awa.leases l WHERE l.job_id = a.job_id AND l.run_lease = a.run_lease LIMIT 1),
+                        (SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = a.job_id LIMIT 1));
+DELETE FROM awa.attempt_state WHERE queue IS NULL;
+ALTER TABLE awa.attempt_state ALTER COLUMN queue SET NOT NULL, DROP CONSTRAINT attempt_state_pkey,
+    ADD CONSTRAINT attempt_state_pkey PRIMARY KEY (job_id, run_lease, queue);
+ALTER TABLE awa.lease_claim_closures ADD COLUMN queue text;
+UPDATE awa.lease_claim_closures x
+   SET queue = coalesce((SELECT c.queue FROM awa.lease_claims c
+                          WHERE c.claim_slot = x.claim_slot AND c.job_id = x.job_id AND c.run_lease = x.run_lease LIMIT 1),
+                        (SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = x.job_id LIMIT 1));
+DELETE FROM awa.lease_claim_closures WHERE queue IS NULL;
+ALTER TABLE awa.lease_claim_closures ALTER COLUMN queue SET NOT NULL, DROP CONSTRAINT lease_claim_closures_pkey,
+    ADD CONSTRAINT lease_claim_closures_pkey PRIMARY KEY (claim_slot, job_id, run_lease, queue);
+ALTER TABLE awa.job_unique_claims ADD COLUMN queue text;
+UPDATE awa.job_unique_claims u
+   SET queue = coalesce((SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = u.job_id LIMIT 1),
+                        (SELECT d.queue FROM awa.deferred_jobs d WHERE d.job_id = u.job_id),
+                        (SELECT d.queue FROM awa.done_entries d WHERE d.job_id = u.job_id LIMIT 1),
+                        (SELECT e.queue FROM awa.dlq_entries e WHERE e.job_id = u.job_id));
+DELETE FROM awa.job_unique_claims WHERE queue IS NULL;
+ALTER TABLE awa.job_unique_claims ALTER COLUMN queue SET NOT NULL;
+DROP INDEX awa.idx_awa_jobs_unique;
+CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (queue, unique_key);
 
 -- Retained failed terminal rows live in their own partition (ready_slot -1, not a ring
 -- slot): prune copies a failed row here once, with its body, and never again.
@@ -187,8 +224,8 @@ INSERT INTO awa.claim_batches (claim_slot, ready_slot, ready_generation, queue, 
 SELECT c.claim_slot, c.ready_slot, c.ready_generation, c.queue, c.priority, c.enqueue_shard, c.lane_seq / 64,
        c.receipt_id, c.claimed_at, c.deadline_at, ARRAY[(c.lane_seq % 64)::smallint], ARRAY[c.effective_priority]
   FROM awa.lease_claims c;
-INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at)
-SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at
+INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, closed_at, queue)
+SELECT c.claim_slot, c.job_id, c.run_lease, 'materialized', c.materialized_at, c.queue
   FROM awa.lease_claims c WHERE c.materialized_at IS NOT NULL
 ON CONFLICT DO NOTHING;
 SELECT pg_catalog.setval('awa.receipt_id_seq', greatest(1, (SELECT max(c.receipt_id) FROM awa.lease_claims c)));
@@ -312,7 +349,8 @@ CREATE VIEW awa._open_receipts AS
                           AND f.ready_generation = r.ready_generation
                           AND (r.lane_seq % 64)::smallint = ANY (f.lane_offsets))
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
-                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1);
+                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1
+                          AND z.queue = r.queue);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
@@ -482,10 +520,10 @@ BEGIN
     DELETE FROM awa.job_unique_claims u
      WHERE u.ctid = ANY (ARRAY(
          SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
-                              WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                             UNION ALL
-                             SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                        UNION ALL
+                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
             FOR UPDATE SKIP LOCKED));
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
@@ -1043,7 +1081,7 @@ BEGIN
             LIMIT p_limit),
         stale AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
+              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue
              WHERE v_cutoff IS NOT NULL AND c.claimed_at < v_cutoff
                AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
             UNION ALL
@@ -1077,9 +1115,9 @@ BEGIN
              SELECT s.ctid FROM awa.attempt_state s
               WHERE s.heartbeat_at < v_cutoff
                 AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
-                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = s.queue)
                 AND NOT EXISTS (SELECT 1 FROM awa.leases l
-                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = s.queue
                                    AND l.state IN ('running', 'waiting_external'))
               LIMIT p_limit))
            AND a.heartbeat_at < v_cutoff;
@@ -1149,9 +1187,10 @@ REVOKE ALL ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) FROM PUBLIC;
 -- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
 -- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
 -- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
-CREATE OR REPLACE FUNCTION awa.cancel_job(p_job_id bigint) RETURNS boolean
+DROP FUNCTION awa.cancel_job(bigint);
+CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -1163,13 +1202,14 @@ BEGIN
     -- job: its open attempt, found on the latest committed state, is taken first. Only
     -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
     IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
         -- failed...), and where the job is now this snapshot cannot see.
         IF t.job_id IS NULL
-           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id)
+           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id AND (p_queue IS NULL OR c.queue = p_queue))
                 OR EXISTS (SELECT 1 FROM awa.leases l
-                            WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
+                            WHERE l.job_id = p_job_id AND (p_queue IS NULL OR l.queue = p_queue)
+                              AND l.state IN ('running', 'waiting_external'))) THEN
             RAISE EXCEPTION USING ERRCODE = '40001',
                 MESSAGE = 'could not serialize access: the job''s attempt ended after this transaction''s snapshot',
                 DETAIL = format('Job %s.', p_job_id),
@@ -1177,7 +1217,7 @@ BEGIN
         END IF;
     END IF;
     IF t.job_id IS NULL THEN
-        r := awa._take_unclaimed_ready(p_job_id);
+        r := awa._take_unclaimed_ready(p_job_id, p_queue);
     END IF;
     IF t.job_id IS NOT NULL THEN
         PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
@@ -1186,11 +1226,12 @@ BEGIN
             'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
             'available', 'cancelled');
     ELSE
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         IF t.job_id IS NOT NULL THEN
             PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
         ELSE
-            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id RETURNING j.* INTO d;
+            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue)
+            RETURNING j.* INTO d;
             IF NOT FOUND THEN
                 RETURN false;
             END IF;
@@ -1203,12 +1244,16 @@ BEGIN
     RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.cancel_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_job(bigint, text) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
 
 -- Delete a job in any state (1.1: a completion is found through its ready row, its
 -- terminal row (1.0) or its completion batch with it).
-CREATE OR REPLACE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
+DROP FUNCTION awa.delete_job(bigint);
+CREATE FUNCTION awa.delete_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -1218,32 +1263,34 @@ DECLARE
     v_batch record;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_queue);
     v_found := r.job_id IS NOT NULL;
     IF NOT v_found THEN
-        DELETE FROM awa.deferred_jobs WHERE job_id = p_job_id;
+        DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue);
         v_found := FOUND;
     END IF;
     IF NOT v_found THEN
-        t := awa._take_open_attempt(p_job_id, 'terminal_removed');
+        t := awa._take_open_attempt(p_job_id, 'terminal_removed', p_queue);
         v_found := t.job_id IS NOT NULL;
     END IF;
     -- Terminal rows: those the job index holds, then a completion's, through its ready row.
     -- A completion's ready row goes with it: its terminal row is what ended its receipt
     -- (awa._open_receipts), and the ready row alone would make the receipt look open again.
     DELETE FROM awa.done_entries d
-     WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+     WHERE d.job_id = p_job_id AND (p_queue IS NULL OR d.queue = p_queue)
+       AND (d.state <> 'completed' OR d.kind IS NOT NULL);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     WITH completion AS (
         DELETE FROM awa.done_entries d USING awa.ready_entries x
-         WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND d.state = 'completed' AND d.kind IS NULL
            AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
            AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq
         RETURNING d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT count(*) INTO v_rows FROM completion;
     v_found := v_found OR v_rows > 0;
@@ -1258,14 +1305,16 @@ BEGIN
                results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                          || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
-         WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue)
+           AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
            AND b.lane_block = x.lane_seq / 64
            AND (x.lane_seq % 64)::smallint = ANY (b.lane_offsets)
         RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT c.ready_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block INTO v_batch FROM completion c;
     IF v_batch.queue IS NOT NULL THEN
@@ -1275,16 +1324,19 @@ BEGIN
            AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
            AND b.ready_slot = v_batch.ready_slot AND b.lane_offsets = '{}';
     END IF;
-    DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_queue IS NULL OR e.queue = p_queue);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
-        DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        DELETE FROM awa.job_unique_claims u WHERE u.job_id = p_job_id AND (p_queue IS NULL OR u.queue = p_queue);
         PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.delete_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.delete_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.delete_job(bigint, text) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
 
 -- Physical priority aging: waiting ready rows of lanes with priority > 1 move one
 -- priority up, always as a prefix of their lane in lane_seq order (from the claim cursor
@@ -1369,7 +1421,9 @@ GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO 
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
 -- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
-CREATE OR REPLACE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+DROP FUNCTION awa.heartbeat_jobs(bigint[], bigint[]);
+CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_queue text DEFAULT NULL)
+    RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -1384,9 +1438,12 @@ BEGIN
     END IF;
     -- Open attempts are found on the latest committed state, whatever this transaction's
     -- isolation level, in the live slots of the claim and lease rings only.
-    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases);
+    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases, NULL, p_queue);
 END
 $$;
+REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
 
 -- Backups (docs/operations.md, "Backups"). pg_dump keeps the data of extension tables only
 -- where they are marked as configuration: every table and partition that holds jobs,
@@ -1516,7 +1573,7 @@ CREATE FUNCTION awa.insert_job_compat(
     p_unique_states bit(8) DEFAULT NULL,
     p_ordering_key bytea DEFAULT NULL)
     RETURNS awa.job_row
-    AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
+    AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 
@@ -1581,22 +1638,45 @@ BEGIN
 END
 $$;
 
+-- Move a job's unique claim from queue p_from to queue p_to (unique keys are per queue):
+-- 23505 when a live job of p_to holds the key. Nothing when the job holds no claim in p_from
+-- or the queue does not change.
+CREATE FUNCTION awa._move_unique_claim(p_job_id bigint, p_from text, p_to text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_from IS NULL OR p_from = p_to THEN
+        RETURN;
+    END IF;
+    WITH gone AS (DELETE FROM awa.job_unique_claims u WHERE u.queue = p_from AND u.job_id = p_job_id
+                  RETURNING u.unique_key)
+    INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) SELECT g.unique_key, p_job_id, p_to FROM gone g;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._move_unique_claim(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: move a job''s unique claim to another queue (23505 when a job there holds the key).';
+
 -- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
 -- does not exist yet is created, as an enqueue would create it.
-CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL)
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL,
+                               p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
     v_priority smallint;
+    v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    SELECT j.queue INTO v_from FROM awa.deferred_jobs j
+     WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
     UPDATE awa.deferred_jobs j
        SET queue = p_queue,
            priority = coalesce(p_priority, j.priority),
@@ -1604,14 +1684,16 @@ BEGIN
                CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
                || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
                        THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id;
+     WHERE j.job_id = p_job_id AND j.queue = v_from;
     IF FOUND THEN
+        PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_from_queue);
     IF r.job_id IS NULL THEN
         RETURN false;
     END IF;
+    PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
@@ -1624,10 +1706,11 @@ $$;
 -- Bring a job back from the dead-letter queue, optionally into another queue or priority
 -- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
 CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
-                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL,
+                                   p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     x awa.dlq_entries;
@@ -1640,7 +1723,8 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
-    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
+    RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -1652,11 +1736,23 @@ BEGIN
         'metadata', awa._stamp_metadata(x.metadata,
             CASE WHEN coalesce(p_queue, x.queue) <> x.queue
                  THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
+    -- Unique keys are per queue: a job that changes queue leaves a claim it held in the old
+    -- one, and takes its key in the new one when its new state is in its mask.
+    IF d.queue <> x.queue THEN
+        PERFORM awa._set_unique_claim(x.job_id, x.unique_key, false, x.queue);
+        IF awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state) THEN
+            PERFORM awa._set_unique_claim(d.job_id, d.unique_key, true, d.queue);
+        END IF;
+    END IF;
     IF v_later THEN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled', d.queue);
+        END IF;
     ELSE
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available', d.queue);
+        END IF;
         PERFORM awa._enqueue_ready(ARRAY[d]);
     END IF;
     -- Back in its mask, the job must hold its key. When another live job holds it, the dead
@@ -1664,11 +1760,13 @@ BEGIN
     -- its claim would leave the key free once the holder's claim goes, for a third job.
     IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
        AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
-       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u
+                        WHERE u.queue = d.queue AND u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
             USING ERRCODE = '23505',
                   DETAIL = format('Job %s holds the unique key of job %s.',
-                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                                  (SELECT u.job_id FROM awa.job_unique_claims u
+                                    WHERE u.queue = d.queue AND u.unique_key = d.unique_key), d.job_id),
                   HINT = 'Retry the dead letter once that job has left the key''s states.';
     END IF;
     RETURN true;
@@ -1680,8 +1778,8 @@ REVOKE ALL ON FUNCTION
     awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint),
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint),
-    awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint),
-    awa.retry_from_dlq(bigint, text, bigint, timestamptz)
+    awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint, text),
+    awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint)
@@ -1692,7 +1790,7 @@ GRANT EXECUTE ON FUNCTION
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     TO awa_producer, awa_admin;
 GRANT EXECUTE ON FUNCTION
-    awa.move_queue(bigint, text, bigint), awa.retry_from_dlq(bigint, text, bigint, timestamptz)
+    awa.move_queue(bigint, text, bigint, text), awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)
     TO awa_admin;
 
 -- Exhausted jobs to the DLQ: off by default. plane_settings.dlq_enabled_by_default is the
@@ -1731,8 +1829,9 @@ REVOKE ALL ON FUNCTION awa._dlq_enabled(text), awa._fail_exhausted(awa.taken_att
 -- Fail an attempt: retryable with backoff while attempts remain; after the last attempt
 -- failed (dead-lettered when the queue says so). Returns the new state, or NULL when the
 -- attempt was not open (stale writer).
-CREATE OR REPLACE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                        p_retry_in interval DEFAULT NULL)
+DROP FUNCTION awa.fail_job(bigint, bigint, text, interval);
+CREATE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                        p_retry_in interval DEFAULT NULL, p_queue text DEFAULT NULL)
     RETURNS awa.job_state
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -1743,7 +1842,7 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable', p_queue);
     IF t.job_id IS NULL THEN
         RETURN NULL;
     END IF;
@@ -1757,6 +1856,10 @@ BEGIN
     RETURN 'retryable';
 END
 $$;
+REVOKE ALL ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text)
+    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
 
 -- Queues as objects. A queue is known when it has a settings row (awa.queue_meta), a lane
 -- (a producer enqueued into it: implicit creation, as in 1.0), or scheduled, retryable or
@@ -1953,7 +2056,7 @@ BEGIN
         ON e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
     WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT count(*) INTO v_deferred FROM gone;
     WITH lanes AS (
         SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
@@ -1965,7 +2068,7 @@ BEGIN
          WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
            AND r.lane_seq >= l.claim_seq
         RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id),
     per_lane AS (
         SELECT g.priority, g.enqueue_shard,
                least(max(g.lane_seq) + 1, min(l.bound)) AS next_seq, count(*) AS removed
@@ -2072,8 +2175,8 @@ BEGIN
                AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
              ORDER BY b.receipt_base FOR UPDATE OF b) b;
     WITH closed AS (
-        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled', p_queue FROM awa._open_receipts c
          WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
          ORDER BY c.receipt_base, c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
@@ -2087,7 +2190,7 @@ BEGIN
                RETURNING l.job_id, l.run_lease),
     ended AS (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased),
     heartbeats AS (DELETE FROM awa.attempt_state a USING ended o
-                    WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease)
+                    WHERE a.queue = p_queue AND a.job_id = o.job_id AND a.run_lease = o.run_lease)
     SELECT count(*) INTO v_running FROM ended;
 
     -- Every row that names the queue, history included (a ready row without its lane would
@@ -2120,7 +2223,7 @@ BEGIN
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
-           WHERE u.job_id = g.job_id)
+           WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
               ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
              WHERE r.lane_seq >= h.claim_seq),
@@ -2214,13 +2317,13 @@ CREATE OR REPLACE VIEW awa.jobs AS
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease), NULL::jsonb
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease), NULL::jsonb
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -2427,19 +2530,19 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     WITH due AS (
-        SELECT j.job_id FROM awa.deferred_jobs j
+        SELECT j.job_id, j.queue FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()
            AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
          ORDER BY j.run_at, j.priority, j.job_id
          LIMIT p_limit
          FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = due.queue AND j.job_id = due.job_id RETURNING j.*)
     SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
     IF v_rows IS NULL THEN
         RETURN 0;
     END IF;
     FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
     END LOOP;
     RETURN awa._enqueue_ready(v_rows);
 END
@@ -2521,12 +2624,6 @@ COMMENT ON FUNCTION awa.lane_lock_key(text, bigint, bigint) IS 'Advisory-lock ke
 -- Working.
 COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision)
     IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
-    IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
-COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(bigint) IS 'One job by id in its current state (awa.job_row); no row when unknown. Role: awa_producer, awa_worker, awa_admin.';
 COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its current state; no row when not in that queue. Role: awa_producer, awa_worker, awa_admin.';
@@ -2546,11 +2643,9 @@ COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the q
 COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
     IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
 COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) IS 'Jobs of a known queue, optionally of one state, oldest id first. Role: awa_admin.';
-COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
-COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
-COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
-COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint, text) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
 COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
 COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
 COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
@@ -2606,10 +2701,6 @@ COMMENT ON FUNCTION awa._shard_stats() IS 'Internal: the shared-memory per-shard
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
 COMMENT ON FUNCTION awa._stamp_metadata(jsonb, jsonb) IS 'Internal: metadata with provenance keys added where absent.';
 COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
-COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
-COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
-COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
-COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
 
 -- Types.
 COMMENT ON TYPE awa.job_state IS 'State of a job; the label order defines the bits of a unique-state mask.';
@@ -2652,7 +2743,7 @@ COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
 COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their ordering key; promoted to the ready plane when due.';
 COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
-COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
+COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key and queue.';
 COMMENT ON SEQUENCE awa.job_id_seq IS 'Job ids.';
 COMMENT ON SEQUENCE awa.receipt_id_seq IS 'Receipt ids: each claim batch takes one value and the 63 after it.';
 DO $$
@@ -2804,11 +2895,14 @@ CREATE FUNCTION awa._done_job(d awa.done_entries, r awa.ready_entries) RETURNS a
 -- run_lease, lane identity), and its claim time is the attempt's attempted_at. C (1.1):
 -- the attempt is found on the latest committed state, so a REPEATABLE READ or SERIALIZABLE
 -- caller whose snapshot predates the claim still takes it (src/attempts.cpp).
-CREATE OR REPLACE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+DROP FUNCTION awa._take_attempt(bigint, bigint, text);
+CREATE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text, p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._take_attempt(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
 
 -- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
 -- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
@@ -2824,32 +2918,37 @@ COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
 -- lease (C, latest committed state, like awa._take_attempt).
-CREATE OR REPLACE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text) RETURNS awa.taken_attempt
+DROP FUNCTION awa._take_open_attempt(bigint, text);
+CREATE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text, p_queue text DEFAULT NULL)
+    RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_open_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._take_open_attempt(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_open_attempt(bigint, text, text) IS 'Internal: take whatever attempt of a job is open.';
 
 -- Record a heartbeat of every open attempt among the pairs, and their progress when
 -- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
 -- and awa.set_progress check the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL,
+                                             p_queue text DEFAULT NULL)
     RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
 -- caller's isolation level: a release must see a claim row committed after the caller's
 -- snapshot (an exit at REPEATABLE READ of a job enqueued since), and a take must not raise
 -- 40001 on a conflicting claim it cannot see (C, src/unique_claims.cpp).
-CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean) RETURNS void
+CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_set_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
+REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) IS 'Internal: take or release a job''s unique claim in its queue on the latest committed state.';
 
 -- Whether a bit(8) unique-state mask holds a state (leftmost bit = scheduled): the one rule,
 -- in C (src/unique_claims.cpp), shared by enqueue, claims, promotion and every SQL caller.
@@ -2860,12 +2959,16 @@ CREATE OR REPLACE FUNCTION awa.job_state_in_bitmask(p_mask bit(8), p_state awa.j
 
 -- Move a job's unique claim with its state: released when the new state leaves the mask,
 -- taken when it enters it (a conflicting live claim keeps its key), on the latest committed
--- state (C, src/unique_claims.cpp).
-CREATE OR REPLACE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
-                                                  p_old awa.job_state, p_new awa.job_state) RETURNS void
+-- state (C, src/unique_claims.cpp). The claim is the job's in its queue (unique keys are
+-- per queue).
+DROP FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state);
+CREATE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
+                                       p_old awa.job_state, p_new awa.job_state, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_sync_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) IS 'Internal: move a job''s unique claim in its queue with its state.';
 
 -- Create a lane's heads and sequence if missing, under the lane lock (cold path of enqueue;
 -- C, src/reserve.cpp, the same code the reservation runs on a cache miss).
@@ -2886,13 +2989,14 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.deferred_jobs, awa._job(t), jsonb_build_object(
         'state', p_state, 'attempt', p_attempt, 'run_at', p_run_at, 'errors', p_errors,
         'finalized_at', CASE WHEN p_state = 'retryable' THEN clock_timestamp() END)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
 END
 $$;
 
 -- A worker's call naming an attempt: 22004 for a NULL p_job_id or p_run_lease, then the
 -- attempt taken with p_outcome (NULL when it is not open).
-CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text,
+                                        p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -2900,7 +3004,7 @@ AS $$
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
-    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome);
+    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome, p_queue);
 END
 $$;
 
@@ -2915,14 +3019,15 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.dlq_entries, awa._job(t), jsonb_build_object(
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed', t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
 
 -- Fail an attempt straight into the dead-letter queue (ordering key kept).
-CREATE OR REPLACE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                               p_reason text DEFAULT 'failed')
+DROP FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text);
+CREATE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
+                                               p_reason text DEFAULT 'failed', p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -2931,7 +3036,7 @@ DECLARE
     t awa.taken_attempt;
 BEGIN
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq');
+    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq', p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -2940,11 +3045,15 @@ BEGIN
     RETURN true;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
 
 -- End an attempt without an error and put the job back after p_delay: retryable (the
 -- attempt is consumed) or, snoozed, scheduled with the attempt given back. False when the
 -- attempt was not open (stale writer).
-CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean)
+CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean,
+                              p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -2957,7 +3066,8 @@ BEGIN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
     PERFORM awa._check_interval(p_delay, 'p_delay');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
+    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END,
+                                 p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -2970,18 +3080,26 @@ END
 $$;
 
 -- Retry an attempt after p_delay without recording an error (attempt is consumed).
-CREATE OR REPLACE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
+DROP FUNCTION awa.retry_job_after(bigint, bigint, interval);
+CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false);
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false, p_queue);
+REVOKE ALL ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
 
 -- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
-CREATE OR REPLACE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
+DROP FUNCTION awa.snooze_job(bigint, bigint, interval);
+CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true);
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true, p_queue);
+REVOKE ALL ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
 
 -- A removed ready row as the input of awa._enqueue_ready, bound for p_queue/p_priority.
 CREATE OR REPLACE FUNCTION awa._ready_as_deferred(r awa.ready_entries, p_queue text, p_priority smallint,
@@ -3030,14 +3148,14 @@ BEGIN
     INSERT INTO awa.done_entries
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
-    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state, p_job.queue);
     PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
 
 REVOKE ALL ON FUNCTION awa._job(anyelement), awa._job_row(anyelement, awa.job_template, jsonb),
     awa._done_job(awa.done_entries, awa.ready_entries), awa._dead_letter(awa.taken_attempt, jsonb, text),
-    awa._put_back(bigint, bigint, interval, boolean), awa._take_named_attempt(bigint, bigint, text),
+    awa._put_back(bigint, bigint, interval, boolean, text), awa._take_named_attempt(bigint, bigint, text, text),
     awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) FROM PUBLIC;
 
 COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table holding jobs names them (one definition; src/job_columns.hpp is the same list).';
@@ -3045,8 +3163,8 @@ COMMENT ON FUNCTION awa._job(anyelement) IS 'Internal: the job attributes (awa.j
 COMMENT ON FUNCTION awa._job_row(anyelement, awa.job_template, jsonb) IS 'Internal: a row of a job table''s type from a job and the columns that table adds.';
 COMMENT ON FUNCTION awa._done_job(awa.done_entries, awa.ready_entries) IS 'Internal: the job of a terminal row, its NULL body taken from its ready row.';
 COMMENT ON FUNCTION awa._dead_letter(awa.taken_attempt, jsonb, text) IS 'Internal: an ended attempt''s job to the dead-letter queue.';
-COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
-COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
+COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean, text) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
 
 -- =========================================================================================
@@ -3060,7 +3178,8 @@ COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job
 -- lane_seq >= cursor, delete the row by its full identity and return it (NULL when the job
 -- has no unclaimed ready row). The cursor is left alone: claim jumps the gap. A concurrent
 -- move of the same row to another lane is followed by looking again.
-CREATE OR REPLACE FUNCTION awa._take_unclaimed_ready(p_job_id bigint) RETURNS awa.ready_entries
+DROP FUNCTION awa._take_unclaimed_ready(bigint);
+CREATE FUNCTION awa._take_unclaimed_ready(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS awa.ready_entries
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -3076,7 +3195,7 @@ BEGIN
             SELECT e.* FROM awa.ready_entries e
               JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq
+             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq AND (p_queue IS NULL OR e.queue = p_queue)
         LOOP
             v_seen := true;
             PERFORM 1 FROM awa.queue_claim_heads h
@@ -3109,6 +3228,8 @@ BEGIN
     RETURN NULL;
 END
 $$;
+REVOKE ALL ON FUNCTION awa._take_unclaimed_ready(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint, text) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
 
 -- Exact counts of one queue by state (available = ready rows at or after their lane's cursor).
 CREATE OR REPLACE FUNCTION awa.queue_counts_exact(p_queue text,
@@ -3315,15 +3436,16 @@ CREATE OR REPLACE FUNCTION awa.claim_ready_runtime(
 DROP FUNCTION awa.complete_jobs(bigint[], bigint[]);
 -- Complete running attempts, storing one result per pair when p_results is given (a NULL
 -- element: no result); returns the (job_id, run_lease) pairs this call completed.
-CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL)
+CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL,
+                                  p_queue text DEFAULT NULL)
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
-REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
 
 -- Periodic jobs (docs/api.md, "Periodic jobs"): one row per named schedule, managed by
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
@@ -3619,7 +3741,8 @@ COMMENT ON FUNCTION awa._check_json_size(jsonb, text) IS 'Internal: raise 22023 
 -- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
 -- is open; a stale run lease changes nothing and returns false. The latest progress is the
 -- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
-CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb, p_queue text DEFAULT NULL)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -3628,12 +3751,12 @@ BEGIN
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
     PERFORM awa._require(p_progress IS NULL, 'p_progress');
     PERFORM awa._check_json_size(p_progress, 'p_progress');
-    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress, p_queue) > 0;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
 
 -- Record that this transaction finished (or removed) a job, so that its waiters
 -- (awa.wait_for_job) wake at commit; NULL: jobs it does not name (purge, drop). C,
@@ -3655,7 +3778,7 @@ BEGIN
         lane_seq, state, attempt, run_lease, attempted_at, errors)
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -3705,7 +3828,7 @@ BEGIN
          ORDER BY j.priority, j.enqueue_shard NULLS LAST, j.lane_seq NULLS LAST, j.id
          LIMIT p_limit
     LOOP
-        IF awa.cancel_job(v_id) THEN
+        IF awa.cancel_job(v_id, p_queue) THEN
             v_cancelled := v_cancelled + 1;
         END IF;
     END LOOP;
@@ -3735,7 +3858,7 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
     FOR r IN
-        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.job_id = j.id) AS dead_lettered
+        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue AND e.job_id = j.id) AS dead_lettered
           FROM awa.jobs j
          WHERE j.queue = p_queue AND j.state = 'failed' AND (p_kind IS NULL OR j.kind = p_kind)
          ORDER BY j.id
@@ -3743,7 +3866,7 @@ BEGIN
     LOOP
         BEGIN
             IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
-               AND awa.retry_from_dlq(r.id) THEN
+               AND awa.retry_from_dlq(r.id, p_from_queue => p_queue) THEN
                 v_retried := v_retried + 1;
             END IF;
         EXCEPTION WHEN unique_violation THEN

@@ -62,6 +62,32 @@ SELECT pg_stat_force_next_flush();
 -- One statement, some 3.5 buffers a job in each table (260 for the 80).
 SELECT pg_temp.buffers_of('claim\_batches\_%') - :batches_before_ < 500 AS heartbeat_batch_reads_bounded,
        pg_temp.buffers_of('ready\_entries\_%') - :ready_before_ < 500 AS heartbeat_ready_reads_bounded;
+
+-- The same with the routing argument (p_queue, the statements' second form, each carrying
+-- queue = $n): the queue condition must not turn a probe by job into a scan of the queue's
+-- 20 000 rows (the lane-first keys start with queue). Same bounds.
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('claim\_batches\_%') AS batches_before_, pg_temp.buffers_of('ready\_entries\_%') AS ready_before_ \gset
+INSERT INTO completed
+    SELECT d.job_id
+      FROM generate_series(0, 7) g,
+           LATERAL awa.complete_jobs(
+               ARRAY(SELECT job_id FROM open_attempts ORDER BY job_id OFFSET 100 + 10 * g LIMIT 10),
+               ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id OFFSET 100 + 10 * g LIMIT 10),
+               p_queue => 'cplan_q') d;
+SELECT count(*) AS completed_in_queue FROM completed;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('claim\_batches\_%') - :batches_before_ < 900 AS queue_batch_reads_bounded_by_batch,
+       pg_temp.buffers_of('ready\_entries\_%') - :ready_before_ < 900 AS queue_ready_reads_bounded_by_batch;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('claim\_batches\_%') AS batches_before_, pg_temp.buffers_of('ready\_entries\_%') AS ready_before_ \gset
+SELECT sum(awa.heartbeat_jobs(
+           ARRAY(SELECT job_id FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10),
+           ARRAY(SELECT run_lease FROM open_attempts ORDER BY job_id DESC OFFSET 10 * g LIMIT 10), 'cplan_q')) AS alive_in_queue
+  FROM generate_series(0, 7) g;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('claim\_batches\_%') - :batches_before_ < 500 AS queue_heartbeat_batch_reads_bounded,
+       pg_temp.buffers_of('ready\_entries\_%') - :ready_before_ < 500 AS queue_heartbeat_ready_reads_bounded;
 RESET ALL;
 
 -- The other attempts are still open and complete normally.

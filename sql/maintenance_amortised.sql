@@ -6,6 +6,7 @@
 -- Rings are global: run in a database of our own so other tests' rows do not interfere.
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_maintenance_amortised;
+ALTER DATABASE awa_maintenance_amortised SET awa_shard.maintenance = off;
 \c awa_maintenance_amortised
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;

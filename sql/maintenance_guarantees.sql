@@ -7,6 +7,7 @@
 -- Rescue is database-wide: run in a database of our own so other tests' attempts stay open.
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_maintenance_guarantees;
+ALTER DATABASE awa_maintenance_guarantees SET awa_shard.maintenance = off;
 \c awa_maintenance_guarantees
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;

@@ -6,7 +6,9 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_catalog_fresh;
+ALTER DATABASE migration_catalog_fresh SET awa_shard.maintenance = off;
 CREATE DATABASE migration_catalog_upgraded;
+ALTER DATABASE migration_catalog_upgraded SET awa_shard.maintenance = off;
 
 \c migration_catalog_fresh
 CREATE EXTENSION awa_shard VERSION '1.0';

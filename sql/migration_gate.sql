@@ -5,7 +5,9 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_gate;
+ALTER DATABASE migration_gate SET awa_shard.maintenance = off;
 CREATE DATABASE migration_gate_fresh;
+ALTER DATABASE migration_gate_fresh SET awa_shard.maintenance = off;
 -- migration_gate_reshape.tmp: the reshape steps of v017, in one transaction, quietly.
 \! (echo 'BEGIN;'; echo 'SET LOCAL client_min_messages = warning;'; sed -n '/^-- Step 1, the gate/,/^-- Routing: the ordering-key hash/p' sql/awa_shard--0.16--1.0.sql | sed '$d'; echo 'COMMIT;') > migration_gate_reshape.tmp
 

@@ -7,8 +7,11 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE gate_fresh;
+ALTER DATABASE gate_fresh SET awa_shard.maintenance = off;
 CREATE DATABASE gate_from_10;
+ALTER DATABASE gate_from_10 SET awa_shard.maintenance = off;
 CREATE DATABASE gate_from_016;
+ALTER DATABASE gate_from_016 SET awa_shard.maintenance = off;
 
 \c gate_fresh
 CREATE EXTENSION awa_shard;

@@ -6,6 +6,7 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_upgrade;
+ALTER DATABASE migration_upgrade SET awa_shard.maintenance = off;
 \c migration_upgrade
 CREATE EXTENSION awa_shard VERSION '0.16';
 \set ECHO none

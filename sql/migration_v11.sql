@@ -6,7 +6,9 @@
 \set SHOW_CONTEXT never
 SELECT current_database() AS home \gset
 CREATE DATABASE migration_v11_fresh;
+ALTER DATABASE migration_v11_fresh SET awa_shard.maintenance = off;
 CREATE DATABASE migration_v11;
+ALTER DATABASE migration_v11 SET awa_shard.maintenance = off;
 
 \c migration_v11_fresh
 CREATE EXTENSION awa_shard;
@@ -56,6 +58,11 @@ BEGIN
     UPDATE awa.plane_settings SET receipts = true;
     -- Scheduled.
     PERFORM awa.insert_job_compat('later', 'v11_d', p_run_at => now() + interval '1 day');
+    -- A waiting job holding a unique key, and heartbeats of the running receipts: rows of the
+    -- tables that gain a queue column in 1.1 (with the closures of the exits above).
+    PERFORM awa.insert_job_compat('uniq', 'v11_b', p_unique_key => '\x0b11');
+    PERFORM awa.heartbeat_jobs(ARRAY(SELECT job_id FROM public.v11_jobs WHERE name LIKE 'run\_%' ORDER BY name),
+                               ARRAY(SELECT run_lease FROM public.v11_jobs WHERE name LIKE 'run\_%' ORDER BY name));
 END
 $$;
 CREATE TABLE public.v11_before AS
@@ -73,6 +80,28 @@ SELECT 'was' AS side, * FROM (SELECT * FROM public.v11_before
 UNION ALL
 SELECT 'now', * FROM (SELECT id, state::text, kind, queue, priority, enqueue_shard, lane_seq, args, ordering_key
                         FROM awa.jobs EXCEPT ALL SELECT * FROM public.v11_before) y;
+
+-- The rows that gained a queue column carry their job's queue: heartbeats, closures and
+-- unique claims (none dropped: every one belongs to a job that exists).
+SELECT 'attempt_state' AS tbl, count(*) AS rows_, count(*) FILTER (WHERE a.queue = j.queue) AS of_job_queue
+  FROM awa.attempt_state a LEFT JOIN awa.jobs j ON j.id = a.job_id
+UNION ALL
+SELECT 'lease_claim_closures', count(*), count(*) FILTER (WHERE x.queue = j.queue)
+  FROM awa.lease_claim_closures x LEFT JOIN awa.jobs j ON j.id = x.job_id
+UNION ALL
+SELECT 'job_unique_claims', count(*), count(*) FILTER (WHERE u.queue = j.queue)
+  FROM awa.job_unique_claims u LEFT JOIN awa.jobs j ON j.id = u.job_id;
+-- The key still holds in its queue; another queue may use it (unique keys are per queue).
+DO $$
+BEGIN
+    PERFORM awa.insert_job_compat('uniq', 'v11_b', p_unique_key => '\x0b11');
+    RAISE NOTICE 'the key is free in its queue';
+EXCEPTION WHEN unique_violation THEN
+    RAISE NOTICE 'the key is held in its queue';
+END
+$$;
+SELECT (awa.insert_job_compat('uniq', 'v11_e', p_unique_key => '\x0b11')).state AS same_key_other_queue;
+SELECT awa.delete_job(id) AS removed FROM awa.jobs WHERE queue = 'v11_e';
 
 -- The attempts open across the update finish normally.
 SELECT j.name, c.run_lease = j.run_lease AS same_attempt

@@ -7,7 +7,9 @@
 -- (ops_databases_1.out).
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_db_a;
+ALTER DATABASE awa_db_a SET awa_shard.maintenance = off;
 CREATE DATABASE awa_db_b;
+ALTER DATABASE awa_db_b SET awa_shard.maintenance = off;
 \c awa_db_a
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;

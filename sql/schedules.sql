@@ -8,6 +8,7 @@
 -- Schedules are database-wide and every maintenance pass runs them: a database of our own.
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_schedules;
+ALTER DATABASE awa_schedules SET awa_shard.maintenance = off;
 \c awa_schedules
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;

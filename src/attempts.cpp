@@ -25,21 +25,23 @@
 extern "C"
 {
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "utils/builtins.h"
 }
 
 namespace
 {
 
-SPIPlanPtr lock_receipt_plan = nullptr;
-SPIPlanPtr lock_receipt_unless_busy_plan = nullptr;
-SPIPlanPtr take_receipt_plan = nullptr;
-SPIPlanPtr take_lease_plan = nullptr;
+/* Kept plans; [2]: [0] by id alone, [1] in the queue given (the routing argument). */
+SPIPlanPtr lock_receipt_plan[2];
+SPIPlanPtr lock_receipt_unless_busy_plan[2];
+SPIPlanPtr take_receipt_plan[2];
+SPIPlanPtr take_lease_plan[2];
 SPIPlanPtr forget_heartbeat_plan = nullptr;
-SPIPlanPtr open_receipt_plan = nullptr;
-SPIPlanPtr open_lease_plan = nullptr;
-SPIPlanPtr heartbeat_receipts_plan = nullptr;
-SPIPlanPtr heartbeat_leases_plan = nullptr;
+SPIPlanPtr open_receipt_plan[2];
+SPIPlanPtr open_lease_plan[2];
+SPIPlanPtr heartbeat_receipts_plan[2];
+SPIPlanPtr heartbeat_leases_plan[2];
 
 /*
  * An awa.taken_attempt, in the type's column order: the attempt's identity from its receipt
@@ -53,21 +55,31 @@ SPIPlanPtr heartbeat_leases_plan = nullptr;
 	".lane_seq)::awa.taken_attempt "
 
 /*
- * Close the receipt (job_id $1, run_lease $2) with outcome $3; the taken attempt is the
- * receipt's attempt with its ready row's body, its claim time as attempted_at.
+ * Every take statement has the parameters ($1 job_id, $2 run_lease, $3 outcome, $4 queue)
+ * (a statement leaves out those it does not need) and comes in two forms: [0] finds the
+ * attempt by id alone, [1] only in queue $4, every table it reads or writes carrying
+ * `queue = $4` (a routing argument, docs/api.md "p_queue": an attempt of another queue is
+ * not open there). TAKE_IN_QUEUE(Q, ALIAS) is that condition on ALIAS in form [1].
  */
-const char *const kTakeReceiptSql =
-	"WITH c AS MATERIALIZED (SELECT c.* FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
-	"  WHERE " AWA_RECEIPT_IS(
-		"$1", "$2") " OFFSET 0) c WHERE " AWA_READY_RECEIPT_OPEN "), "
-					"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome) "
-					"  SELECT claim_slot, job_id, run_lease, $3 FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "
-					"SELECT " TAKEN_ATTEMPT(
-						"c", "c.claimed_at") " FROM c JOIN closed USING (claim_slot) "
-											 "  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = "
-											 "c.queue AND r.priority = "
-											 "c.priority "
-											 "   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq";
+#define IN_QUEUE(ALIAS, N) " AND " ALIAS ".queue = $" N " "
+
+/*
+ * Close the receipt (job_id $1, run_lease $2) with outcome $3; the taken attempt is the
+ * receipt's attempt with its ready row's body, its claim time as attempted_at. Q: "" or
+ * the queue condition on the ready row `r`.
+ */
+#define TAKE_RECEIPT_SQL(Q)                                                                                            \
+	"WITH c AS MATERIALIZED (SELECT c.* FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY             \
+	"  WHERE " AWA_RECEIPT_IS("$1", "$2") Q                                                                            \
+		" OFFSET 0) c WHERE " AWA_READY_RECEIPT_OPEN "), "                                                             \
+		"closed AS (INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue) "             \
+		"  SELECT claim_slot, job_id, run_lease, $3, queue FROM c ON CONFLICT DO NOTHING RETURNING claim_slot) "       \
+		"SELECT " TAKEN_ATTEMPT(                                                                                       \
+			"c", "c.claimed_at") " FROM c JOIN closed USING (claim_slot) "                                             \
+								 "  JOIN awa.ready_entries r ON r.ready_slot = c.ready_slot AND r.queue = c.queue "    \
+								 "AND r.priority = c.priority "                                                        \
+								 "   AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq = c.lane_seq " Q
+const char *const kTakeReceiptSql[2] = {TAKE_RECEIPT_SQL(""), TAKE_RECEIPT_SQL(IN_QUEUE("r", "4"))};
 
 /*
  * Lock the claim batch of the receipt (job_id $1, run_lease $2) before deciding whether it is
@@ -75,62 +87,71 @@ const char *const kTakeReceiptSql =
  * (a lock taken in the probe itself would lock every batch of the block, the probe's rows,
  * and in the order they were read).
  */
-#define LOCK_RECEIPT_BATCH_SQL(WAIT)                                                                                   \
+#define LOCK_RECEIPT_BATCH_SQL(WAIT, Q)                                                                                \
 	"SELECT 1 FROM (SELECT b.claim_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.ready_slot, "           \
-	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY                                                                  \
-	" WHERE " AWA_RECEIPT_IS("$1", "$2") " OFFSET 0) k " AWA_LOCK_BATCH_OF_KEY(WAIT, "")
-const char *const kLockReceiptSql = LOCK_RECEIPT_BATCH_SQL("");
+	"    b.receipt_base FROM " AWA_RECEIPT_FROM_READY " WHERE " AWA_RECEIPT_IS("$1", "$2") Q                           \
+		" OFFSET 0) k " AWA_LOCK_BATCH_OF_KEY(WAIT, "")
+const char *const kLockReceiptSql[2] = {LOCK_RECEIPT_BATCH_SQL("", ""), LOCK_RECEIPT_BATCH_SQL("", IN_QUEUE("r", "4"))};
 
 /* The same, unless another transaction holds the batch (then nothing is locked). */
-const char *const kLockReceiptUnlessBusySql = LOCK_RECEIPT_BATCH_SQL("SKIP LOCKED");
+const char *const kLockReceiptUnlessBusySql[2] = {LOCK_RECEIPT_BATCH_SQL("SKIP LOCKED", ""),
+												  LOCK_RECEIPT_BATCH_SQL("SKIP LOCKED", IN_QUEUE("r", "4"))};
 
 /* Delete the running lease (job_id $1, run_lease $2); the lease's columns override the ready row's. */
-const char *const kTakeLeaseSql =
-	"WITH l AS (DELETE FROM awa.leases l WHERE l.job_id = $1 AND l.run_lease = $2 "
-	"    AND l.state IN ('running', 'waiting_external') RETURNING l.*) "
-	"SELECT " TAKEN_ATTEMPT(
-		"l",
-		"l.attempted_at") " FROM l JOIN awa.ready_entries r ON r.ready_slot = l.ready_slot "
-						  "   AND r.queue = l.queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard "
-						  "   AND r.lane_seq = l.lane_seq";
+#define TAKE_LEASE_SQL(Q)                                                                                              \
+	"WITH l AS (DELETE FROM awa.leases l WHERE l.job_id = $1 AND l.run_lease = $2 " Q                                  \
+	"    AND l.state IN ('running', 'waiting_external') RETURNING l.*) "                                               \
+	"SELECT " TAKEN_ATTEMPT("l", "l.attempted_at") " FROM l JOIN awa.ready_entries r ON r.ready_slot = l.ready_slot "  \
+												   "   AND r.queue = l.queue AND r.priority = l.priority AND "         \
+												   "r.enqueue_shard = l.enqueue_shard "                                \
+												   "   AND r.lane_seq = l.lane_seq"
+const char *const kTakeLeaseSql[2] = {TAKE_LEASE_SQL(""), TAKE_LEASE_SQL(IN_QUEUE("l", "4"))};
 
-/* A taken attempt's heartbeat and progress go with it. */
-const char *const kForgetHeartbeatSql = "DELETE FROM awa.attempt_state WHERE job_id = $1 AND run_lease = $2";
+/* A taken attempt's heartbeat and progress go with it ($4: the taken attempt's queue). */
+const char *const kForgetHeartbeatSql =
+	"DELETE FROM awa.attempt_state WHERE job_id = $1 AND run_lease = $2 AND queue = $4";
 
-/* The newest open receipt of job $1. */
-const char *const kOpenReceiptSql =
-	"SELECT c.run_lease FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY
-	"  WHERE " AWA_RECEIPT_OF_JOB("$1") " OFFSET 0) c "
-										"WHERE " AWA_READY_RECEIPT_OPEN " ORDER BY c.run_lease DESC LIMIT 1";
+/* The newest open receipt of job $1 (in queue $2). */
+#define OPEN_RECEIPT_SQL(Q)                                                                                            \
+	"SELECT c.run_lease FROM (SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY                             \
+	"  WHERE " AWA_RECEIPT_OF_JOB("$1") Q " OFFSET 0) c "                                                              \
+										  "WHERE " AWA_READY_RECEIPT_OPEN " ORDER BY c.run_lease DESC LIMIT 1"
+const char *const kOpenReceiptSql[2] = {OPEN_RECEIPT_SQL(""), OPEN_RECEIPT_SQL(IN_QUEUE("r", "2"))};
 
-/* The newest running lease of job $1. */
-const char *const kOpenLeaseSql =
-	"SELECT l.run_lease FROM awa.leases l WHERE l.job_id = $1 AND l.state IN ('running', 'waiting_external') "
-	" ORDER BY l.run_lease DESC LIMIT 1";
+/* The newest running lease of job $1 (in queue $2). */
+#define OPEN_LEASE_SQL(Q)                                                                                              \
+	"SELECT l.run_lease FROM awa.leases l WHERE l.job_id = $1 " Q                                                      \
+	"  AND l.state IN ('running', 'waiting_external') ORDER BY l.run_lease DESC LIMIT 1"
+const char *const kOpenLeaseSql[2] = {OPEN_LEASE_SQL(""), OPEN_LEASE_SQL(IN_QUEUE("l", "2"))};
 
 /* The receipt of the input pair `i`, through its ready row, on the live arcs ($3..$6, $7..$10). */
-#define HEARTBEAT_RECEIPT_SQL                                                                                          \
+#define HEARTBEAT_RECEIPT_SQL(Q)                                                                                       \
 	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY_ON(                                                 \
-		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT                                                             \
+		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT Q                                                           \
 							" AND (r.ready_slot BETWEEN $7 AND $8 OR r.ready_slot BETWEEN $9 AND $10) OFFSET 0)"
 
 /*
  * Heartbeats of the open receipts among the pairs ($1, $2): an attempt_state row per
  * attempt, created or refreshed. Each receipt is probed from the sorted input through its
  * ready row (AWA_RECEIPT_FROM_READY); $3..$6 is the claim ring's live arc, $7..$10 the queue
- * ring's.
+ * ring's, $11 the progress, $12 the queue of form [1].
  */
-const char *const kHeartbeatReceiptsSql =
-	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
-	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
-	"open_receipts AS (SELECT c.job_id, c.run_lease FROM input i CROSS JOIN LATERAL " HEARTBEAT_RECEIPT_SQL " c "
-	"  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
-		"3", "4", "5", "6", "7", "8", "9",
-		"10") ") "
-			  "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
-			  "SELECT job_id, run_lease, clock_timestamp(), $11::jsonb, clock_timestamp() FROM open_receipts "
-			  "ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-			  "  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
+#define HEARTBEAT_RECEIPTS_SQL(Q)                                                                                      \
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "              \
+	"open_receipts AS (SELECT c.job_id, c.run_lease, c.queue FROM input i "                                            \
+	"  CROSS JOIN LATERAL " HEARTBEAT_RECEIPT_SQL(                                                                     \
+		Q) " c "                                                                                                       \
+		   "  WHERE " AWA_READY_RECEIPT_OPEN_LIVE(                                                                     \
+			   "3", "4", "5", "6", "7", "8", "9",                                                                      \
+			   "10") ") "                                                                                              \
+					 "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "   \
+					 "SELECT job_id, run_lease, clock_timestamp(), $11::jsonb, clock_timestamp(), queue FROM "         \
+					 "open_receipts "                                                                                  \
+					 "ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "     \
+					 "  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = "             \
+					 "EXCLUDED.updated_at"
+const char *const kHeartbeatReceiptsSql[2] = {HEARTBEAT_RECEIPTS_SQL(""), HEARTBEAT_RECEIPTS_SQL(IN_QUEUE("r", "12"))};
 
 /*
  * Heartbeats of the running leases among the pairs ($1, $2). The rows are locked in
@@ -139,24 +160,26 @@ const char *const kHeartbeatReceiptsSql =
  * holding another that a rescue waits for, a deadlock. Progress ($7, when not NULL) goes
  * to awa.attempt_state as in receipts mode (leases have no column for it), with the
  * heartbeat's time, so that the sweep of awa.rescue_stale_heartbeats removes a row left
- * behind by an attempt that ended meanwhile.
+ * behind by an attempt that ended meanwhile. $8: the queue of form [1].
  */
-const char *const kHeartbeatLeasesSql =
-	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "
-	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "
-	"keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("
-	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id, l.run_lease FROM awa.leases l "
-	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease AND l.state IN ('running', 'waiting_external') "
-	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l), "
-	"progress AS (INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at) "
-	"  SELECT k.job_id, k.run_lease, clock_timestamp(), $7::jsonb, clock_timestamp() FROM keys k "
-	"  WHERE $7::jsonb IS NOT NULL "
-	"  ON CONFLICT (job_id, run_lease) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-	"    progress = EXCLUDED.progress, updated_at = EXCLUDED.updated_at) "
-	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() FROM keys k "
-	" WHERE l.job_id = ANY ($1) AND l.lease_slot = k.lease_slot AND l.queue = k.queue AND l.priority = k.priority "
-	"   AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq "
-	"   AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)";
+#define HEARTBEAT_LEASES_SQL(Q)                                                                                        \
+	"WITH input AS MATERIALIZED (SELECT DISTINCT t.job_id, t.run_lease "                                               \
+	"  FROM unnest($1::bigint[], $2::bigint[]) AS t(job_id, run_lease) ORDER BY t.job_id, t.run_lease), "              \
+	"keys AS MATERIALIZED (SELECT l.* FROM input i CROSS JOIN LATERAL ("                                               \
+	"  SELECT l.lease_slot, l.queue, l.priority, l.enqueue_shard, l.lane_seq, l.job_id, l.run_lease FROM awa.leases "  \
+	"l "                                                                                                               \
+	"  WHERE l.job_id = i.job_id AND l.run_lease = i.run_lease " Q " AND l.state IN ('running', 'waiting_external') "  \
+	"    AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6) FOR UPDATE OF l) l), "                 \
+	"progress AS (INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "       \
+	"  SELECT k.job_id, k.run_lease, clock_timestamp(), $7::jsonb, clock_timestamp(), k.queue FROM keys k "            \
+	"  WHERE $7::jsonb IS NOT NULL "                                                                                   \
+	"  ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "                    \
+	"    progress = EXCLUDED.progress, updated_at = EXCLUDED.updated_at) "                                             \
+	"UPDATE awa.leases l SET heartbeat_at = clock_timestamp() FROM keys k "                                            \
+	" WHERE l.job_id = ANY ($1) " Q " AND l.lease_slot = k.lease_slot AND l.queue = k.queue "                          \
+	"   AND l.priority = k.priority AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq "                \
+	"   AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)"
+const char *const kHeartbeatLeasesSql[2] = {HEARTBEAT_LEASES_SQL(""), HEARTBEAT_LEASES_SQL(IN_QUEUE("l", "8"))};
 
 /* Put a ring's live arc into values[at .. at + 3]. */
 void
@@ -174,59 +197,78 @@ put_live_arc(awa::Ring ring, Datum *values, int at)
  * lease; true with the awa.taken_attempt datum (copied out of SPI) in *taken, false when
  * the attempt is not open (a stale writer, or another closer won). With `unless_busy`, a
  * receipt whose claim batch another transaction holds is left alone (false), instead of
- * waiting for that transaction. SPI must be connected.
+ * waiting for that transaction. `queue` (text, or 0 for none): only an attempt of that
+ * queue is open, and every statement carries it. SPI must be connected.
  */
 bool
-take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool unless_busy = false)
+take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool unless_busy = false,
+			 Datum queue = (Datum)0)
 {
-	static const Oid receipt_types[3] = {INT8OID, INT8OID, TEXTOID};
-	static const Oid pair_types[2] = {INT8OID, INT8OID};
-	Datum args[3] = {job_id, run_lease, outcome};
+	static const Oid types[4] = {INT8OID, INT8OID, TEXTOID, TEXTOID};
+	int q = queue != (Datum)0 ? 1 : 0;
+	Datum args[4] = {job_id, run_lease, outcome, queue};
+	const char nulls[4] = {' ', ' ', ' ', q ? ' ' : 'n'};
 	bool found;
 	int level;
 
 	SPIPlanPtr lock_plan =
-		unless_busy ? awa::keep_generic_plan(&lock_receipt_unless_busy_plan, kLockReceiptUnlessBusySql, 2, pair_types)
-					: awa::keep_generic_plan(&lock_receipt_plan, kLockReceiptSql, 2, pair_types);
+		unless_busy ? awa::keep_generic_plan(&lock_receipt_unless_busy_plan[q], kLockReceiptUnlessBusySql[q], 4, types)
+					: awa::keep_generic_plan(&lock_receipt_plan[q], kLockReceiptSql[q], 4, types);
 
-	awa::keep_generic_plan(&take_receipt_plan, kTakeReceiptSql, 3, receipt_types);
-	awa::keep_generic_plan(&take_lease_plan, kTakeLeaseSql, 2, pair_types);
-	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 2, pair_types);
+	awa::keep_generic_plan(&take_receipt_plan[q], kTakeReceiptSql[q], 4, types);
+	awa::keep_generic_plan(&take_lease_plan[q], kTakeLeaseSql[q], 4, types);
+	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 4, types);
 
 	level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(lock_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt lock");
+	awa::exec_plan_latest(lock_plan, args, nulls, false, 0, SPI_OK_SELECT, "receipt lock");
 	if (SPI_processed > 0)
-		awa::exec_plan_latest(take_receipt_plan, args, nullptr, false, 0, SPI_OK_SELECT, "receipt take");
+		awa::exec_plan_latest(take_receipt_plan[q], args, nulls, false, 0, SPI_OK_SELECT, "receipt take");
 	found = awa::spi_single_value(taken);
 	if (!found)
 	{
-		awa::exec_plan_latest(take_lease_plan, args, nullptr, false, 0, SPI_OK_SELECT, "lease take");
+		awa::exec_plan_latest(take_lease_plan[q], args, nulls, false, 0, SPI_OK_SELECT, "lease take");
 		found = awa::spi_single_value(taken);
 	}
 	if (found)
 	{
+		bool isnull;
+		const char forget_nulls[4] = {' ', ' ', ' ', ' '};
+
 		*taken = SPI_datumTransfer(*taken, false, -1);
-		awa::exec_plan_latest(forget_heartbeat_plan, args, nullptr, false, 0, SPI_OK_DELETE, "heartbeat removal");
+		args[3] = GetAttributeByName(DatumGetHeapTupleHeader(*taken), "queue", &isnull);
+		awa::exec_plan_latest(forget_heartbeat_plan, args, forget_nulls, false, 0, SPI_OK_DELETE, "heartbeat removal");
 	}
 	awa::pop_hot_path_planner(level);
 	return found;
 }
 
-/* The run_lease of job_id's newest open attempt found by `plan` (receipt or lease); false: none. */
+/*
+ * The run_lease of job_id's newest open attempt found by plan `which` (receipt or lease),
+ * in `queue` when it is not 0; false: none.
+ */
 bool
-newest_open_run_lease(SPIPlanPtr *plan, const char *sql, Datum job_id, Datum *run_lease)
+newest_open_run_lease(SPIPlanPtr *plans, const char *const *sql, Datum job_id, Datum queue, Datum *run_lease)
 {
-	static const Oid types[1] = {INT8OID};
-	Datum args[1] = {job_id};
+	static const Oid types[2] = {INT8OID, TEXTOID};
+	int q = queue != (Datum)0 ? 1 : 0;
+	Datum args[2] = {job_id, queue};
+	const char nulls[2] = {' ', q ? ' ' : 'n'};
 	int level;
 	bool found;
 
-	awa::keep_generic_plan(plan, sql, 1, types);
+	awa::keep_generic_plan(&plans[q], sql[q], 2, types);
 	level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(*plan, args, nullptr, true, 1, SPI_OK_SELECT, "open attempt lookup");
+	awa::exec_plan_latest(plans[q], args, nulls, true, 1, SPI_OK_SELECT, "open attempt lookup");
 	found = awa::spi_single_value(run_lease);
 	awa::pop_hot_path_planner(level);
 	return found;
+}
+
+/* The optional routing argument `argno` (text): 0 when absent or NULL. */
+Datum
+queue_arg(FunctionCallInfo fcinfo, int argno)
+{
+	return PG_NARGS() > argno && !PG_ARGISNULL(argno) ? PG_GETARG_DATUM(argno) : (Datum)0;
 }
 
 /* SPI_connect, checked. */
@@ -247,7 +289,10 @@ spi_finish()
 
 } // namespace
 
-/* awa._take_attempt(job_id, run_lease, outcome) -> awa.taken_attempt, NULL when not open. */
+/*
+ * awa._take_attempt(job_id, run_lease, outcome[, queue]) -> awa.taken_attempt, NULL when not
+ * open (in that queue, when one is given).
+ */
 AWA_SQL_FUNCTION(awa_take_attempt)
 {
 	Datum taken;
@@ -256,7 +301,8 @@ AWA_SQL_FUNCTION(awa_take_attempt)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	spi_connect();
-	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken);
+	found =
+		take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, false, queue_arg(fcinfo, 3));
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();
@@ -276,7 +322,8 @@ AWA_SQL_FUNCTION(awa_take_attempt_unless_busy)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	spi_connect();
-	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, true);
+	found =
+		take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, true, queue_arg(fcinfo, 3));
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();
@@ -284,12 +331,14 @@ AWA_SQL_FUNCTION(awa_take_attempt_unless_busy)
 }
 
 /*
- * awa._take_open_attempt(job_id, outcome) -> awa.taken_attempt: whichever attempt of the job
- * is open, its newest receipt first, then its newest running lease; NULL when none is.
+ * awa._take_open_attempt(job_id, outcome[, queue]) -> awa.taken_attempt: whichever attempt of
+ * the job is open (in that queue, when one is given), its newest receipt first, then its
+ * newest running lease; NULL when none is.
  */
 AWA_SQL_FUNCTION(awa_take_open_attempt)
 {
 	Datum job_id = PG_GETARG_DATUM(0);
+	Datum queue = queue_arg(fcinfo, 2);
 	Datum run_lease;
 	Datum taken;
 	bool found = false;
@@ -297,10 +346,10 @@ AWA_SQL_FUNCTION(awa_take_open_attempt)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	spi_connect();
-	if (newest_open_run_lease(&open_receipt_plan, kOpenReceiptSql, job_id, &run_lease))
-		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken);
-	if (!found && newest_open_run_lease(&open_lease_plan, kOpenLeaseSql, job_id, &run_lease))
-		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken);
+	if (newest_open_run_lease(open_receipt_plan, kOpenReceiptSql, job_id, queue, &run_lease))
+		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken, false, queue);
+	if (!found && newest_open_run_lease(open_lease_plan, kOpenLeaseSql, job_id, queue, &run_lease))
+		found = take_attempt(job_id, run_lease, PG_GETARG_DATUM(1), &taken, false, queue);
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();
@@ -308,18 +357,22 @@ AWA_SQL_FUNCTION(awa_take_open_attempt)
 }
 
 /*
- * awa._heartbeat_open_attempts(job_ids[], run_leases[], progress) -> integer: record a
- * heartbeat of every open attempt among the pairs (checked by awa.heartbeat_jobs and
- * awa.set_progress), and the progress when it is not NULL; how many were open.
+ * awa._heartbeat_open_attempts(job_ids[], run_leases[], progress[, queue]) -> integer: record
+ * a heartbeat of every open attempt among the pairs (checked by awa.heartbeat_jobs and
+ * awa.set_progress), and the progress when it is not NULL; how many were open. With a queue,
+ * only attempts of that queue are open, and every statement carries it.
  */
 AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 {
-	static const Oid types[11] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID,
-								  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBOID};
-	static const Oid lease_types[7] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, JSONBOID};
-	Datum args[11];
-	char nulls[11];
+	static const Oid types[12] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,  INT4OID,
+								  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBOID, TEXTOID};
+	static const Oid lease_types[8] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID,	 INT4OID,
+									   INT4OID,		 INT4OID,	   JSONBOID, TEXTOID};
+	Datum args[12];
+	char nulls[12];
 	bool no_progress = PG_NARGS() < 3 || PG_ARGISNULL(2);
+	Datum queue = queue_arg(fcinfo, 3);
+	int q = queue != (Datum)0 ? 1 : 0;
 	uint64 alive;
 	int level;
 
@@ -330,18 +383,22 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	args[1] = PG_GETARG_DATUM(1);
 	args[10] = no_progress ? (Datum)0 : PG_GETARG_DATUM(2);
 	nulls[10] = no_progress ? 'n' : ' ';
+	args[11] = queue;
+	nulls[11] = q ? ' ' : 'n';
 	spi_connect();
-	awa::keep_generic_plan(&heartbeat_receipts_plan, kHeartbeatReceiptsSql, 11, types);
-	awa::keep_generic_plan(&heartbeat_leases_plan, kHeartbeatLeasesSql, 7, lease_types);
+	awa::keep_generic_plan(&heartbeat_receipts_plan[q], kHeartbeatReceiptsSql[q], 12, types);
+	awa::keep_generic_plan(&heartbeat_leases_plan[q], kHeartbeatLeasesSql[q], 8, lease_types);
 	level = awa::push_hot_path_planner();
 	put_live_arc(awa::Ring::Claim, args, 2);
 	put_live_arc(awa::Ring::Queue, args, 6);
-	awa::exec_plan_latest(heartbeat_receipts_plan, args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+	awa::exec_plan_latest(heartbeat_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
 	alive = SPI_processed;
 	put_live_arc(awa::Ring::Lease, args, 2);
 	args[6] = args[10];
 	nulls[6] = nulls[10];
-	awa::exec_plan_latest(heartbeat_leases_plan, args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
+	args[7] = args[11];
+	nulls[7] = nulls[11];
+	awa::exec_plan_latest(heartbeat_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
 	alive += SPI_processed;
 	awa::pop_hot_path_planner(level);
 	spi_finish();

@@ -30,5 +30,6 @@ Datum claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog); /* claim.cp
 Datum complete_jobs(FunctionCallInfo fcinfo, Catalog catalog);		 /* lifecycle.cpp */
 Datum wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog);		 /* wakeup.cpp */
 Datum insert_jobs(FunctionCallInfo fcinfo, Catalog catalog);		 /* enqueue_api.cpp */
+Datum insert_job_compat(FunctionCallInfo fcinfo, Catalog catalog);	 /* enqueue_api.cpp */
 
 } // namespace awa

@@ -129,7 +129,7 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
  * makes one row.
  */
 #define AWA_DRAIN_RECEIPT_BATCHES(ADVANCE)                                                                             \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	AWA_DRAIN_PICK(ADVANCE, AWA_UNIQUE_IN_QUEUE)                                                                       \
 	"blocks AS MATERIALIZED (SELECT g.ready_slot, g.lane_block, nextval('awa.receipt_id_seq') AS receipt_base "        \
 	"  FROM (SELECT ready_slot, lane_seq / 64 AS lane_block FROM rows_ GROUP BY 1, 2 ORDER BY min(lane_seq)) g), "     \
 	"numbered AS MATERIALIZED (SELECT r.*, k.receipt_base + row_number() OVER ("                                       \
@@ -151,7 +151,8 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 constexpr int DC_LANE_SEQ = 3;
 
 /* The drain statements, [receipts]. */
-const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_MARK), AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)};
+const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_MARK, AWA_UNIQUE_IN_QUEUE),
+								  AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)};
 
 /* Due jobs a claim promotes at most per call, and how often one backend looks for them. */
 constexpr int kClaimPromoteLimit = 100;

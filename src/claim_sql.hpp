@@ -7,8 +7,12 @@
  */
 #pragma once
 
-/* Shared head of the drain statements: the picked rows with their attempt values. */
-#define AWA_DRAIN_PICK(ADVANCE)                                                                                        \
+/*
+ * Shared head of the drain statements: the picked rows with their attempt values. UQ: ""
+ * (a 1.0 catalog, whose unique claims have no queue) or AWA_UNIQUE_IN_QUEUE.
+ */
+#define AWA_UNIQUE_IN_QUEUE " AND u.queue = $1 "
+#define AWA_DRAIN_PICK(ADVANCE, UQ)                                                                                    \
 	"WITH window_ AS MATERIALIZED ("                                                                                   \
 	"  SELECT r.* FROM awa.ready_entries r "                                                                           \
 	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 "                          \
@@ -25,7 +29,7 @@
 	"          ELSE p.priority END)::int2 AS effective_priority "                                                      \
 	"  FROM picked p, (SELECT $12::int AS slot, $13::bigint AS generation, t.t FROM claim_time t) c), " ADVANCE        \
 	"unique_release AS (DELETE FROM awa.job_unique_claims u USING rows_ r "                                            \
-	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) "                     \
+	"  WHERE u.job_id = ANY (ARRAY(SELECT x.job_id FROM rows_ x WHERE x.unique_key IS NOT NULL)) " UQ                  \
 	"    AND r.unique_key IS NOT NULL AND u.job_id = r.job_id "                                                        \
 	"    AND NOT awa.job_state_in_bitmask(r.unique_states, 'running')), "
 
@@ -43,8 +47,8 @@
 	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
 
 /* Leases mode: one mutable leases row per claimed job. */
-#define AWA_DRAIN_LEASES(ADVANCE)                                                                                      \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+#define AWA_DRAIN_LEASES(ADVANCE, UQ)                                                                                  \
+	AWA_DRAIN_PICK(ADVANCE, UQ)                                                                                        \
 	"ins AS (INSERT INTO awa.leases (lease_slot, lease_generation, ready_slot, ready_generation, job_id, queue, "      \
 	"  state, priority, effective_priority, attempt, run_lease, max_attempts, lane_seq, enqueue_shard, "               \
 	"  heartbeat_at, deadline_at, attempted_at) "                                                                      \

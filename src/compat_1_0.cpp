@@ -41,7 +41,7 @@ namespace
  * (the planner sees both as one-row CTEs), 70 % of a 100-job claim.
  */
 #define AWA_DRAIN_RECEIPTS_1_0(ADVANCE)                                                                                \
-	AWA_DRAIN_PICK(ADVANCE)                                                                                            \
+	AWA_DRAIN_PICK(ADVANCE, "")                                                                                        \
 	"numbered AS MATERIALIZED (SELECT r.*, nextval('awa.receipt_id_seq') AS receipt_id FROM rows_ r), "                \
 	"ins AS (INSERT INTO awa.lease_claims (claim_slot, receipt_id, job_id, run_lease, ready_slot, "                    \
 	"  ready_generation, queue, priority, effective_priority, attempt, max_attempts, lane_seq, enqueue_shard, "        \
@@ -50,6 +50,11 @@ namespace
 	"    effective_priority, attempt + 1, max_attempts, lane_seq, enqueue_shard, claimed_at, deadline_at "             \
 	"  FROM numbered) " AWA_DRAIN_RESULT("NULL::int", "NULL::bigint", "r.ring_slot",                                   \
 										 "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
+
+/* No closure of a 1.0 receipt (1.0's closures have no queue column). */
+#define AWA_RECEIPT_NO_CLOSURE_1_0                                                                                     \
+	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease OFFSET 0) "
 
 /* A 1.0 receipt still has its ready row (its rows store their job id: matched on it too). */
 #define AWA_RECEIPT_READY_ROW(ARC)                                                                                     \
@@ -63,7 +68,7 @@ namespace
  * completion batches.
  */
 #define AWA_OPEN_RECEIPT_TEST_1_0                                                                                      \
-	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE("") " AND " AWA_RECEIPT_READY_ROW("")
+	AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NO_CLOSURE_1_0 " AND " AWA_RECEIPT_READY_ROW("")
 
 /* The finished attempts of a completion on a 1.0 catalog: a terminal row each. */
 #define COMPLETE_DONE_ROWS_SQL                                                                                         \
@@ -101,7 +106,7 @@ const char *const kCompleteWithClosuresSql = COMPLETE_INPUT_SQL
 		COMPLETE_DONE_ROWS_SQL COMPLETE_TAIL_SQL;
 
 /* The drains of a 1.0 claim, [receipts]: leases, or lease_claims rows; the head row moves. */
-const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD), AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD)};
+const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_HEAD, ""), AWA_DRAIN_RECEIPTS_1_0(AWA_ADVANCE_HEAD)};
 
 /* A locked head whose hint pointed at nothing: forget the hint (claim.cpp, kClearHintSql). */
 const char *const kClearHintSql =
@@ -143,6 +148,13 @@ completion_sql()
 	return kCompleteWithClosuresSql;
 }
 
+/* A 1.0 unique claim is global: its table has no queue column. */
+const char *
+unique_claims_insert_sql()
+{
+	return "INSERT INTO awa.job_unique_claims (unique_key, job_id) SELECT * FROM unnest($1::bytea[], $2::bigint[])";
+}
+
 } // namespace awa::compat_1_0
 
 /* awa.claim_ready_runtime of the 1.0 catalog. */
@@ -167,4 +179,10 @@ AWA_SQL_FUNCTION(awa_wait_for_jobs)
 AWA_SQL_FUNCTION(awa_insert_jobs)
 {
 	return awa::insert_jobs(fcinfo, awa::Catalog::V1_0);
+}
+
+/* awa.insert_job_compat of the 1.0 catalog (global unique claims). */
+AWA_SQL_FUNCTION(awa_insert_job_compat)
+{
+	return awa::insert_job_compat(fcinfo, awa::Catalog::V1_0);
 }

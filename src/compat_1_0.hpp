@@ -22,4 +22,7 @@ const char *completion_lock_sql();
 /* The statement of a 1.0 completion (parameters as lifecycle.cpp's completion). */
 const char *completion_sql();
 
+/* The insert of a 1.0 enqueue's unique claims ($1 keys, $2 job ids; no queue column). */
+const char *unique_claims_insert_sql();
+
 } // namespace awa::compat_1_0

@@ -7,6 +7,7 @@
  * in enqueue_api.cpp.
  */
 #include "enqueue.hpp"
+#include "compat_1_0.hpp"
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"
 #include "reserve.hpp"
@@ -43,7 +44,7 @@ namespace
 SPIPlanPtr ready_plan = nullptr;
 SPIPlanPtr ready_one_plan = nullptr;
 SPIPlanPtr deferred_plan = nullptr;
-SPIPlanPtr unique_plan = nullptr;
+SPIPlanPtr unique_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
 
 Oid job_seq_oid = InvalidOid;
 
@@ -154,15 +155,19 @@ enum UniqueParam
 {
 	UQ_KEY,
 	UQ_JOB_ID,
+	UQ_QUEUE,
 	UQ_NPARAMS
 };
 
-/* Insert the unique claims of rows whose mask holds their initial state (conflict -> 23505). */
+/*
+ * Insert the unique claims of rows whose mask holds their initial state (conflict -> 23505):
+ * per queue on a 1.1 catalog, global on a 1.0 one (whose table has no queue column).
+ */
 void
-claim_unique_keys(EnqueueRow *rows, int n)
+claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 {
-	static const Oid argtypes[UQ_NPARAMS] = {BYTEAARRAYOID, INT8ARRAYOID};
-	Column keys = new_column(n), ids = new_column(n);
+	static const Oid argtypes[UQ_NPARAMS] = {BYTEAARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+	Column keys = new_column(n), ids = new_column(n), queues = new_column(n);
 	int m = 0;
 	Datum values[UQ_NPARAMS];
 
@@ -175,16 +180,22 @@ claim_unique_keys(EnqueueRow *rows, int n)
 			continue;
 		keys.values[m] = rows[i].value[JOB_UNIQUE_KEY];
 		ids.values[m] = rows[i].value[JOB_ID];
+		queues.values[m] = rows[i].value[JOB_QUEUE];
 		m++;
 	}
 	if (m == 0)
 		return;
-	keep_plan(&unique_plan,
-			  "INSERT INTO awa.job_unique_claims (unique_key, job_id) SELECT * FROM unnest($1::bytea[], $2::bigint[])",
-			  UQ_NPARAMS, argtypes);
+	if (catalog == Catalog::V1_0)
+		keep_plan(&unique_plan[0], compat_1_0::unique_claims_insert_sql(), UQ_QUEUE, argtypes);
+	else
+		keep_plan(&unique_plan[1],
+				  "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
+				  "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[])",
+				  UQ_NPARAMS, argtypes);
 	values[UQ_KEY] = column_array(keys, m, BYTEAOID);
 	values[UQ_JOB_ID] = column_array(ids, m, INT8OID);
-	exec_plan(unique_plan, values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+	values[UQ_QUEUE] = column_array(queues, m, TEXTOID);
+	exec_plan(unique_plan[static_cast<int>(catalog)], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
 }
 
 /*
@@ -509,7 +520,7 @@ default_unique_mask()
 
 /* Route, reserve (lanes locked in sorted order) and insert rows; claim unique keys when asked. */
 void
-enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
+enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag, Catalog catalog)
 {
 	int nready;
 	int *order;
@@ -520,7 +531,7 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	assign_job_ids(rows, n);
 	if (claim_unique_keys_flag)
-		claim_unique_keys(rows, n);
+		claim_unique_keys(rows, n, catalog);
 	order = reserve_lanes(rows, n, &nready);
 	insert_ready(rows, order, nready);
 	announce(rows, order, nready);

@@ -348,15 +348,22 @@ job_row_datum(const EnqueueRow *row, TupleDesc tupdesc)
  * awa.insert_job_compat(kind, queue, args, state, priority, max_attempts, run_at, metadata,
  * tags, unique_key, unique_states, ordering_key) -> awa.job_row.
  */
-AWA_SQL_FUNCTION(awa_insert_job_compat)
+Datum
+awa::insert_job_compat(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	TupleDesc tupdesc;
 	EnqueueRow *row = compat_row(fcinfo, GetCurrentTimestamp());
 
 	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
-	awa::enqueue_rows(row, 1, true);
+	awa::enqueue_rows(row, 1, true, catalog);
 	return job_row_datum(row, tupdesc);
+}
+
+/* awa.insert_job_compat of the 1.1 catalog (unique claims per queue). */
+AWA_SQL_FUNCTION(awa_insert_job_compat_1_1)
+{
+	return awa::insert_job_compat(fcinfo, awa::Catalog::V1_1);
 }
 
 /*
@@ -448,7 +455,7 @@ awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	}
 	if (spread && n > 1)
 		spread_keyless(rows, n, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
-	awa::enqueue_rows(rows, n, true);
+	awa::enqueue_rows(rows, n, true, catalog);
 
 	ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
 	for (int i = 0; i < n; i++)
@@ -494,7 +501,7 @@ enqueue_ready_array(ArrayType *arr)
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
 		checked_priority(row->priority(), "priority");
 	}
-	enqueue_rows(rows, n, false);
+	enqueue_rows(rows, n, false, Catalog::V1_1);
 	return n;
 }
 

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include "catalog_version.hpp"
 #include "job_columns.hpp"
 
 extern "C"
@@ -54,18 +55,21 @@ struct EnqueueRow
 	}
 };
 
-/* Route, reserve (lanes locked in sorted order) and insert rows; claim unique keys when asked. */
-void enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys);
+/*
+ * Route, reserve (lanes locked in sorted order) and insert rows; claim unique keys when asked,
+ * in the unique-claim table of `catalog` (per queue from 1.1 on).
+ */
+void enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys, Catalog catalog);
 
 /* Put existing jobs (an array of job-table rows) back on the ready plane; how many. */
 int enqueue_ready_array(ArrayType *arr);
 
-/* Take (hold) or release a job's unique claim on the latest committed state (SPI connected). */
-void set_unique_claim(Datum job_id, Datum key, bool hold);
+/* Take (hold) or release a job's unique claim in its queue, on the latest committed state (SPI connected). */
+void set_unique_claim(Datum job_id, Datum key, bool hold, Datum queue);
 
-/* Move a job's unique claim with its state change from -> to (SPI connected). */
+/* Move a job's unique claim in its queue with its state change from -> to (SPI connected). */
 void sync_unique_claim(Datum job_id, Datum key, bool key_null, Datum mask, bool mask_null, const char *from,
-					   const char *to);
+					   const char *to, Datum queue);
 
 /* Whether a bit(8) unique-state mask contains a state (bit 0 = scheduled ... 7 = waiting_external). */
 bool mask_has_state(Datum mask, const char *state);

@@ -570,6 +570,25 @@ mark_database_absent(Oid dbid, bool wanted_elsewhere)
 	LWLockRelease(launcher_shared->lock);
 }
 
+/*
+ * A worker found its database's own setting turning maintenance off (ALTER DATABASE ... SET
+ * awa_shard.maintenance = off): leave the database alone for a minute, like one without the
+ * extension, and look again then (the launcher cannot read database settings itself).
+ */
+void
+mark_database_switched_off(Oid dbid)
+{
+	DatabaseMark *m;
+
+	if (launcher_shared == nullptr)
+		return;
+	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
+	m = mark_of(dbid);
+	if (m != nullptr)
+		m->absent_at = GetCurrentTimestamp();
+	LWLockRelease(launcher_shared->lock);
+}
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void
 wake_database(Oid dbid)
@@ -818,10 +837,19 @@ awa_launcher_main(Datum arg)
 	}
 }
 
-/* awa._maintenance_wake(): this database has awa_shard now; let the launcher serve it at once. */
+/*
+ * awa._maintenance_wake(): this database has awa_shard now; let the launcher serve it at once
+ * (unless the database's own setting switches maintenance off).
+ */
 AWA_SQL_FUNCTION(awa_maintenance_wake)
 {
-	awa::wake_database(MyDatabaseId);
+	if (awa::launcher_shared == nullptr)
+		PG_RETURN_VOID();
+	/* Switched off by the database's own setting: no worker needs to come and find that out. */
+	if (awa::maintenance_switched_off_in(MyDatabaseId))
+		awa::mark_database_switched_off(MyDatabaseId);
+	else
+		awa::wake_database(MyDatabaseId);
 	PG_RETURN_VOID();
 }
 

@@ -20,6 +20,9 @@ void register_maintenance_launcher();
 /* A worker leaves its database (no extension, or wanted_elsewhere by DROP DATABASE and the like). */
 void mark_database_absent(Oid dbid, bool wanted_elsewhere);
 
+/* A worker's database has maintenance switched off by its own setting: look again in a minute. */
+void mark_database_switched_off(Oid dbid);
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
 

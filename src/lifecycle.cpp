@@ -73,25 +73,31 @@ namespace
  * The receipt of the input pair `i` (1.1 catalogs), through its ready row, each probe on the
  * live arcs: $3..$6 the claim ring's, $11..$14 the queue ring's.
  */
-#define RECEIPT_OF_INPUT_SQL                                                                                           \
-	"(SELECT " AWA_RECEIPT_COLUMNS " FROM " AWA_RECEIPT_FROM_READY_ON(                                                 \
-		AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT                                                             \
-							" AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0)"
+#define RECEIPT_OF_INPUT_SQL(Q)                                                                                        \
+	"(SELECT " AWA_RECEIPT_COLUMNS                                                                                     \
+	" FROM " AWA_RECEIPT_FROM_READY_ON(AWA_CLAIM_ARC_OF_B) " WHERE " AWA_RECEIPT_IS_INPUT Q(                           \
+		"r") " AND (r.ready_slot BETWEEN $11 AND $12 OR r.ready_slot BETWEEN $13 AND $14) OFFSET 0)"
 
-/* Kept plans, [catalog]: a backend that outlives ALTER EXTENSION UPDATE serves both. */
-SPIPlanPtr lock_receipts_plans[2];
-SPIPlanPtr complete_plans[2];
+/*
+ * Kept plans: [0] a 1.0 catalog's (a backend that outlives ALTER EXTENSION UPDATE serves
+ * both), [1] 1.1's by id alone, [2] 1.1's in the queue given (p_queue, $16).
+ */
+SPIPlanPtr lock_receipts_plans[3];
+SPIPlanPtr complete_plans[3];
 
 /*
  * The claim batches of the receipts among the pairs ($1, $2), locked in receipt_base order,
  * the order of every exit that closes several receipts; $3..$6: the claim ring's live arc,
  * $11..$14: the queue ring's (the receipts are reached through their ready rows).
  */
-const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
-	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "
-	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL " c "
-	"  ORDER BY c.receipt_base) "
-	"SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("", AWA_CLAIM_ARC_OF_B);
+#define LOCK_RECEIPTS_SQL(Q)                                                                                           \
+	COMPLETE_INPUT_SQL                                                                                                 \
+	", keys AS MATERIALIZED (SELECT DISTINCT c.claim_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block, "       \
+	"    c.ready_slot, c.receipt_base FROM input i CROSS JOIN LATERAL " RECEIPT_OF_INPUT_SQL(                          \
+		Q) " c "                                                                                                       \
+		   "  ORDER BY c.receipt_base) "                                                                               \
+		   "SELECT 1 FROM keys k" AWA_LOCK_BATCH_OF_KEY("", AWA_CLAIM_ARC_OF_B)
+const char *const kLockReceiptsSql[2] = {LOCK_RECEIPTS_SQL(COMPLETE_BY_ID), LOCK_RECEIPTS_SQL(COMPLETE_IN_QUEUE)};
 
 /*
  * The completion: open receipts get their completion batches and no closure, leases are deleted.
@@ -99,21 +105,23 @@ const char *const kLockReceiptsSql = COMPLETE_INPUT_SQL
  * (AWA_READY_RECEIPT_OPEN_LIVE; $11..$14: the queue ring's arc): through the view a completion
  * prepared every partition of the tables on every call.
  */
-const char *const kCompleteSql = COMPLETE_INPUT_RESULTS_SQL
-	", receipts AS MATERIALIZED (SELECT c.*, i.result FROM input i CROSS JOIN LATERAL (SELECT c.* "
-	"FROM " RECEIPT_OF_INPUT_SQL " c WHERE " AWA_READY_RECEIPT_OPEN_LIVE(
-		"3", "4", "5", "6", "11", "12", "13",
-		"14") " OFFSET 0) c), " COMPLETE_LEASES_CARRYING_SQL(", i.result",
-															 ", k.result") "finished AS ("
-																		   "  SELECT c.ready_slot, c.ready_generation, "
-																		   "c.job_id, c.queue, c.priority, "
-																		   "c.enqueue_shard, c.lane_seq, "
-																		   "         c.attempt, c.run_lease, "
-																		   "c.claimed_at AS attempted_at, c.result "
-																		   "FROM receipts "
-																		   "c " COMPLETE_LEASES_FINISHED_CARRYING_SQL(
-																			   ", l.result")
-																			   COMPLETE_BATCHES_SQL COMPLETE_TAIL_SQL;
+#define COMPLETE_SQL(Q)                                                                                                \
+	COMPLETE_INPUT_RESULTS_SQL                                                                                         \
+	", receipts AS MATERIALIZED (SELECT c.*, i.result FROM input i CROSS JOIN LATERAL (SELECT c.* "                    \
+	"FROM " RECEIPT_OF_INPUT_SQL(Q) " c WHERE " AWA_READY_RECEIPT_OPEN_LIVE(                                           \
+		"3", "4", "5", "6", "11", "12", "13",                                                                          \
+		"14") " OFFSET 0) c), " COMPLETE_LEASES_CARRYING_SQL(", i.result", ", k.result",                               \
+															 Q("l")) "finished AS ("                                   \
+																	 "  SELECT c.ready_slot, c.ready_generation, "     \
+																	 "c.job_id, c.queue, c.priority, "                 \
+																	 "c.enqueue_shard, c.lane_seq, "                   \
+																	 "         c.attempt, c.run_lease, c.claimed_at "  \
+																	 "AS attempted_at, c.result "                      \
+																	 "FROM receipts "                                  \
+																	 "c " COMPLETE_LEASES_FINISHED_CARRYING_SQL(       \
+																		 ", l.result") COMPLETE_BATCHES_SQL            \
+																	 COMPLETE_TAIL_1_1_SQL(Q)
+const char *const kCompleteSql[2] = {COMPLETE_SQL(COMPLETE_BY_ID), COMPLETE_SQL(COMPLETE_IN_QUEUE)};
 
 /*
  * Parameters of kCompleteSql: the pairs, then the live arcs of the claim ring, the lease ring
@@ -129,6 +137,7 @@ enum CompleteParam
 	CP_LEASE_ARC = CP_CLAIM_ARC + 4,
 	CP_QUEUE_ARC = CP_LEASE_ARC + 4,
 	CP_RESULTS = CP_QUEUE_ARC + 4,
+	CP_QUEUE, /* 1.1, p_queue: the completion acts only on attempts of this queue */
 	CP_NPARAMS
 };
 
@@ -196,15 +205,17 @@ checked_results(FunctionCallInfo fcinfo, int n_ids)
 } // namespace
 
 /*
- * awa.complete_jobs(job_ids[], run_leases[][, results[]]) -> table(job_id, run_lease)
+ * awa.complete_jobs(job_ids[], run_leases[][, results[][, queue]]) -> table(job_id, run_lease)
  * completed by this call, with the statements of the catalog the calling entry point serves.
+ * With a queue (1.1), only attempts of that queue are completed: an attempt of another queue
+ * is left as it is and not returned, like a stale one.
  */
 Datum
 awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 {
-	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,
-										  INT4OID,		INT4OID,	  INT4OID, INT4OID, INT4OID,
-										  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBARRAYOID};
+	static const Oid types[CP_NPARAMS] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID,		 INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  INT4OID,		 INT4OID, INT4OID, INT4OID,
+										  INT4OID,		INT4OID,	  JSONBARRAYOID, TEXTOID};
 	ArrayType *ids = awa::checked_id_array(fcinfo, 0, "p_job_ids");
 	ArrayType *leases = awa::checked_id_array(fcinfo, 1, "p_run_leases");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
@@ -221,6 +232,7 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	SPIPlanPtr plan;
 
 	ArrayType *results;
+	bool in_queue;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	results = catalog == Catalog::V1_1 ? checked_results(fcinfo, n_ids) : nullptr;
@@ -234,6 +246,10 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	values[CP_RESULTS] = PointerGetDatum(results);
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[CP_RESULTS] = results == nullptr ? 'n' : ' ';
+	/* p_queue (1.1, argument 3): NULL completes by id alone, as on one node. */
+	in_queue = catalog == Catalog::V1_1 && PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	values[CP_QUEUE] = in_queue ? PG_GETARG_DATUM(3) : (Datum)0;
+	nulls[CP_QUEUE] = in_queue ? ' ' : 'n';
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	for (int k = 0; k < 4; k++)
 	{
@@ -257,8 +273,10 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	if (catalog == Catalog::V1_1)
 	{
 		/* Generic plans: a custom plan of either was made again on every call (keep_generic_plan). */
-		lock_plan = awa::keep_generic_plan(&lock_receipts_plans[1], kLockReceiptsSql, CP_NPARAMS, types);
-		plan = awa::keep_generic_plan(&complete_plans[1], kCompleteSql, CP_NPARAMS, types);
+		int form = in_queue ? 1 : 0;
+
+		lock_plan = awa::keep_generic_plan(&lock_receipts_plans[1 + form], kLockReceiptsSql[form], CP_NPARAMS, types);
+		plan = awa::keep_generic_plan(&complete_plans[1 + form], kCompleteSql[form], CP_NPARAMS, types);
 	}
 	else
 	{

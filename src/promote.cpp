@@ -36,7 +36,7 @@ const char *const kDueSql =
 const char *const kMoveDueSql =
 	"WITH due AS (SELECT j.job_id FROM awa.deferred_jobs j WHERE j.queue = $1 AND j.run_at <= clock_timestamp() "
 	"    ORDER BY j.run_at, j.priority, j.job_id LIMIT $2 FOR UPDATE SKIP LOCKED), "
-	"moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*) "
+	"moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = $1 AND j.job_id = due.job_id RETURNING j.*) "
 	"SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) FROM moved m";
 
 } // namespace
@@ -80,7 +80,8 @@ promote_due_queue(text *queue, int limit)
 
 		if (!id_null && !state_null)
 			sync_unique_claim(job_id, key, key_null, mask, mask_null,
-							  DatumGetCString(DirectFunctionCall1(enum_out, state)), "available");
+							  DatumGetCString(DirectFunctionCall1(enum_out, state)), "available",
+							  PointerGetDatum(queue));
 	}
 	return enqueue_ready_array(arr);
 }

@@ -28,7 +28,7 @@
 	" OFFSET 0) "
 #define AWA_RECEIPT_NO_CLOSURE(ARC)                                                                                    \
 	" NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures x WHERE x.claim_slot = c.claim_slot "                         \
-	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease " ARC " OFFSET 0) "
+	"   AND x.job_id = c.job_id AND x.run_lease = c.run_lease AND x.queue = c.queue " ARC " OFFSET 0) "
 /*
  * SQL (1.1 catalogs): receipts reached through their ready rows. A receipt is one attempt of
  * a claim batch (awa.claim_batches); its ready row, found by the ready rows' job index, gives

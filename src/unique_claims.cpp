@@ -33,12 +33,12 @@ SPIPlanPtr take_plan = nullptr;
 const char *const kStateNames[8] = {"scheduled", "available", "running",   "completed",
 									"retryable", "failed",	  "cancelled", "waiting_external"};
 
-/* Release: the job's claim row, whichever key it holds. */
-const char *const kReleaseSql = "DELETE FROM awa.job_unique_claims WHERE job_id = $1";
+/* Release: the job's claim row in its queue $3, whichever key it holds. */
+const char *const kReleaseSql = "DELETE FROM awa.job_unique_claims WHERE job_id = $1 AND queue = $3";
 
-/* Take: the key for the job, unless a live claim of another job holds it (it keeps it). */
-const char *const kTakeSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id) VALUES ($2, $1) "
-							 "ON CONFLICT (unique_key) DO NOTHING";
+/* Take: the key in the job's queue $3, unless a live claim of another job holds it (it keeps it). */
+const char *const kTakeSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) VALUES ($2, $1, $3) "
+							 "ON CONFLICT (queue, unique_key) DO NOTHING";
 
 /* The label of an awa.job_state value. */
 const char *
@@ -70,18 +70,18 @@ mask_has_state(Datum mask, const char *state)
 	return false;
 }
 
-/* Take (hold) or release a job's unique claim on the latest committed state (SPI connected). */
+/* Take (hold) or release a job's unique claim in its queue, on the latest committed state (SPI connected). */
 void
-set_unique_claim(Datum job_id, Datum key, bool hold)
+set_unique_claim(Datum job_id, Datum key, bool hold, Datum queue)
 {
-	static const Oid types[2] = {INT8OID, BYTEAOID};
-	Datum args[2] = {job_id, key};
+	static const Oid types[3] = {INT8OID, BYTEAOID, TEXTOID};
+	Datum args[3] = {job_id, key, queue};
 
 	if (hold)
-		exec_plan_latest(keep_plan(&take_plan, kTakeSql, 2, types), args, nullptr, false, 0, SPI_OK_INSERT,
+		exec_plan_latest(keep_plan(&take_plan, kTakeSql, 3, types), args, nullptr, false, 0, SPI_OK_INSERT,
 						 "unique claim take");
 	else
-		exec_plan_latest(keep_plan(&release_plan, kReleaseSql, 1, types), args, nullptr, false, 0, SPI_OK_DELETE,
+		exec_plan_latest(keep_plan(&release_plan, kReleaseSql, 3, types), args, nullptr, false, 0, SPI_OK_DELETE,
 						 "unique claim release");
 }
 
@@ -91,7 +91,8 @@ set_unique_claim(Datum job_id, Datum key, bool hold)
  * for a job without a key or mask.
  */
 void
-sync_unique_claim(Datum job_id, Datum key, bool key_null, Datum mask, bool mask_null, const char *from, const char *to)
+sync_unique_claim(Datum job_id, Datum key, bool key_null, Datum mask, bool mask_null, const char *from, const char *to,
+				  Datum queue)
 {
 	bool held, holds;
 
@@ -100,7 +101,7 @@ sync_unique_claim(Datum job_id, Datum key, bool key_null, Datum mask, bool mask_
 	held = mask_has_state(mask, from);
 	holds = mask_has_state(mask, to);
 	if (held != holds)
-		set_unique_claim(job_id, key, holds);
+		set_unique_claim(job_id, key, holds, queue);
 }
 
 } // namespace awa
@@ -111,28 +112,28 @@ AWA_SQL_FUNCTION(awa_job_state_in_bitmask)
 	PG_RETURN_BOOL(awa::mask_has_state(PG_GETARG_DATUM(0), state_label(PG_GETARG_DATUM(1))));
 }
 
-/* awa._set_unique_claim(job_id, unique_key, hold): take (hold) or release the job's claim. */
+/* awa._set_unique_claim(job_id, unique_key, hold, queue): take (hold) or release the job's claim. */
 AWA_SQL_FUNCTION(awa_set_unique_claim)
 {
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		PG_RETURN_VOID();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::set_unique_claim(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_BOOL(2));
+	awa::set_unique_claim(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_BOOL(2), PG_GETARG_DATUM(3));
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	PG_RETURN_VOID();
 }
 
-/* awa._sync_unique_claim(job_id, unique_key, mask, from, to): move a job's claim with its state. */
+/* awa._sync_unique_claim(job_id, unique_key, mask, from, to, queue): move a job's claim with its state. */
 AWA_SQL_FUNCTION(awa_sync_unique_claim)
 {
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(3) || PG_ARGISNULL(4))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(3) || PG_ARGISNULL(4) || PG_ARGISNULL(5))
 		PG_RETURN_VOID();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	awa::sync_unique_claim(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_ARGISNULL(1), PG_GETARG_DATUM(2), PG_ARGISNULL(2),
-						   state_label(PG_GETARG_DATUM(3)), state_label(PG_GETARG_DATUM(4)));
+						   state_label(PG_GETARG_DATUM(3)), state_label(PG_GETARG_DATUM(4)), PG_GETARG_DATUM(5));
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	PG_RETURN_VOID();

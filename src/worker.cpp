@@ -15,7 +15,10 @@
 extern "C"
 {
 #include "access/xact.h"
+#include "access/genam.h"
+#include "access/table.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -31,7 +34,9 @@ extern "C"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -174,6 +179,52 @@ maintenance_pass(Oid dbid)
 
 } // namespace
 
+/*
+ * Whether `ALTER DATABASE ... SET awa_shard.maintenance = off` turned background maintenance
+ * off for one database: its database-wide setting (role 0) in pg_db_role_setting, a shared
+ * catalog the launcher can read without a database. Caller is in a transaction.
+ */
+bool
+maintenance_switched_off_in(Oid dbid)
+{
+	bool off = false;
+	ScanKeyData keys[2];
+	Relation rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	SysScanDesc scan;
+	HeapTuple tup;
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(dbid));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(InvalidOid));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, nullptr, 2, keys);
+	while ((tup = systable_getnext(scan)) != nullptr)
+	{
+		bool isnull;
+		Datum config = heap_getattr(tup, Anum_pg_db_role_setting_setconfig, RelationGetDescr(rel), &isnull);
+		Datum *items;
+		int n;
+
+		if (isnull)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(config), TEXTOID, -1, false, TYPALIGN_INT, &items, nullptr, &n);
+		for (int i = 0; i < n; i++)
+		{
+			char *item = TextDatumGetCString(items[i]);
+			char *eq = strchr(item, '=');
+			bool value;
+
+			if (eq == nullptr)
+				continue;
+			*eq = '\0';
+			if (pg_strcasecmp(item, "awa_shard.maintenance") == 0 && parse_bool(eq + 1, &value))
+				off = !value;
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return off;
+}
+
 /* Whether the settings give a database background maintenance (by its name). */
 bool
 maintenance_configured_for(const char *datname)
@@ -225,7 +276,7 @@ define_maintenance_settings()
 	DefineCustomBoolVariable("awa_shard.maintenance",
 							 "Whether the background launcher runs maintenance in the databases with awa_shard.",
 							 "Needs shared_preload_libraries. Off: call awa.run_maintenance() from a scheduler.",
-							 &maintenance_enabled, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+							 &maintenance_enabled, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 	DefineCustomStringVariable("awa_shard.maintenance_database", "Restricts background maintenance to this database.",
 							   "Empty (the default): every database that has awa_shard.", &maintenance_database, "",
 							   PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
@@ -259,14 +310,28 @@ database_wanted_elsewhere()
 	return false;
 }
 
-/* Whether the settings still give this database background maintenance (they may have changed). */
-bool
+/* What the settings say of this database's maintenance now. */
+enum class Served
+{
+	Yes,
+	No,			/* off server-wide, not preloaded, or restricted to another database */
+	SwitchedOff /* the database's own setting turns it off */
+};
+
+/*
+ * Whether the settings still give this database background maintenance: they may have been
+ * reloaded, or the database's own setting changed after this worker connected.
+ */
+Served
 still_served()
 {
-	bool served;
+	Served served = Served::Yes;
 
 	StartTransactionCommand();
-	served = maintenance_configured_here();
+	if (maintenance_switched_off_in(MyDatabaseId))
+		served = Served::SwitchedOff;
+	else if (!maintenance_configured_here())
+		served = Served::No;
 	CommitTransactionCommand();
 	return served;
 }
@@ -306,7 +371,8 @@ sleep_until_next_pass(Oid dbid)
 /*
  * Worker entry point: connect to the database the launcher named and run a pass every
  * interval until the launcher asks for the slot (another database waits), the extension
- * is gone (the database is then marked absent), maintenance is turned off or restricted to
+ * is gone (the database is then marked absent), maintenance is turned off (server-wide, or
+ * by the database's own setting: the launcher looks again in a minute) or restricted to
  * another database, or the database is wanted for DROP, RENAME or as a template (the
  * launcher starts a new worker later if it still exists).
  */
@@ -321,16 +387,26 @@ awa_maintenance_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	if (awa::still_served() == awa::Served::SwitchedOff)
+	{
+		awa::mark_database_switched_off(dbid);
+		proc_exit(0);
+	}
 	awa::begin_worker_turn(dbid);
 	for (;;)
 	{
+		awa::Served served;
+
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (!awa::still_served())
+		served = awa::still_served();
+		if (served == awa::Served::SwitchedOff)
+			awa::mark_database_switched_off(dbid);
+		if (served != awa::Served::Yes)
 			break;
 		if (awa::database_wanted_elsewhere())
 		{

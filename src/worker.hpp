@@ -4,10 +4,15 @@
  */
 #pragma once
 
+extern "C"
+{
+#include "postgres.h"
+}
+
 namespace awa
 {
 
-/* awa_shard.maintenance: whether maintenance workers run at all. */
+/* awa_shard.maintenance: whether maintenance workers run at all (server-wide, or per database). */
 extern bool maintenance_enabled;
 
 /* awa_shard.maintenance_database: the one database to serve (empty: every database). */
@@ -24,6 +29,9 @@ void define_maintenance_settings();
 
 /* Whether the settings give a database background maintenance (preloaded, on, not restricted away). */
 bool maintenance_configured_for(const char *datname);
+
+/* Whether the database's own setting (ALTER DATABASE ... SET awa_shard.maintenance = off) turns it off. */
+bool maintenance_switched_off_in(Oid dbid);
 
 /* Whether background maintenance passes reach this backend's database (claims promote otherwise). */
 bool maintenance_worker_serves_database();

@@ -64,13 +64,17 @@ GRANT SELECT ON awa.claim_batches TO awa_admin;
 COMMENT ON TABLE awa.claim_batches IS 'Receipts mode: the records (receipts) of running attempts, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
 
 -- Closure evidence of a receipt: completed, rescued, deadline_expired, retryable, ...
+-- Every key of a table holding job or attempt rows contains the queue (docs/design.md,
+-- "Keys"), so that a distributed engine can place a queue's rows on one node; it comes last
+-- where look-ups by id alone (a call without its queue) must keep using the key.
 CREATE TABLE awa.lease_claim_closures (
     claim_slot integer NOT NULL,
     job_id bigint NOT NULL,
     run_lease bigint NOT NULL,
     outcome text NOT NULL,
     closed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    PRIMARY KEY (claim_slot, job_id, run_lease))
+    queue text NOT NULL,
+    PRIMARY KEY (claim_slot, job_id, run_lease, queue))
     PARTITION BY LIST (claim_slot);
 GRANT SELECT ON awa.lease_claim_closures TO awa_admin;
 COMMENT ON TABLE awa.lease_claim_closures IS 'How each receipt ended (one closer wins); partitioned by claim-ring slot.';
@@ -105,7 +109,8 @@ CREATE TABLE awa.attempt_state (
     heartbeat_at timestamptz,
     progress jsonb,
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    PRIMARY KEY (job_id, run_lease))
+    queue text NOT NULL,
+    PRIMARY KEY (job_id, run_lease, queue))
     WITH (fillfactor = 80);
 SELECT pg_catalog.pg_extension_config_dump('awa.attempt_state', '');
 GRANT SELECT ON awa.attempt_state TO awa_admin;

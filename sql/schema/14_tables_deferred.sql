@@ -3,7 +3,7 @@
 -- Scheduled and retryable jobs. Unsharded; the ordering key is kept so a keyed job
 -- returns to its key's shard when promoted.
 CREATE TABLE awa.deferred_jobs (
-    job_id bigint PRIMARY KEY,
+    job_id bigint NOT NULL,
     kind text NOT NULL,
     queue text NOT NULL,
     args jsonb NOT NULL DEFAULT '{}',
@@ -21,7 +21,8 @@ CREATE TABLE awa.deferred_jobs (
     ordering_key bytea,
     metadata jsonb,
     tags text[],
-    errors jsonb);
+    errors jsonb,
+    PRIMARY KEY (job_id, queue));
 CREATE INDEX deferred_jobs_due_idx ON awa.deferred_jobs (run_at, priority, job_id);
 CREATE INDEX deferred_jobs_queue_idx ON awa.deferred_jobs (queue, state);
 -- Promotion of one queue (awa._promote_due_queue, run by claims where no maintenance worker
@@ -33,7 +34,7 @@ COMMENT ON TABLE awa.deferred_jobs IS 'Scheduled and retryable jobs with their o
 
 -- Dead-letter queue. Unsharded (job_id is globally unique); keeps the ordering key.
 CREATE TABLE awa.dlq_entries (
-    job_id bigint PRIMARY KEY,
+    job_id bigint NOT NULL,
     kind text NOT NULL,
     queue text NOT NULL,
     args jsonb NOT NULL DEFAULT '{}',
@@ -54,18 +55,20 @@ CREATE TABLE awa.dlq_entries (
     errors jsonb,
     dlq_reason text NOT NULL,
     dlq_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    original_run_lease bigint NOT NULL);
+    original_run_lease bigint NOT NULL,
+    PRIMARY KEY (job_id, queue));
 CREATE INDEX dlq_entries_queue_idx ON awa.dlq_entries (queue, dlq_at DESC);
 SELECT pg_catalog.pg_extension_config_dump('awa.dlq_entries', '');
 GRANT SELECT ON awa.dlq_entries TO awa_admin;
 COMMENT ON TABLE awa.dlq_entries IS 'Dead-lettered jobs with reason, errors and ordering key.';
 
--- One live claim per unique key.
+-- One live claim per unique key and queue: unique keys are per queue (docs/api.md).
 CREATE TABLE awa.job_unique_claims (
     unique_key bytea NOT NULL,
-    job_id bigint NOT NULL);
-CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (unique_key);
+    job_id bigint NOT NULL,
+    queue text NOT NULL);
+CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (queue, unique_key);
 CREATE INDEX job_unique_claims_job_idx ON awa.job_unique_claims (job_id);
 SELECT pg_catalog.pg_extension_config_dump('awa.job_unique_claims', '');
 GRANT SELECT ON awa.job_unique_claims TO awa_admin;
-COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key.';
+COMMENT ON TABLE awa.job_unique_claims IS 'At most one live job per unique key and queue.';

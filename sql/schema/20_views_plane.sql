@@ -107,7 +107,8 @@ CREATE VIEW awa._open_receipts AS
                           AND f.ready_generation = r.ready_generation
                           AND (r.lane_seq % 64)::smallint = ANY (f.lane_offsets))
        AND NOT EXISTS (SELECT 1 FROM awa.lease_claim_closures z
-                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1);
+                        WHERE z.claim_slot = b.claim_slot AND z.job_id = r.job_id AND z.run_lease = r.run_lease + 1
+                          AND z.queue = r.queue);
 COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;

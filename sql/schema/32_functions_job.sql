@@ -65,23 +65,23 @@ COMMENT ON FUNCTION awa._append_error(jsonb, text, integer, boolean) IS 'Interna
 -- caller's isolation level: a release must see a claim row committed after the caller's
 -- snapshot (an exit at REPEATABLE READ of a job enqueued since), and a take must not raise
 -- 40001 on a conflicting claim it cannot see (C, src/unique_claims.cpp).
-CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean) RETURNS void
+CREATE FUNCTION awa._set_unique_claim(p_job_id bigint, p_key bytea, p_hold boolean, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_set_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean) IS 'Internal: take or release a job''s unique claim on the latest committed state.';
+REVOKE ALL ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._set_unique_claim(bigint, bytea, boolean, text) IS 'Internal: take or release a job''s unique claim in its queue on the latest committed state.';
 
 -- Move a job's unique claim with its state: released when the new state leaves the mask,
 -- taken when it enters it (a conflicting live claim keeps its key), on the latest committed
 -- state (C, src/unique_claims.cpp).
 CREATE FUNCTION awa._sync_unique_claim(p_job_id bigint, p_key bytea, p_mask bit(8),
-                                       p_old awa.job_state, p_new awa.job_state) RETURNS void
+                                       p_old awa.job_state, p_new awa.job_state, p_queue text) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_sync_unique_claim'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) FROM PUBLIC;
-COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state) IS 'Internal: move a job''s unique claim with its state.';
+REVOKE ALL ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._sync_unique_claim(bigint, bytea, bit, awa.job_state, awa.job_state, text) IS 'Internal: move a job''s unique claim in its queue with its state.';
 
 -- Record that this transaction finished (or removed) a job, so that its waiters
 -- (awa.wait_for_job) wake at commit; NULL: jobs it does not name (purge, drop). C,

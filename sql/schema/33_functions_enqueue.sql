@@ -15,7 +15,7 @@ CREATE FUNCTION awa.insert_job_compat(
     p_unique_states bit(8) DEFAULT NULL,
     p_ordering_key bytea DEFAULT NULL)
     RETURNS awa.job_row
-    AS 'MODULE_PATHNAME', 'awa_insert_job_compat'
+    AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
 REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea) FROM PUBLIC;

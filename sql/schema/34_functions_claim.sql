@@ -45,16 +45,19 @@ COMMENT ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, doub
     IS 'Claim up to p_max_batch jobs of one lane of a queue, in lane order; starts one attempt each. Role: awa_worker, awa_admin.';
 
 -- Complete running attempts, storing one result per pair when p_results is given (a NULL
--- element: no result); returns the (job_id, run_lease) pairs this call completed.
-CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL)
+-- element: no result); returns the (job_id, run_lease) pairs this call completed. p_queue,
+-- the routing argument: NULL finds the attempts by id alone; given, only attempts of that
+-- queue are completed (an attempt of another queue is left alone and not returned).
+CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_results jsonb[] DEFAULT NULL,
+                                  p_queue text DEFAULT NULL)
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
-REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[]) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) IS 'Complete open attempts (job_id, run_lease), with their results when given; returns the pairs this call completed. Role: awa_worker, awa_admin.';
 
 -- Sleep until a producing transaction of the queue commits or the timeout passes.
 CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms bigint) RETURNS boolean

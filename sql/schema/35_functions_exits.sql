@@ -7,14 +7,15 @@
 -- columns override the ready row's where they share a name (lane priority, attempt,
 -- run_lease, lane identity), and its claim time is the attempt's attempted_at. C (1.1):
 -- the attempt is found on the latest committed state, so a REPEATABLE READ or SERIALIZABLE
--- caller whose snapshot predates the claim still takes it (src/attempts.cpp).
-CREATE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+-- caller whose snapshot predates the claim still takes it (src/attempts.cpp). With p_queue,
+-- only an attempt of that queue is open, and every statement carries it.
+CREATE FUNCTION awa._take_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text, p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._take_attempt(bigint, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
+REVOKE ALL ON FUNCTION awa._take_attempt(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text, text) IS 'Internal: take the open attempt (job_id, run_lease) out of the running set.';
 
 -- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
 -- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
@@ -29,17 +30,19 @@ COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
     'Internal: awa._take_attempt, except that an attempt whose claim batch another transaction holds (receipts mode) is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
--- lease (C, latest committed state, like awa._take_attempt).
-CREATE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text) RETURNS awa.taken_attempt
+-- lease (C, latest committed state, like awa._take_attempt; in p_queue when given).
+CREATE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text, p_queue text DEFAULT NULL)
+    RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_open_attempt'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._take_open_attempt(bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_open_attempt(bigint, text) IS 'Internal: take whatever attempt of a job is open.';
+REVOKE ALL ON FUNCTION awa._take_open_attempt(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_open_attempt(bigint, text, text) IS 'Internal: take whatever attempt of a job is open.';
 
 -- A worker's call naming an attempt: 22004 for a NULL p_job_id or p_run_lease, then the
--- attempt taken with p_outcome (NULL when it is not open).
-CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text)
+-- attempt taken with p_outcome (NULL when it is not open, or not in p_queue when given).
+CREATE FUNCTION awa._take_named_attempt(p_job_id bigint, p_run_lease bigint, p_outcome text,
+                                        p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -47,11 +50,11 @@ AS $$
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
-    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome);
+    RETURN awa._take_attempt(p_job_id, p_run_lease, p_outcome, p_queue);
 END
 $$;
-REVOKE ALL ON FUNCTION awa._take_named_attempt(bigint, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
+REVOKE ALL ON FUNCTION awa._take_named_attempt(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_named_attempt(bigint, bigint, text, text) IS 'Internal: 22004 for a NULL job_id or run_lease, then awa._take_attempt.';
 
 -- An ended attempt (awa.taken_attempt) to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
@@ -64,7 +67,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.deferred_jobs, awa._job(t), jsonb_build_object(
         'state', p_state, 'attempt', p_attempt, 'run_at', p_run_at, 'errors', p_errors,
         'finalized_at', CASE WHEN p_state = 'retryable' THEN clock_timestamp() END)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) FROM PUBLIC;
@@ -81,7 +84,7 @@ BEGIN
         lane_seq, state, attempt, run_lease, attempted_at, errors)
     VALUES (t.ready_slot, t.ready_generation, t.job_id, t.queue, t.priority, t.enqueue_shard,
         t.lane_seq, p_state, t.attempt, t.run_lease, t.attempted_at, p_errors);
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state);
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', p_state, t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -99,7 +102,7 @@ BEGIN
     SELECT x.* FROM awa._job_row(NULL::awa.dlq_entries, awa._job(t), jsonb_build_object(
         'state', 'failed', 'errors', p_errors, 'finalized_at', clock_timestamp(), 'dlq_reason', p_reason,
         'dlq_at', clock_timestamp(), 'original_run_lease', t.run_lease)) x;
-    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed');
+    PERFORM awa._sync_unique_claim(t.job_id, t.unique_key, t.unique_states, 'running', 'failed', t.queue);
     PERFORM awa._job_finished(t.job_id);
 END
 $$;
@@ -118,7 +121,7 @@ BEGIN
     INSERT INTO awa.done_entries
     SELECT x.* FROM awa._job_row(NULL::awa.done_entries, p_job,
         p_lane || jsonb_build_object('state', p_state, 'finalized_at', clock_timestamp())) x;
-    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state);
+    PERFORM awa._sync_unique_claim(p_job.job_id, p_job.unique_key, p_job.unique_states, p_from, p_state, p_job.queue);
     PERFORM awa._job_finished(p_job.job_id);
 END
 $$;
@@ -157,9 +160,9 @@ COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: e
 
 -- Fail an attempt: retryable with backoff while attempts remain; after the last attempt
 -- failed (dead-lettered when the queue says so). Returns the new state, or NULL when the
--- attempt was not open (stale writer).
+-- attempt was not open (stale writer, or, with p_queue, an attempt of another queue).
 CREATE FUNCTION awa.fail_job(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                        p_retry_in interval DEFAULT NULL)
+                                        p_retry_in interval DEFAULT NULL, p_queue text DEFAULT NULL)
     RETURNS awa.job_state
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -170,7 +173,7 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
-    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable');
+    t := awa._take_attempt(p_job_id, p_run_lease, 'retryable', p_queue);
     IF t.job_id IS NULL THEN
         RETURN NULL;
     END IF;
@@ -184,14 +187,15 @@ BEGIN
     RETURN 'retryable';
 END
 $$;
-REVOKE ALL ON FUNCTION awa.fail_job(bigint, bigint, text, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval)
+REVOKE ALL ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text)
     IS 'Fail an attempt: retryable with backoff while attempts remain, then failed (dead-lettered when the queue says so). Role: awa_worker, awa_admin.';
 
--- Fail an attempt straight into the dead-letter queue (ordering key kept).
+-- Fail an attempt straight into the dead-letter queue (ordering key kept). False when the
+-- attempt was not open (or, with p_queue, is of another queue).
 CREATE FUNCTION awa.fail_job_to_dlq(p_job_id bigint, p_run_lease bigint, p_error text DEFAULT NULL,
-                                               p_reason text DEFAULT 'failed')
+                                               p_reason text DEFAULT 'failed', p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
@@ -200,7 +204,7 @@ DECLARE
     t awa.taken_attempt;
 BEGIN
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq');
+    t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq', p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -209,14 +213,15 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.fail_job_to_dlq(bigint, bigint, text, text, text) IS 'End an attempt by moving the job to the dead-letter queue. Role: awa_worker, awa_admin.';
 
 -- End an attempt without an error and put the job back after p_delay: retryable (the
 -- attempt is consumed) or, snoozed, scheduled with the attempt given back. False when the
--- attempt was not open (stale writer).
-CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean)
+-- attempt was not open (stale writer, or, with p_queue, an attempt of another queue).
+CREATE FUNCTION awa._put_back(p_job_id bigint, p_run_lease bigint, p_delay interval, p_snooze boolean,
+                              p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -229,7 +234,8 @@ BEGIN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';
     END IF;
     PERFORM awa._check_interval(p_delay, 'p_delay');
-    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END);
+    t := awa._take_named_attempt(p_job_id, p_run_lease, CASE WHEN p_snooze THEN 'snoozed' ELSE 'retryable' END,
+                                 p_queue);
     IF t.job_id IS NULL THEN
         RETURN false;
     END IF;
@@ -240,42 +246,45 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
+REVOKE ALL ON FUNCTION awa._put_back(bigint, bigint, interval, boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._put_back(bigint, bigint, interval, boolean, text) IS 'Internal: retry_job_after and snooze_job: end an attempt and defer the job.';
 
 -- Retry an attempt after p_delay without recording an error (attempt is consumed).
-CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval)
+CREATE FUNCTION awa.retry_job_after(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false);
-REVOKE ALL ON FUNCTION awa.retry_job_after(bigint, bigint, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.retry_job_after(bigint, bigint, interval) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, false, p_queue);
+REVOKE ALL ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.retry_job_after(bigint, bigint, interval, text) IS 'End an attempt without an error; retryable after p_delay. Role: awa_worker, awa_admin.';
 
 -- Snooze an attempt: scheduled again after p_delay; the attempt is not consumed.
-CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval)
+CREATE FUNCTION awa.snooze_job(p_job_id bigint, p_run_lease bigint, p_delay interval, p_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE sql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true);
-REVOKE ALL ON FUNCTION awa.snooze_job(bigint, bigint, interval) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.snooze_job(bigint, bigint, interval) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
+    RETURN awa._put_back(p_job_id, p_run_lease, p_delay, true, p_queue);
+REVOKE ALL ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) IS 'Put a running job back as scheduled after p_delay without using up the attempt. Role: awa_worker, awa_admin.';
 
 -- Record a heartbeat of every open attempt among the pairs, and their progress when
--- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
--- and awa.set_progress check the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL)
+-- p_progress is not NULL; how many were open (C, latest committed state; only attempts of
+-- p_queue when given). awa.heartbeat_jobs and awa.set_progress check the arguments first.
+CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL,
+                                             p_queue text DEFAULT NULL)
     RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
+REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
--- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
-CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[]) RETURNS integer
+-- Record heartbeats of open attempts; returns how many are alive (with p_queue, only
+-- attempts of that queue count: another queue's are left alone).
+CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_queue text DEFAULT NULL)
+    RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -290,18 +299,20 @@ BEGIN
     END IF;
     -- Open attempts are found on the latest committed state, whatever this transaction's
     -- isolation level, in the live slots of the claim and lease rings only.
-    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases);
+    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases, NULL, p_queue);
 END
 $$;
-REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[]) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
 
 -- Record the progress of one running attempt (any JSON value, at most
 -- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
 -- is open; a stale run lease changes nothing and returns false. The latest progress is the
--- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt.
-CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb) RETURNS boolean
+-- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt. With
+-- p_queue, an attempt of another queue is not open (false).
+CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb, p_queue text DEFAULT NULL)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
@@ -310,9 +321,9 @@ BEGIN
     PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
     PERFORM awa._require(p_progress IS NULL, 'p_progress');
     PERFORM awa._check_json_size(p_progress, 'p_progress');
-    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress) > 0;
+    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress, p_queue) > 0;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb) TO awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';

@@ -58,7 +58,7 @@ BEGIN
             LIMIT p_limit),
         stale AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease
+              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue
              WHERE v_cutoff IS NOT NULL AND c.claimed_at < v_cutoff
                AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
             UNION ALL
@@ -92,9 +92,9 @@ BEGIN
              SELECT s.ctid FROM awa.attempt_state s
               WHERE s.heartbeat_at < v_cutoff
                 AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
-                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = s.queue)
                 AND NOT EXISTS (SELECT 1 FROM awa.leases l
-                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = s.queue
                                    AND l.state IN ('running', 'waiting_external'))
               LIMIT p_limit))
            AND a.heartbeat_at < v_cutoff;

@@ -138,10 +138,10 @@ BEGIN
     DELETE FROM awa.job_unique_claims u
      WHERE u.ctid = ANY (ARRAY(
          SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE c.job_id IN (SELECT d.job_id FROM awa.done_entries d
-                              WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                             UNION ALL
-                             SELECT b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
+                                        UNION ALL
+                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
             FOR UPDATE SKIP LOCKED));
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);

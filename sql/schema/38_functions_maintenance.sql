@@ -15,19 +15,19 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     WITH due AS (
-        SELECT j.job_id FROM awa.deferred_jobs j
+        SELECT j.job_id, j.queue FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()
            AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
          ORDER BY j.run_at, j.priority, j.job_id
          LIMIT p_limit
          FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.job_id = due.job_id RETURNING j.*)
+    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = due.queue AND j.job_id = due.job_id RETURNING j.*)
     SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
     IF v_rows IS NULL THEN
         RETURN 0;
     END IF;
     FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available');
+        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
     END LOOP;
     RETURN awa._enqueue_ready(v_rows);
 END

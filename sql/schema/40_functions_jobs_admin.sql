@@ -6,8 +6,10 @@
 -- claim moves it while the head is locked, whatever this transaction's snapshot), re-check
 -- lane_seq >= cursor, delete the row by its full identity and return it (NULL when the job
 -- has no unclaimed ready row). The cursor is left alone: claim jumps the gap. A concurrent
--- move of the same row to another lane is followed by looking again.
-CREATE FUNCTION awa._take_unclaimed_ready(p_job_id bigint) RETURNS awa.ready_entries
+-- move of the same row to another lane is followed by looking again. With p_queue, only a row
+-- of that queue (its callers plan each statement with their arguments, so the condition is a
+-- plain `queue = ` there).
+CREATE FUNCTION awa._take_unclaimed_ready(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS awa.ready_entries
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -23,7 +25,7 @@ BEGIN
             SELECT e.* FROM awa.ready_entries e
               JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq
+             WHERE e.job_id = p_job_id AND e.lane_seq >= h.claim_seq AND (p_queue IS NULL OR e.queue = p_queue)
         LOOP
             v_seen := true;
             PERFORM 1 FROM awa.queue_claim_heads h
@@ -56,18 +58,21 @@ BEGIN
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._take_unclaimed_ready(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
+REVOKE ALL ON FUNCTION awa._take_unclaimed_ready(bigint, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_unclaimed_ready(bigint, text) IS 'Internal: remove a job''s unclaimed ready row under its lane''s claim-head lock.';
 
 -- Cancel a job wherever it is live, in this order: an unclaimed ready row (removed under
 -- its lane head lock; the cancelled terminal row takes the row's own identity and body),
 -- an open attempt (receipts or leases mode alike; closed with outcome
 -- 'cancelled'; the terminal row lands on the ready row's shard), a deferred row (its
 -- terminal row gets lane_seq = -job_id on shard 0 of the queue ring's write slot: no lane exists).
--- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id.
-CREATE FUNCTION awa.cancel_job(p_job_id bigint) RETURNS boolean
+-- Returns whether it cancelled; notifies channel 'awa:cancel' with the job id. p_queue, the
+-- routing argument: NULL finds the job by id alone; given, a job of another queue is not
+-- live there (false, nothing changes). Each statement is planned with the arguments
+-- (force_custom_plan), so a given queue is a plain `queue = ` condition of every statement.
+CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -79,13 +84,14 @@ BEGIN
     -- job: its open attempt, found on the latest committed state, is taken first. Only
     -- otherwise is the ready row looked at, which raises 40001 if it was claimed since.
     IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         -- Running in this snapshot but no longer: the attempt ended since (retried, snoozed,
         -- failed...), and where the job is now this snapshot cannot see.
         IF t.job_id IS NULL
-           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id)
+           AND (EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.job_id = p_job_id AND (p_queue IS NULL OR c.queue = p_queue))
                 OR EXISTS (SELECT 1 FROM awa.leases l
-                            WHERE l.job_id = p_job_id AND l.state IN ('running', 'waiting_external'))) THEN
+                            WHERE l.job_id = p_job_id AND (p_queue IS NULL OR l.queue = p_queue)
+                              AND l.state IN ('running', 'waiting_external'))) THEN
             RAISE EXCEPTION USING ERRCODE = '40001',
                 MESSAGE = 'could not serialize access: the job''s attempt ended after this transaction''s snapshot',
                 DETAIL = format('Job %s.', p_job_id),
@@ -93,7 +99,7 @@ BEGIN
         END IF;
     END IF;
     IF t.job_id IS NULL THEN
-        r := awa._take_unclaimed_ready(p_job_id);
+        r := awa._take_unclaimed_ready(p_job_id, p_queue);
     END IF;
     IF t.job_id IS NOT NULL THEN
         PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
@@ -102,11 +108,12 @@ BEGIN
             'ready_generation', r.ready_generation, 'enqueue_shard', r.enqueue_shard, 'lane_seq', r.lane_seq),
             'available', 'cancelled');
     ELSE
-        t := awa._take_open_attempt(p_job_id, 'cancelled');
+        t := awa._take_open_attempt(p_job_id, 'cancelled', p_queue);
         IF t.job_id IS NOT NULL THEN
             PERFORM awa._finish_attempt(t, 'cancelled', t.errors);
         ELSE
-            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id RETURNING j.* INTO d;
+            DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue)
+            RETURNING j.* INTO d;
             IF NOT FOUND THEN
                 RETURN false;
             END IF;
@@ -119,15 +126,16 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.cancel_job(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.cancel_job(bigint) TO awa_admin;
-COMMENT ON FUNCTION awa.cancel_job(bigint) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.cancel_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.cancel_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.cancel_job(bigint, text) IS 'Cancel a live job wherever it is (waiting, running, scheduled); false when it is not live. Role: awa_admin.';
 
 -- Delete a job in any state (1.1: a completion is found through its ready row, its
--- terminal row (1.0) or its completion batch with it).
-CREATE FUNCTION awa.delete_job(p_job_id bigint) RETURNS boolean
+-- terminal row (1.0) or its completion batch with it). p_queue as for cancel_job: given, a
+-- job of another queue is unknown there (false, nothing changes).
+CREATE FUNCTION awa.delete_job(p_job_id bigint, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
@@ -137,32 +145,34 @@ DECLARE
     v_batch record;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_queue);
     v_found := r.job_id IS NOT NULL;
     IF NOT v_found THEN
-        DELETE FROM awa.deferred_jobs WHERE job_id = p_job_id;
+        DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND (p_queue IS NULL OR j.queue = p_queue);
         v_found := FOUND;
     END IF;
     IF NOT v_found THEN
-        t := awa._take_open_attempt(p_job_id, 'terminal_removed');
+        t := awa._take_open_attempt(p_job_id, 'terminal_removed', p_queue);
         v_found := t.job_id IS NOT NULL;
     END IF;
     -- Terminal rows: those the job index holds, then a completion's, through its ready row.
     -- A completion's ready row goes with it: its terminal row is what ended its receipt
     -- (awa._open_receipts), and the ready row alone would make the receipt look open again.
     DELETE FROM awa.done_entries d
-     WHERE d.job_id = p_job_id AND (d.state <> 'completed' OR d.kind IS NOT NULL);
+     WHERE d.job_id = p_job_id AND (p_queue IS NULL OR d.queue = p_queue)
+       AND (d.state <> 'completed' OR d.kind IS NOT NULL);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     WITH completion AS (
         DELETE FROM awa.done_entries d USING awa.ready_entries x
-         WHERE x.job_id = p_job_id AND d.state = 'completed' AND d.kind IS NULL
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND d.state = 'completed' AND d.kind IS NULL
            AND d.ready_slot = x.ready_slot AND d.ready_generation = x.ready_generation AND d.queue = x.queue
            AND d.priority = x.priority AND d.enqueue_shard = x.enqueue_shard AND d.lane_seq = x.lane_seq
         RETURNING d.ready_slot, d.queue, d.priority, d.enqueue_shard, d.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT count(*) INTO v_rows FROM completion;
     v_found := v_found OR v_rows > 0;
@@ -177,14 +187,16 @@ BEGIN
                results = b.results[:array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) - 1]
                          || b.results[array_position(b.lane_offsets, (x.lane_seq % 64)::smallint) + 1:]
           FROM awa.ready_entries x
-         WHERE x.job_id = p_job_id AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue)
+           AND b.ready_slot = x.ready_slot AND b.ready_generation = x.ready_generation
            AND b.queue = x.queue AND b.priority = x.priority AND b.enqueue_shard = x.enqueue_shard
            AND b.lane_block = x.lane_seq / 64
            AND (x.lane_seq % 64)::smallint = ANY (b.lane_offsets)
         RETURNING b.ready_slot, b.queue, b.priority, b.enqueue_shard, b.lane_block, x.lane_seq),
     ready AS (
         DELETE FROM awa.ready_entries x USING completion c
-         WHERE x.job_id = p_job_id AND x.ready_slot = c.ready_slot AND x.queue = c.queue
+         WHERE x.job_id = p_job_id AND (p_queue IS NULL OR x.queue = p_queue) AND x.ready_slot = c.ready_slot
+           AND x.queue = c.queue
            AND x.priority = c.priority AND x.enqueue_shard = c.enqueue_shard AND x.lane_seq = c.lane_seq)
     SELECT c.ready_slot, c.queue, c.priority, c.enqueue_shard, c.lane_block INTO v_batch FROM completion c;
     IF v_batch.queue IS NOT NULL THEN
@@ -194,19 +206,19 @@ BEGIN
            AND b.enqueue_shard = v_batch.enqueue_shard AND b.lane_block = v_batch.lane_block
            AND b.ready_slot = v_batch.ready_slot AND b.lane_offsets = '{}';
     END IF;
-    DELETE FROM awa.dlq_entries WHERE job_id = p_job_id;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_queue IS NULL OR e.queue = p_queue);
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     v_found := v_found OR v_rows > 0;
     IF v_found THEN
-        DELETE FROM awa.job_unique_claims WHERE job_id = p_job_id;
+        DELETE FROM awa.job_unique_claims u WHERE u.job_id = p_job_id AND (p_queue IS NULL OR u.queue = p_queue);
         PERFORM awa._job_finished(p_job_id);
     END IF;
     RETURN v_found;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.delete_job(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.delete_job(bigint) TO awa_admin;
-COMMENT ON FUNCTION awa.delete_job(bigint) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.delete_job(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.delete_job(bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.delete_job(bigint, text) IS 'Delete a job in any state and release its unique claim. Role: awa_admin.';
 
 -- Physical priority aging: waiting ready rows of lanes with priority > 1 move one
 -- priority up, always as a prefix of their lane in lane_seq order (from the claim cursor
@@ -289,22 +301,47 @@ REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) FROM P
 GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO awa_admin;
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
+-- Move a job's unique claim from queue p_from to queue p_to (unique keys are per queue):
+-- 23505 when a live job of p_to holds the key. Nothing when the job holds no claim in p_from
+-- or the queue does not change.
+CREATE FUNCTION awa._move_unique_claim(p_job_id bigint, p_from text, p_to text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_from IS NULL OR p_from = p_to THEN
+        RETURN;
+    END IF;
+    WITH gone AS (DELETE FROM awa.job_unique_claims u WHERE u.queue = p_from AND u.job_id = p_job_id
+                  RETURNING u.unique_key)
+    INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) SELECT g.unique_key, p_job_id, p_to FROM gone g;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._move_unique_claim(bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: move a job''s unique claim to another queue (23505 when a job there holds the key).';
+
 -- Move a scheduled/retryable or unclaimed ready job to another queue (and optionally
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
--- does not exist yet is created, as an enqueue would create it.
-CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL)
+-- does not exist yet is created, as an enqueue would create it. p_from_queue, the routing
+-- argument (p_queue is the destination): NULL finds the job by id alone; given, a job of
+-- another queue is not moved (false), as for cancel_job.
+CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL,
+                               p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     r awa.ready_entries;
     v_priority smallint;
+    v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    SELECT j.queue INTO v_from FROM awa.deferred_jobs j
+     WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
     UPDATE awa.deferred_jobs j
        SET queue = p_queue,
            priority = coalesce(p_priority, j.priority),
@@ -312,14 +349,16 @@ BEGIN
                CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
                || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
                        THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id;
+     WHERE j.job_id = p_job_id AND j.queue = v_from;
     IF FOUND THEN
+        PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
-    r := awa._take_unclaimed_ready(p_job_id);
+    r := awa._take_unclaimed_ready(p_job_id, p_from_queue);
     IF r.job_id IS NULL THEN
         RETURN false;
     END IF;
+    PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
@@ -328,17 +367,20 @@ BEGIN
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.move_queue(bigint, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.move_queue(bigint, text, bigint) TO awa_admin;
-COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.move_queue(bigint, text, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_queue(bigint, text, bigint, text) TO awa_admin;
+COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint, text) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
 
 -- Bring a job back from the dead-letter queue, optionally into another queue or priority
 -- (attempt restarts at 0, run_lease and ordering key kept; a future p_run_at schedules it).
+-- p_from_queue, the routing argument (p_queue is the destination): NULL finds the dead
+-- letter by id alone; given, a dead letter of another queue is not retried (false).
 CREATE FUNCTION awa.retry_from_dlq(p_job_id bigint, p_queue text DEFAULT NULL,
-                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL)
+                                   p_priority bigint DEFAULT NULL, p_run_at timestamptz DEFAULT NULL,
+                                   p_from_queue text DEFAULT NULL)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
     x awa.dlq_entries;
@@ -351,7 +393,8 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
-    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id RETURNING e.* INTO x;
+    DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
+    RETURNING e.* INTO x;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -363,11 +406,23 @@ BEGIN
         'metadata', awa._stamp_metadata(x.metadata,
             CASE WHEN coalesce(p_queue, x.queue) <> x.queue
                  THEN jsonb_build_object('_awa_original_queue', x.queue) ELSE '{}' END)));
+    -- Unique keys are per queue: a job that changes queue leaves a claim it held in the old
+    -- one, and takes its key in the new one when its new state is in its mask.
+    IF d.queue <> x.queue THEN
+        PERFORM awa._set_unique_claim(x.job_id, x.unique_key, false, x.queue);
+        IF awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state) THEN
+            PERFORM awa._set_unique_claim(d.job_id, d.unique_key, true, d.queue);
+        END IF;
+    END IF;
     IF v_later THEN
         INSERT INTO awa.deferred_jobs SELECT (d).*;
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'scheduled', d.queue);
+        END IF;
     ELSE
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available');
+        IF d.queue = x.queue THEN
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, 'failed', 'available', d.queue);
+        END IF;
         PERFORM awa._enqueue_ready(ARRAY[d]);
     END IF;
     -- Back in its mask, the job must hold its key. When another live job holds it, the dead
@@ -375,19 +430,21 @@ BEGIN
     -- its claim would leave the key free once the holder's claim goes, for a third job.
     IF d.unique_key IS NOT NULL AND d.unique_states IS NOT NULL
        AND awa.job_state_in_bitmask(d.unique_states, CASE WHEN v_later THEN 'scheduled' ELSE 'available' END::awa.job_state)
-       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
+       AND NOT EXISTS (SELECT 1 FROM awa.job_unique_claims u
+                        WHERE u.queue = d.queue AND u.unique_key = d.unique_key AND u.job_id = d.job_id) THEN
         RAISE EXCEPTION 'duplicate key value violates unique constraint "idx_awa_jobs_unique"'
             USING ERRCODE = '23505',
                   DETAIL = format('Job %s holds the unique key of job %s.',
-                                  (SELECT u.job_id FROM awa.job_unique_claims u WHERE u.unique_key = d.unique_key), d.job_id),
+                                  (SELECT u.job_id FROM awa.job_unique_claims u
+                                    WHERE u.queue = d.queue AND u.unique_key = d.unique_key), d.job_id),
                   HINT = 'Retry the dead letter once that job has left the key''s states.';
     END IF;
     RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) TO awa_admin;
-COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) TO awa_admin;
+COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
 
 -- Move a failed terminal job into the dead-letter queue with a reason. The body comes
 -- from the done row or, where that is narrow, from the ready row of the same lane
@@ -450,7 +507,7 @@ BEGIN
          ORDER BY j.priority, j.enqueue_shard NULLS LAST, j.lane_seq NULLS LAST, j.id
          LIMIT p_limit
     LOOP
-        IF awa.cancel_job(v_id) THEN
+        IF awa.cancel_job(v_id, p_queue) THEN
             v_cancelled := v_cancelled + 1;
         END IF;
     END LOOP;
@@ -480,7 +537,7 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
     FOR r IN
-        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.job_id = j.id) AS dead_lettered
+        SELECT j.id, EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue AND e.job_id = j.id) AS dead_lettered
           FROM awa.jobs j
          WHERE j.queue = p_queue AND j.state = 'failed' AND (p_kind IS NULL OR j.kind = p_kind)
          ORDER BY j.id
@@ -488,7 +545,7 @@ BEGIN
     LOOP
         BEGIN
             IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
-               AND awa.retry_from_dlq(r.id) THEN
+               AND awa.retry_from_dlq(r.id, p_from_queue => p_queue) THEN
                 v_retried := v_retried + 1;
             END IF;
         EXCEPTION WHEN unique_violation THEN

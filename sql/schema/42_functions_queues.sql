@@ -220,7 +220,7 @@ BEGIN
         ON e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     -- Deferred rows first: a promotion holding some finishes, and its rows are then waiting rows.
     WITH gone AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id)
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT count(*) INTO v_deferred FROM gone;
     WITH lanes AS (
         SELECT l.priority, l.enqueue_shard, h.claim_seq, l.bound
@@ -232,7 +232,7 @@ BEGIN
          WHERE r.queue = p_queue AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard
            AND r.lane_seq >= l.claim_seq
         RETURNING r.job_id, r.priority, r.enqueue_shard, r.lane_seq),
-    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.job_id = g.job_id),
+    released AS (DELETE FROM awa.job_unique_claims u USING gone g WHERE u.queue = p_queue AND u.job_id = g.job_id),
     per_lane AS (
         SELECT g.priority, g.enqueue_shard,
                least(max(g.lane_seq) + 1, min(l.bound)) AS next_seq, count(*) AS removed
@@ -343,8 +343,8 @@ BEGIN
                AND b.receipt_base IN (SELECT c.receipt_base FROM awa._open_receipts c WHERE c.queue = p_queue)
              ORDER BY b.receipt_base FOR UPDATE OF b) b;
     WITH closed AS (
-        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome)
-        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled' FROM awa._open_receipts c
+        INSERT INTO awa.lease_claim_closures (claim_slot, job_id, run_lease, outcome, queue)
+        SELECT c.claim_slot, c.job_id, c.run_lease, 'cancelled', p_queue FROM awa._open_receipts c
          WHERE c.queue = p_queue AND c.receipt_base = ANY (v_batches)
          ORDER BY c.receipt_base, c.job_id, c.run_lease
         ON CONFLICT DO NOTHING
@@ -358,7 +358,7 @@ BEGIN
                RETURNING l.job_id, l.run_lease),
     ended AS (SELECT job_id, run_lease FROM closed UNION ALL SELECT job_id, run_lease FROM leased),
     heartbeats AS (DELETE FROM awa.attempt_state a USING ended o
-                    WHERE a.job_id = o.job_id AND a.run_lease = o.run_lease)
+                    WHERE a.queue = p_queue AND a.job_id = o.job_id AND a.run_lease = o.run_lease)
     SELECT count(*) INTO v_running FROM ended;
 
     -- Every row that names the queue, history included (a ready row without its lane would
@@ -391,7 +391,7 @@ BEGIN
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
-           WHERE u.job_id = g.job_id)
+           WHERE u.queue = p_queue AND u.job_id = g.job_id)
     SELECT (SELECT count(*) FROM r JOIN awa.lane_cursors h
               ON h.queue = p_queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
              WHERE r.lane_seq >= h.claim_seq),

@@ -73,6 +73,30 @@ check "the launcher is back after a crash" "$?" "0"
 q plain -c "SELECT awa.insert_job_compat('after_crash', 'lq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
 wait_for plain 20 "SELECT state FROM awa.jobs WHERE kind = 'after_crash'" available; check "maintenance resumes after the crash" "$?" "0"
 
+# One database switched off by its own setting (ALTER DATABASE ... SET awa_shard.maintenance
+# = off): no pass runs there any more and no worker stays, claims there promote their due
+# jobs themselves, and RESET gives it back its maintenance within a minute.
+q postgres -c "CREATE DATABASE own_off" && q own_off -c "CREATE EXTENSION awa_shard" && seed own_off
+wait_for own_off 10 "SELECT served_by FROM awa.maintenance_status WHERE database = 'own_off'" worker
+check "switched off: served by a worker before" "$?" "0"
+q postgres -c "ALTER DATABASE own_off SET awa_shard.maintenance = off"
+wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'own_off'" 0
+check "switched off: its worker leaves" "$?" "0"
+before=$(q plain -c "SELECT passes FROM awa.maintenance_status WHERE database = 'own_off'")
+sleep 2
+check "switched off: no more passes (2 s, ten intervals)" \
+  "$(q plain -c "SELECT passes > 0 FROM awa.maintenance_status WHERE database = 'own_off'"),$(q plain -c "SELECT passes FROM awa.maintenance_status WHERE database = 'own_off'")" "t,$before"
+check "switched off: its claims promote due jobs, the view says so" \
+  "$(q own_off -c "SELECT awa.insert_job_compat('own_due', 'oq', p_state => 'scheduled', p_run_at => now() - interval '1 second') IS NOT NULL" >/dev/null;
+     q own_off -c "SELECT count(*) FROM awa.claim_ready_runtime('oq', 10, 0, 0)"),$(q own_off -c "SELECT served_by FROM awa.maintenance_status WHERE database = current_database()")" "1,claims"
+q plain -c "SELECT awa.insert_job_compat('others_kept', 'lq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
+wait_for plain 10 "SELECT state FROM awa.jobs WHERE kind = 'others_kept'" available
+check "switched off in one database: the others keep their maintenance" "$?" "0"
+q postgres -c "ALTER DATABASE own_off RESET awa_shard.maintenance"
+wait_for own_off 75 "SELECT served_by FROM awa.maintenance_status WHERE database = 'own_off'" worker
+check "switched on again (RESET): served by a worker within a minute" "$?" "0"
+q postgres -c "DROP DATABASE own_off" >/dev/null
+
 # More databases than workers: 4 background-worker slots (the launcher and logical
 # replication's launcher take two), a pool of 2, and 7 databases with awa_shard (plain,
 # m1..m6). Counts only; the deadlines are generous.

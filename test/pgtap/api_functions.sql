@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(75);
+SELECT plan(80);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -23,13 +23,27 @@ SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['bytea', 'bigint'], '
 SELECT has_function('awa', 'shard_for_ordering_key', ARRAY['text', 'bigint'], 'shard_for_ordering_key(text, bigint)');
 SELECT has_function('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'],
                     'claim_ready_runtime signature');
-SELECT has_function('awa', 'complete_jobs', ARRAY['bigint[]', 'bigint[]', 'jsonb[]'], 'complete_jobs signature (results since 1.1)');
-SELECT has_function('awa', 'fail_job', ARRAY['bigint', 'bigint', 'text', 'interval'], 'fail_job signature');
-SELECT has_function('awa', 'fail_job_to_dlq', ARRAY['bigint', 'bigint', 'text', 'text'], 'fail_job_to_dlq signature');
-SELECT has_function('awa', 'retry_job_after', ARRAY['bigint', 'bigint', 'interval'], 'retry_job_after signature');
-SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval'], 'snooze_job signature');
-SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]'], 'heartbeat_jobs signature');
-SELECT has_function('awa', 'set_progress', ARRAY['bigint', 'bigint', 'jsonb'], 'set_progress signature');
+-- The worker-facing calls end with their routing argument p_queue text DEFAULT NULL (1.1;
+-- p_from_queue for move_queue and retry_from_dlq, whose p_queue is the destination).
+SELECT has_function('awa', 'complete_jobs', ARRAY['bigint[]', 'bigint[]', 'jsonb[]', 'text'], 'complete_jobs signature (results and p_queue since 1.1)');
+SELECT has_function('awa', 'fail_job', ARRAY['bigint', 'bigint', 'text', 'interval', 'text'], 'fail_job signature');
+SELECT has_function('awa', 'fail_job_to_dlq', ARRAY['bigint', 'bigint', 'text', 'text', 'text'], 'fail_job_to_dlq signature');
+SELECT has_function('awa', 'retry_job_after', ARRAY['bigint', 'bigint', 'interval', 'text'], 'retry_job_after signature');
+SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval', 'text'], 'snooze_job signature');
+SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]', 'text'], 'heartbeat_jobs signature');
+SELECT has_function('awa', 'set_progress', ARRAY['bigint', 'bigint', 'jsonb', 'text'], 'set_progress signature');
+SELECT has_function('awa', 'cancel_job', ARRAY['bigint', 'text'], 'cancel_job signature');
+SELECT has_function('awa', 'delete_job', ARRAY['bigint', 'text'], 'delete_job signature');
+SELECT has_function('awa', 'move_queue', ARRAY['bigint', 'text', 'bigint', 'text'], 'move_queue signature');
+SELECT has_function('awa', 'retry_from_dlq', ARRAY['bigint', 'text', 'bigint', 'timestamp with time zone', 'text'], 'retry_from_dlq signature');
+SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text) FROM pg_proc p
+            WHERE p.pronamespace = 'awa'::regnamespace
+              AND p.proname IN ('complete_jobs', 'heartbeat_jobs', 'set_progress', 'fail_job', 'fail_job_to_dlq',
+                                'retry_job_after', 'snooze_job', 'cancel_job', 'delete_job', 'move_queue', 'retry_from_dlq')
+              AND NOT (p.proargnames[p.pronargs] IN ('p_queue', 'p_from_queue')
+                       AND p.proargtypes[p.pronargs - 1] = 'text'::regtype
+                       AND pg_get_expr(p.proargdefaults, 0) LIKE '%NULL::text')),
+          NULL, 'every worker-facing call ends with its routing argument, text DEFAULT NULL');
 SELECT has_function('awa', 'wait_for_job', ARRAY['bigint', 'bigint'], 'wait_for_job signature');
 SELECT has_function('awa', 'cancel_jobs', ARRAY['text', 'text', 'awa.job_state[]', 'bigint'], 'cancel_jobs signature');
 SELECT has_function('awa', 'retry_jobs', ARRAY['text', 'text', 'bigint'], 'retry_jobs signature');

@@ -8,10 +8,10 @@ SELECT plan(74);
 
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
-    ('awa.cancel_job(bigint)'), ('awa.delete_job(bigint)'),
+    ('awa.cancel_job(bigint, text)'), ('awa.delete_job(bigint, text)'),
     ('awa.age_waiting_priorities(interval, bigint, text)'),
-    ('awa.move_queue(bigint, text, bigint)'),
-    ('awa.retry_from_dlq(bigint, text, bigint, timestamptz)'),
+    ('awa.move_queue(bigint, text, bigint, text)'),
+    ('awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)'),
     ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, bigint)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, bigint)'),
     ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.drop_queue(text, boolean)'),
