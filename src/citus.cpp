@@ -149,6 +149,37 @@ citus_present()
 	return citus_extension;
 }
 
+/* require_queue_local, and under Citus once distributed a NULL queue refused (0A000). */
+void
+require_queue_local_or_given(text *queue)
+{
+	static SPIPlanPtr distributed_plan = nullptr;
+	Datum result;
+	bool distributed;
+
+	if (!citus_present())
+		return;
+	if (queue != nullptr)
+	{
+		require_queue_local(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+		return;
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&distributed_plan,
+			  "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "               WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass)",
+			  0, nullptr);
+	exec_plan(distributed_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "distribution");
+	distributed = spi_single_value(&result) && DatumGetBool(result);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (distributed)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("on a Citus cluster this call needs p_queue"),
+						errdetail("Without the queue, Citus cannot send the call to the queue's worker."),
+						errhint("Pass the job's queue as p_queue, alone in its statement.")));
+}
+
 /* Refuse a call whose queue's shard is not on this node (0A000, with a hint). */
 void
 require_queue_local(const char *queue, int queue_len)

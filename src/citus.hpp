@@ -25,6 +25,12 @@ bool citus_present();
 void require_queue_local(const char *queue, int queue_len);
 
 /*
+ * The same for a call whose p_queue may be NULL (by id alone): under Citus, once distributed,
+ * NULL is refused (0A000, hint: give p_queue), since such a call cannot be delegated.
+ */
+void require_queue_local_or_given(text *queue);
+
+/*
  * Under Citus, once the queue's tables are distributed: a kept plan of `sql` in which every
  * distributed table of awa is named by its shard holding `queue` (on this node: the caller
  * checked). PostgreSQL plans it as an ordinary statement, so nothing of it leaves this node
