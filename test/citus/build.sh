@@ -24,7 +24,14 @@ PG_CONFIG=${PG_CONFIG:-$(command -v pg_config || true)}
 [ -x "$PG_CONFIG" ] || { echo "citus: no pg_config (set PG_CONFIG)"; exit 1; }
 
 pgver=$("$PG_CONFIG" --version)
-key=$( { sha256sum "$archive" | cut -d' ' -f1; [ -f "$patchf" ] && sha256sum "$patchf" | cut -d' ' -f1; echo "$pgver"; "$PG_CONFIG" --pkglibdir; } | sha256sum | cut -c1-16)
+# The project's own fixes to Citus, applied after the vendor's patch (test/citus/*.patch):
+# citus-13.2.2-null-distribution-argument.patch — a delegated function called with its
+# distribution argument NULL (a DEFAULT NULL p_queue left out) crashed the backend: Citus
+# hashed the NULL; it now runs the call where it was made.
+own_patches=$(ls "$here"/citus-*.patch 2>/dev/null || true)
+key=$( { sha256sum "$archive" | cut -d' ' -f1; [ -f "$patchf" ] && sha256sum "$patchf" | cut -d' ' -f1
+         for p in $own_patches; do sha256sum "$p" | cut -d' ' -f1; done
+         echo "$pgver"; "$PG_CONFIG" --pkglibdir; } | sha256sum | cut -c1-16)
 cache_root=${AWA_CITUS_CACHE:-${XDG_CACHE_HOME:-/var/cache}/awa_shard}
 cache=$cache_root/citus-$key
 pkglibdir=$("$PG_CONFIG" --pkglibdir)
@@ -49,6 +56,7 @@ if [ ! -f "$cache/.complete" ]; then
   tar xzf "$archive" -C "$work"
   src=$(find "$work" -maxdepth 1 -mindepth 1 -type d | head -1)
   [ -f "$patchf" ] && (cd "$src" && patch -s -p1 < "$patchf")
+  for p in $own_patches; do (cd "$src" && patch -s -p1 < "$p"); done
   # A PostgreSQL whose include directory lacks libpq's headers (a relocated copy) takes the
   # system libpq's (libpq-dev).
   extra_cppflags=""
