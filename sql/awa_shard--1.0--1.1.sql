@@ -91,6 +91,35 @@ CREATE UNIQUE INDEX idx_awa_jobs_unique ON awa.job_unique_claims (queue, unique_
 CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES IN (-1);
 GRANT SELECT ON awa.done_entries_retained TO awa_admin;
 
+-- The result of a completed job kept past its ring slot (its completion batch goes).
+ALTER TABLE awa.done_entries ADD COLUMN result jsonb;
+COMMENT ON COLUMN awa.done_entries.result IS 'The result of a completed job kept past its ring slot (retention buckets); NULL otherwise (a completion''s result is in its completion batch).';
+
+-- Retention buckets (docs/maintenance.md, "Retention"): finished jobs of a queue with a
+-- retention (awa.set_queue_retention) that outlive their ring slot are copied by prune, once
+-- and with their body and result, into the bucket of done_entries that expires after them
+-- (ready_slot -2 - bucket); a bucket is truncated whole once its expiry has passed
+-- (awa.expire_retention), never a row at a time. expires_at NULL: the bucket is free.
+CREATE TABLE awa.retention_buckets (
+    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 15),
+    expires_at timestamptz);
+INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 15) b;
+SELECT pg_catalog.pg_extension_config_dump('awa.retention_buckets', '');
+GRANT SELECT ON awa.retention_buckets TO awa_admin;
+COMMENT ON TABLE awa.retention_buckets IS 'Retention buckets of done_entries (ready_slot -2 - bucket): when each expires (NULL: free).';
+DO $$
+BEGIN
+    FOR b IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.done_entries FOR VALUES IN (%s)',
+                       'done_entries_expiring_' || b, -2 - b);
+        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'done_entries_expiring_' || b);
+        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'done_entries_expiring_' || b)::regclass, '');
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_expiring_' || b,
+                       format('Retention bucket %s of awa.done_entries (ready_slot %s): finished jobs kept past their ring slot.', b, -2 - b));
+    END LOOP;
+END
+$$;
+
 -- Lane-first keys. Inside a ring partition the slot column is one constant, so the 1.0 key
 -- (slot, queue, priority, enqueue_shard, lane_seq) and the lane index (queue, priority,
 -- enqueue_shard, lane_seq) were the same order twice, and every row paid two index entries
@@ -214,6 +243,26 @@ $$;
 CREATE INDEX claim_batches_block_idx ON awa.claim_batches (queue, priority, enqueue_shard, lane_block, ready_slot);
 CREATE INDEX claim_batches_deadline_idx ON awa.claim_batches (deadline_at) WHERE deadline_at IS NOT NULL;
 GRANT SELECT ON awa.claim_batches TO awa_admin;
+
+-- How far deadline rescue has read the claim batches (one row). Every claim batch whose
+-- deadline_at is below deadline_watermark has no open attempt and never will have one again,
+-- so a pass reads only the batches from there on (each batch's attempts are tested by the few
+-- passes after its deadline, not by every pass until its slot is pruned). A pass proposes
+-- deadline_candidate (its own start, or the earliest deadline it left open) with the snapshot
+-- it read under (candidate_snapshot) and the next transaction id after it (candidate_next);
+-- a later pass makes it the watermark once every transaction running at that snapshot (its
+-- list, and the ids from its xmax up to candidate_next) has ended, since only those can still
+-- commit a batch whose deadline is below it (a claim holds its transaction id before it
+-- reads the clock).
+CREATE TABLE awa.rescue_progress (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    deadline_watermark timestamptz NOT NULL DEFAULT '-infinity',
+    deadline_candidate timestamptz,
+    candidate_snapshot pg_snapshot,
+    candidate_next xid8);
+INSERT INTO awa.rescue_progress DEFAULT VALUES;
+GRANT SELECT ON awa.rescue_progress TO awa_admin;
+COMMENT ON TABLE awa.rescue_progress IS 'Deadline rescue: claim batches with a deadline below deadline_watermark have no open attempt (one row).';
 
 -- The receipts of 1.0, one row each, become claim batches of one attempt with the same
 -- receipt id; receipt ids drawn from now on are above every one of them. (materialized_at
@@ -391,19 +440,21 @@ CREATE FUNCTION awa._ring_slot_freed(p_ring text, p_slot integer) RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
 
--- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
--- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
--- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
--- Producers and workers never wait on a prune's lock request longer than one try.
+-- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
+-- readers in) on awa.<table> for every table named, without ever queueing for long: the first
+-- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
+-- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
+-- workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
     v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
-                  || ' IN ACCESS EXCLUSIVE MODE';
+                  || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
     LOOP
@@ -420,7 +471,7 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
 
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
 -- row lock: they refuse to run where a statement does not see that state.
@@ -473,31 +524,142 @@ BEGIN
 END
 $$;
 
--- Copy the failed terminal rows of a queue slot, with their body, to the retained partition
--- (ready_slot -1), once; returns the rows copied by this call.
-CREATE FUNCTION awa._retain_failed(p_slot integer) RETURNS awa.done_entries[]
+-- The retention bucket (its ready_slot in done_entries, -2 - bucket) for rows that may go at
+-- p_deadline; NULL: the retained partition (-1), kept until retried or deleted. A bucket
+-- already expiring at p_deadline, else a free one, else (all 16 in use) the one expiring
+-- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
+-- goes before its deadline, only later when more deadlines are live than there are buckets.
+-- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket
+-- rows it locks, and it skips those expiry locks (when every one is, the prune steps back:
+-- 'skipped_locked').
+CREATE FUNCTION awa._retention_bucket(p_deadline timestamptz) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_bucket integer;
+BEGIN
+    IF p_deadline IS NULL THEN
+        RETURN -1;
+    END IF;
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at = p_deadline ORDER BY b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT f.bucket FROM awa.retention_buckets f WHERE f.expires_at IS NULL
+                            ORDER BY f.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+         WHERE b.expires_at > p_deadline ORDER BY b.expires_at, b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    END IF;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT l.bucket FROM awa.retention_buckets l WHERE l.expires_at IS NOT NULL
+                            ORDER BY l.expires_at DESC, l.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        -- Every bucket row is locked (by expiry): the prune steps back and tries again.
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+    END IF;
+    RETURN -2 - v_bucket;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._retention_bucket(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_bucket(timestamptz) IS 'Internal: the retention bucket (ready_slot) for rows that may go at a deadline; -1 (kept) for NULL.';
+
+-- When a row finished at p_finished and kept for p_retention may go: its expiry rounded up
+-- to a multiple of the bucket width, a power of two seconds from an eighth to a quarter of
+-- the retention (at least 64 s), so a queue's rows share a few buckets and so do queues of
+-- similar retentions. NULL when the row has expired by p_now (nothing to keep).
+CREATE FUNCTION awa._retention_deadline(p_finished timestamptz, p_retention interval, p_now timestamptz)
+    RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN CASE WHEN p_finished + p_retention > p_now THEN
+        to_timestamp((ceil(extract(epoch FROM p_finished + p_retention)
+                           / (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))
+                      * (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))::double precision)
+    END;
+REVOKE ALL ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) IS 'Internal: the bucket deadline of a row finished at a time and kept for a retention; NULL when expired.';
+
+-- The finished jobs of a queue slot that outlive it, hydrated with their body (and a
+-- completion's result), with the deadline of their bucket (NULL: kept, the default for
+-- failed jobs): failed rows (a queue without failed retention keeps them), cancelled rows
+-- of a queue with a failed retention, completions (terminal rows and completion batches) of
+-- a queue with a completed retention, each only while its retention has not run out at
+-- p_now. ready_slot is left to the caller.
+CREATE FUNCTION awa._retainable(p_slot integer, p_now timestamptz)
+    RETURNS TABLE (job awa.done_entries, deadline timestamptz)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+    SELECT x, k.deadline
+      FROM awa.done_entries d
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+       AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+      LEFT JOIN awa.queue_meta m ON m.queue = d.queue
+     CROSS JOIN LATERAL (SELECT CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                     ELSE m.failed_retention END AS retention) t
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(d.finalized_at, t.retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), NULL) x
+     WHERE d.ready_slot = p_slot
+       AND ((d.state = 'failed' AND t.retention IS NULL) OR k.deadline IS NOT NULL)
+    UNION ALL
+    SELECT x, k.deadline
+      FROM awa.completion_batches b
+      JOIN awa.queue_meta m ON m.queue = b.queue AND m.completed_retention IS NOT NULL
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(b.finalized_at, m.completed_retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL unnest(b.lane_offsets) WITH ORDINALITY AS u(lane_offset, n)
+      JOIN awa.ready_entries r
+        ON r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation AND r.queue = b.queue
+       AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.lane_seq = b.lane_block * 64 + u.lane_offset
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.done_entries, awa._job(r),
+                                     jsonb_build_object('ready_slot', b.ready_slot, 'ready_generation', b.ready_generation,
+                                                        'enqueue_shard', b.enqueue_shard, 'lane_seq', r.lane_seq,
+                                                        'state', 'completed', 'attempt', r.attempt + 1,
+                                                        'run_lease', r.run_lease + 1, 'attempted_at', b.attempted_at[u.n],
+                                                        'finalized_at', b.finalized_at, 'result', b.results[u.n])) x
+     WHERE b.ready_slot = p_slot AND k.deadline IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION awa._retainable(integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the finished jobs of a queue slot its queue keeps past the slot, hydrated, with their bucket deadline.';
+
+-- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
+-- and result, to the retained partition (failed jobs kept by default) or to the retention
+-- bucket of their deadline, once; returns the rows copied by this call.
+CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_deadlines timestamptz[];
+    v_slots integer[];
     v_copied awa.done_entries[];
 BEGIN
+    SELECT array_agg(x.deadline ORDER BY x.deadline), array_agg(awa._retention_bucket(x.deadline) ORDER BY x.deadline)
+      INTO v_deadlines, v_slots
+      FROM (SELECT DISTINCT r.deadline FROM awa._retainable(p_slot, v_now) r WHERE r.deadline IS NOT NULL) x;
     WITH copied AS (
         INSERT INTO awa.done_entries
-        SELECT x.*
-          FROM awa.done_entries d
-          LEFT JOIN awa.ready_entries r
-            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
-           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
-         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
-         WHERE d.ready_slot = p_slot AND d.state = 'failed'
+        SELECT y.*
+          FROM awa._retainable(p_slot, v_now) x
+          LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
+         CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
         ON CONFLICT DO NOTHING
         RETURNING *)
     SELECT array_agg(c) INTO v_copied FROM copied c;
     RETURN v_copied;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION awa._retain_finished(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retain_finished(integer) IS 'Internal: copy a queue slot''s finished jobs that outlive it, with body and result, to the retained partition or their retention bucket, once.';
 
 -- A slot whose pending (and retained failed) rows a prune has moved out keeps them, deleted,
 -- for the snapshots that do not see the move yet: moved_xid names the moving transaction, and
@@ -506,33 +668,48 @@ ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
 
 DROP FUNCTION awa.prune_queue_ring(integer);
--- Free a queue slot whose partitions this transaction holds (a prune): drop the unique
--- claims of the jobs whose last rows go with it -- completed and cancelled ones (failed rows
--- were retained, and keep theirs). Without this a key held in `completed` (the default mask)
--- could never be enqueued again. A claim row another transaction has locked (a delete of the
--- job) is skipped: the slot's partitions are locked, and a prune must not wait with them.
--- Then truncate the partitions and mark the slot free.
-CREATE FUNCTION awa._free_queue_slot(p_slot integer) RETURNS void
+-- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
+-- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
+-- with it -- completed and cancelled ones (failed rows were retained, and keep theirs).
+-- Without this a key held in `completed` (the default mask) could never be enqueued again. A
+-- claim row another transaction has locked (a delete of the job) is skipped: a prune must not
+-- wait with the slot's partitions locked. Only then take ACCESS EXCLUSIVE, the one lock that
+-- holds claims and completions of every queue out (their plans lock every ready partition),
+-- truncate the partitions and mark the slot free: readers wait for the truncate and the commit
+-- alone. Both locks are taken in short tries within p_budget_ms; false when one did not come
+-- (the caller steps back, and its rollback undoes the deletes).
+CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tables text[] := ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot, 'completion_batches_' || p_slot];
 BEGIN
-    DELETE FROM awa.job_unique_claims u
-     WHERE u.ctid = ANY (ARRAY(
-         SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                                        UNION ALL
-                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
-            FOR UPDATE SKIP LOCKED));
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, true) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = p_slot
+                                            UNION ALL
+                                            SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+                FOR UPDATE SKIP LOCKED));
+    END IF;
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, false) THEN
+        RETURN false;
+    END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
     UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
+    RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._free_queue_slot(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._free_queue_slot(integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free.';
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer, integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time.';
 
 -- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
 -- the procarray's horizon, read without waiting): then no reader can still need the rows
@@ -656,7 +833,7 @@ DECLARE
     v_slot integer;
     v_moved_by xid8;
     v_cursors awa.lane_cursors[];
-    v_failed awa.done_entries[];
+    v_copied awa.done_entries[];
     v_copy_early boolean;
     v_reason text;
     v_moved bigint;
@@ -685,12 +862,9 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
-                                                   'completion_batches_' || v_slot],
-                                             p_lock_timeout_ms::integer) THEN
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
-            PERFORM awa._free_queue_slot(v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -729,41 +903,23 @@ BEGIN
                     OR a.xact_start < pg_catalog.clock_timestamp()
                                       - pg_catalog.make_interval(secs => p_lock_timeout_ms / 1000.0)));
         IF v_copy_early THEN
-            v_failed := awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
+        -- SHARE ROW EXCLUSIVE keeps every writer of the slot out (producers that fenced it,
+        -- exits writing its terminal rows) and lets readers in: claims and completions of every
+        -- queue, whose plans lock every ready partition, go on while pending rows move. Only
+        -- the truncate below takes ACCESS EXCLUSIVE.
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms::integer) THEN
+                                         p_lock_timeout_ms::integer, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
-            PERFORM awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
-        -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
-        IF EXISTS (SELECT 1 FROM awa.lane_cursors h
-                     LEFT JOIN unnest(v_cursors) o
-                       ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
-                    WHERE h.claim_seq > coalesce(o.claim_seq, 1)
-                      AND EXISTS (SELECT 1 FROM awa.ready_entries r
-                                   WHERE r.ready_slot = v_slot AND r.queue = h.queue
-                                     AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
-        END IF;
-        -- Failed rows dead-lettered or deleted since they were copied: drop their copies.
-        IF v_failed IS NOT NULL THEN
-            DELETE FROM awa.done_entries k
-             USING unnest(v_failed) f
-             WHERE k.ready_slot = -1 AND k.queue = f.queue AND k.priority = f.priority
-               AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
-               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
-                                  AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
-                                  AND d.state = 'failed');
-        END IF;
-        -- The originals of the retained failed rows: a reader sees one or the other.
-        DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
-        GET DIAGNOSTICS v_retained = ROW_COUNT;
+        -- The heads of the lanes that still have pending rows in the slot: a claim can take
+        -- rows of the slot only under one of them. A claim holding one makes the prune step
+        -- back; once they are held, no claim opens an attempt on a row of the slot.
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
              WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
@@ -777,6 +933,66 @@ BEGIN
         EXCEPTION WHEN lock_not_available THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
+        -- Rows of the slot claimed after the cursors were remembered (read after the heads are
+        -- held, so a claim that committed before they were taken is seen): attempts may be open.
+        IF EXISTS (SELECT 1 FROM awa.lane_cursors h
+                     LEFT JOIN unnest(v_cursors) o
+                       ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
+                    WHERE h.claim_seq > coalesce(o.claim_seq, 1)
+                      AND EXISTS (SELECT 1 FROM awa.ready_entries r
+                                   WHERE r.ready_slot = v_slot AND r.queue = h.queue
+                                     AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
+        END IF;
+        -- Finished jobs dead-lettered, retried or deleted since they were copied: drop their
+        -- copies (a completion is still there while its completion batch names it).
+        IF v_copied IS NOT NULL AND v_copy_early THEN
+            DELETE FROM awa.done_entries k
+             USING unnest(v_copied) f
+             WHERE k.ready_slot = f.ready_slot AND k.queue = f.queue AND k.priority = f.priority
+               AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
+               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+                                  AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
+                                  AND d.state = f.state)
+               AND NOT (f.state = 'completed'
+                        AND EXISTS (SELECT 1 FROM awa.completion_batches b
+                                     WHERE b.ready_slot = v_slot AND b.queue = f.queue AND b.priority = f.priority
+                                       AND b.enqueue_shard = f.enqueue_shard AND b.lane_block = f.lane_seq / 64
+                                       AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets)));
+        END IF;
+        -- The originals of the retained rows: a reader sees one or the other. A retained
+        -- completion's batch goes, with the ready rows of every attempt it names (a receipt
+        -- whose ready row is gone is not open, as after the truncate), and so does the ready
+        -- row of a retained terminal completion (1.0).
+        IF v_copied IS NOT NULL THEN
+            DELETE FROM awa.done_entries d
+             USING unnest(v_copied) f
+             WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+               AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq AND d.state = f.state;
+            GET DIAGNOSTICS v_retained = ROW_COUNT;
+            WITH gone AS (
+                DELETE FROM awa.completion_batches b
+                 WHERE b.ready_slot = v_slot
+                   AND EXISTS (SELECT 1 FROM unnest(v_copied) f
+                                WHERE f.state = 'completed' AND f.queue = b.queue AND f.priority = b.priority
+                                  AND f.enqueue_shard = b.enqueue_shard AND f.lane_seq / 64 = b.lane_block
+                                  AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets))
+                RETURNING b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.lane_offsets),
+            ready AS (
+                DELETE FROM awa.ready_entries r
+                 USING gone g CROSS JOIN LATERAL unnest(g.lane_offsets) AS o(lane_offset)
+                 WHERE r.ready_slot = v_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
+                   AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard
+                   AND r.lane_seq = g.lane_block * 64 + o.lane_offset)
+            SELECT v_retained + count(*) INTO v_retained FROM gone;
+            DELETE FROM awa.ready_entries r
+             USING unnest(v_copied) f
+             WHERE f.state = 'completed' AND r.ready_slot = v_slot AND r.queue = f.queue
+               AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq
+               AND r.job_id = f.job_id;
+        END IF;
         -- Whole rows move: only the slot changes (no column is named).
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
@@ -812,7 +1028,11 @@ BEGIN
             UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id() WHERE slot = v_slot;
             v_result := 'moved';
         ELSE
-            PERFORM awa._free_queue_slot(v_slot);
+            -- Nothing pending and nothing retained: the truncate, the one step that holds
+            -- readers out (ACCESS EXCLUSIVE), from its lock to the commit.
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
         END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
@@ -823,6 +1043,64 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint, boolean) TO awa_admin;
+
+-- Free the retention bucket that expired first by p_now (at most one a call): drop the
+-- unique claims of its jobs, truncate it whole (no per-row delete, no dead rows left) and
+-- mark it free. A bucket prune is filling is skipped (its row is locked); its partition is
+-- locked in short tries as prune locks a ring slot's. Returns expired /
+-- skipped_none_expired / skipped_locked. p_now is the clock (awa.expire_retention passes
+-- now()).
+CREATE FUNCTION awa._expire_retention(p_now timestamptz, p_lock_timeout_ms bigint) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_bucket integer;
+    v_reason text;
+BEGIN
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at <= p_now ORDER BY b.expires_at, b.bucket LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        RETURN 'skipped_none_expired';
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['done_entries_expiring_' || v_bucket],
+                                         least(p_lock_timeout_ms, 2147483647)::integer) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = -2 - v_bucket)
+                FOR UPDATE SKIP LOCKED));
+        EXECUTE format('TRUNCATE awa.%I', 'done_entries_expiring_' || v_bucket);
+        UPDATE awa.retention_buckets SET expires_at = NULL WHERE bucket = v_bucket;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'expired';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._expire_retention(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._expire_retention(timestamptz, bigint) IS 'Internal: truncate and free the retention bucket that expired first by a given time.';
+
+-- Free the retention bucket that expired first (docs/maintenance.md, "Retention"); what
+-- maintenance runs every pass. Returns expired / skipped_none_expired / skipped_locked.
+CREATE FUNCTION awa.expire_retention(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    RETURN awa._expire_retention(now(), p_lock_timeout_ms);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.expire_retention(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.expire_retention(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.expire_retention(bigint) IS 'Truncate the retention bucket of finished jobs that expired first, if any. Role: awa_admin.';
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -918,8 +1196,7 @@ BEGIN
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
         -- rotation may still commit), and an ended receipt never opens again. So under the
-        -- partition locks, which every worker statement on the claim ring waits for, the
-        -- prune only compares the slot's count of claim batches with the one it counted
+        -- partition locks the prune only compares the slot's count of claim batches with the one it counted
         -- before its test, and steps back if it grew: a receipt that committed since is one
         -- just claimed (a claim appends at least one batch), open in all
         -- likelihood, and testing the slot again there (a probe per receipt, 0.4 s at
@@ -929,12 +1206,19 @@ BEGIN
             RETURN 'skipped_open_receipts';
         END IF;
         BEGIN
+            -- The count under SHARE ROW EXCLUSIVE (no claim can add a batch; completions and
+            -- readers go on), and ACCESS EXCLUSIVE, which every worker statement on the claim
+            -- ring waits for, for the truncate alone.
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer, true) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
+            END IF;
+            IF NOT awa._lock_ring_partitions(
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             EXECUTE format('TRUNCATE awa.%I, awa.%I', 'claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;
@@ -1017,7 +1301,8 @@ BEGIN
     -- would then wait for (a deadlock the worker can lose). The next call prunes.
     IF v_rescued THEN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
-                                              'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
+                                              'lease_prune', 'deferred', 'retention', 'deferred',
+                                              'claim_marks', awa.fold_claim_marks());
     END IF;
     v_prune := awa.prune_queue_ring(50, true);
     v_pruned := v_prune IN ('pruned', 'moved');
@@ -1033,14 +1318,31 @@ BEGIN
         v_prune := 'deferred';
     ELSE
         v_prune := awa.prune_attempt_ring('lease', 50);
+        v_pruned := v_prune = 'pruned';
+    END IF;
+    v_result := v_result || jsonb_build_object('lease_prune', v_prune);
+    -- Expired retention buckets: one truncate, unless a prune above took its locks already.
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.expire_retention(50);
     END IF;
     -- Last: the heads it locks stay locked only until this transaction commits.
-    RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
+    RETURN v_result || jsonb_build_object('retention', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.run_maintenance(interval, bigint) TO awa_admin;
 COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic task once (promotion, rescue, rotation, one prune); returns what each did. Role: awa_admin.';
+
+-- The next transaction id the cluster will assign (src/ring.cpp): read after a snapshot, every
+-- transaction running at that snapshot has a lower id.
+CREATE FUNCTION awa._next_xid() RETURNS xid8
+    AS 'MODULE_PATHNAME', 'awa_next_xid'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._next_xid() FROM PUBLIC;
+COMMENT ON FUNCTION awa._next_xid() IS 'Internal: the next transaction id the cluster will assign.';
 
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
@@ -1057,6 +1359,15 @@ COMMENT ON FUNCTION awa.run_maintenance(interval, bigint) IS 'Every periodic tas
 -- of the ready, batch and attempt tables) took 10-17 ms to make on every call, 95 % of an
 -- idle maintenance pass, and the generic plan runs as fast (regression test
 -- maintenance_guarantees; docs/benchmarks.md, "maintenance pass").
+-- The deadline search reads claim batches from awa.rescue_progress's watermark on (their
+-- deadline index), so a pass costs the batches whose deadline passed since the passes before
+-- it and the attempts still open among them, not every completed claim of the ring
+-- (regression test rescue_deadline_cost). A pass at READ COMMITTED that gets the progress row
+-- (SKIP LOCKED: a concurrent pass keeps it) moves the watermark up to the candidate of an
+-- earlier pass once every transaction running at that candidate's snapshot has ended, and
+-- leaves its own candidate: its start, or the earliest deadline of an attempt it left open
+-- (its batch was busy, or beyond p_limit), with the snapshot it read that under and the next
+-- transaction id after it.
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
@@ -1065,15 +1376,50 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz := clock_timestamp() - p_stale;
+    v_from timestamptz := '-infinity';
+    v_progress awa.rescue_progress;
+    v_owner boolean := false;
+    v_ended boolean := false;
+    v_open_from timestamptz;
+    v_open_snapshot pg_snapshot;
+    v_open_next xid8;
     r record;
     t awa.taken_attempt;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
+    IF p_deadlines THEN
+        -- After v_now, so that a candidate left below is never later than the snapshot it
+        -- is read under.
+        IF current_setting('transaction_isolation') = 'read committed' THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress FOR UPDATE SKIP LOCKED;
+            v_owner := FOUND;
+        END IF;
+        IF NOT v_owner THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress;
+        END IF;
+        v_from := coalesce(v_progress.deadline_watermark, '-infinity');
+        -- Every transaction that was running when the candidate was read (those of its
+        -- snapshot's list, and any from its xmax up to the next id read after it: ids that
+        -- high are not listed) has ended by now, so the search below sees every batch any of
+        -- them committed. A range too long to test id by id waits until all of it has ended.
+        IF v_owner AND v_progress.candidate_snapshot IS NOT NULL THEN
+            SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(v_progress.candidate_snapshot) x
+                                WHERE NOT pg_catalog.pg_visible_in_snapshot(x, s.cur))
+                   AND (pg_catalog.pg_snapshot_xmin(s.cur) >= v_progress.candidate_next
+                        OR (s.next - s.xmax <= 10000
+                            AND NOT EXISTS (SELECT 1 FROM pg_catalog.generate_series(s.xmax, s.next - 1) g
+                                             WHERE NOT pg_catalog.pg_visible_in_snapshot(g::text::xid8, s.cur))))
+              INTO v_ended
+              FROM (SELECT pg_catalog.pg_current_snapshot() AS cur,
+                           pg_catalog.pg_snapshot_xmax(v_progress.candidate_snapshot)::text::bigint AS xmax,
+                           v_progress.candidate_next::text::bigint AS next) s;
+        END IF;
+    END IF;
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now
+             WHERE p_deadlines AND c.deadline_at >= v_from AND c.deadline_at < v_now
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
@@ -1106,6 +1452,25 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    IF v_owner THEN
+        -- The earliest deadline still open in what this pass searched (its own rescues are
+        -- closed now), read together with the snapshot that saw it.
+        SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
+          INTO v_open_from, v_open_snapshot
+          FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        v_open_next := awa._next_xid();
+        UPDATE awa.rescue_progress p
+           SET deadline_watermark = CASE WHEN v_ended
+                                         THEN greatest(p.deadline_watermark, least(p.deadline_candidate, v_open_from))
+                                         ELSE p.deadline_watermark END,
+               deadline_candidate = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_from ELSE p.deadline_candidate END,
+               candidate_snapshot = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_snapshot ELSE p.candidate_snapshot END,
+               candidate_next = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                     THEN v_open_next ELSE p.candidate_next END
+         WHERE p.only_row;
+    END IF;
     IF v_cutoff IS NOT NULL THEN
         -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
         -- after the completion of its attempt, which could not see the uncommitted row and left
@@ -1480,7 +1845,8 @@ BEGIN
     FOR t IN SELECT * FROM (VALUES ('storage_transition_state', 'singleton'), ('plane_settings', 'singleton'),
                                    ('queue_ring_state', 'singleton'), ('lease_ring_state', 'singleton'),
                                    ('claim_ring_state', 'singleton'), ('queue_ring_slots', 'slot'),
-                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot')) AS v(tbl, key) LOOP
+                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot'),
+                                   ('retention_buckets', 'bucket')) AS v(tbl, key) LOOP
         EXECUTE format('CREATE TRIGGER restore_upsert BEFORE INSERT ON awa.%I FOR EACH ROW '
                        'EXECUTE FUNCTION awa._restore_upsert(%L)', t.tbl, t.key);
         PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', t.tbl)::regclass, '');
@@ -1799,6 +2165,9 @@ GRANT EXECUTE ON FUNCTION
 ALTER TABLE awa.plane_settings ADD COLUMN dlq_enabled_by_default boolean NOT NULL DEFAULT false;
 ALTER TABLE awa.queue_meta ADD COLUMN dlq_enabled boolean;
 
+-- Retention per queue (awa.set_queue_retention): NULL is the default.
+ALTER TABLE awa.queue_meta ADD COLUMN completed_retention interval, ADD COLUMN failed_retention interval;
+
 -- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
 CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
     LANGUAGE sql STABLE
@@ -1970,6 +2339,31 @@ $$;
 
 DROP FUNCTION awa.pause_queue(text);
 DROP FUNCTION awa.resume_queue(text);
+
+-- How long a known queue's finished jobs stay visible at least (docs/operations.md,
+-- "Retention"): p_completed for completed jobs, p_failed for failed and cancelled ones; NULL
+-- is the default (completed and cancelled jobs until their ring slot is pruned, failed ones
+-- until retried or deleted). Applies to jobs whose ring slot is pruned from now on.
+CREATE FUNCTION awa.set_queue_retention(p_queue text, p_completed interval, p_failed interval) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._check_arg(p_completed >= interval '0', 'p_completed must not be negative');
+    PERFORM awa._check_interval(p_completed, 'p_completed');
+    PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
+    PERFORM awa._check_interval(p_failed, 'p_failed');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
+    ON CONFLICT (queue) DO UPDATE
+        SET completed_retention = EXCLUDED.completed_retention, failed_retention = EXCLUDED.failed_retention;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_queue_retention(text, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_queue_retention(text, interval, interval) TO awa_admin;
+COMMENT ON FUNCTION awa.set_queue_retention(text, interval, interval)
+    IS 'Set how long a known queue''s completed, and failed or cancelled, jobs stay visible at least (NULL: the default). Role: awa_admin.';
 
 -- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
 -- call paused it, false when it was paused already.
@@ -2239,6 +2633,7 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    PERFORM awa._forget_rate_limit(p_queue);
     PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
@@ -2336,7 +2731,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -2357,6 +2752,7 @@ CREATE OR REPLACE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot >= 0  -- in a ring slot: a retained completion carries its body
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
     -- and their offset in the batch (the attempt is the ready row's, plus one).
@@ -2429,13 +2825,15 @@ BEGIN
 END
 $$;
 
--- One row per known queue: its settings (width, paused, effective DLQ setting), the cheap
--- depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
--- the age of its oldest waiting job.
+-- One row per known queue: its settings (width, paused, effective DLQ setting, flow-control
+-- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the
+-- queue's rows), the age of its oldest waiting job and its retentions (NULL: the default).
 CREATE FUNCTION awa._queues()
     RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
-                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
+                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
+                   rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                   completed_retention interval, failed_retention interval)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -2452,7 +2850,8 @@ AS $$
               JOIN awa.ready_entries r
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
-             WHERE h.queue = n.queue AND r.queue = n.queue)
+             WHERE h.queue = n.queue AND r.queue = n.queue),
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -2462,7 +2861,7 @@ $$;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention
       FROM awa._queues();
 
 REVOKE ALL ON FUNCTION
@@ -2675,7 +3074,6 @@ COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lan
 COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 COMMENT ON FUNCTION awa._fail_exhausted(awa.taken_attempt, text) IS 'Internal: end a job whose last attempt failed: the DLQ or a failed terminal row.';
-COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 COMMENT ON FUNCTION awa._count_failed(text, smallint) IS 'Internal: count one terminal failure of a (queue, shard) in shared memory.';
 COMMENT ON FUNCTION awa._defer_attempt(awa.taken_attempt, awa.job_state, timestamptz, smallint, jsonb) IS 'Internal: an ended attempt''s job to deferred_jobs (retryable or scheduled).';
@@ -2683,7 +3081,7 @@ COMMENT ON FUNCTION awa._enqueue_ready(awa.deferred_jobs[]) IS 'Internal: put ex
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
 COMMENT ON FUNCTION awa._finish_attempt(awa.taken_attempt, awa.job_state, jsonb) IS 'Internal: an ended attempt''s terminal row in done_entries, on its own lane identity.';
 COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s enqueue sequence will hand out (security definer).';
-COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
 COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
 COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';
@@ -2709,7 +3107,7 @@ COMMENT ON TYPE awa.taken_attempt IS 'Internal: an attempt an exit has just ende
 
 -- Views.
 COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
-COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
+COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job, retentions (NULL: the default).';
 COMMENT ON VIEW awa.shard_lag IS 'One row per lane: enqueue and claim cursors, lag, waiting rows, oldest waiting run_at, draining.';
 COMMENT ON VIEW awa.shard_stats IS 'Per-(queue, shard) counters: shared memory when preloaded, else derived from the tables.';
 
@@ -2720,6 +3118,8 @@ COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed no
 COMMENT ON COLUMN awa.queue_meta.paused_at IS 'When the queue was paused.';
 COMMENT ON COLUMN awa.queue_meta.paused_by IS 'Session user that paused the queue.';
 COMMENT ON COLUMN awa.queue_meta.enqueue_shards IS 'Width S (1..64): 1 = strict FIFO per priority, more = partitioned FIFO per shard.';
+COMMENT ON COLUMN awa.queue_meta.completed_retention IS 'How long completed jobs stay visible at least (awa.set_queue_retention); NULL: until their ring slot is pruned.';
+COMMENT ON COLUMN awa.queue_meta.failed_retention IS 'How long failed and cancelled jobs stay visible at least (awa.set_queue_retention); NULL: failed ones until retried or deleted, cancelled ones until their ring slot is pruned.';
 COMMENT ON COLUMN awa.queue_meta.dlq_enabled IS 'Jobs whose last attempt fails go to the DLQ (true) or end failed (false); NULL follows plane_settings.dlq_enabled_by_default.';
 COMMENT ON TABLE awa.plane_settings IS 'Install-wide settings (one row).';
 COMMENT ON COLUMN awa.plane_settings.singleton IS 'Always true: the table has one row.';
@@ -3879,6 +4279,123 @@ $$;
 REVOKE ALL ON FUNCTION awa.retry_jobs(text, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.retry_jobs(text, text, bigint) TO awa_admin;
 COMMENT ON FUNCTION awa.retry_jobs(text, text, bigint) IS 'Bring up to p_limit failed or dead-lettered jobs of a queue back to available by the rules of retry_from_dlq; returns how many. Role: awa_admin.';
+
+-- Flow control: a rate limit and a concurrency limit per queue, kept with its settings.
+ALTER TABLE awa.queue_meta
+    ADD COLUMN rate_per_second double precision,
+    ADD COLUMN rate_burst integer,
+    ADD COLUMN concurrency_limit integer,
+    ADD CONSTRAINT queue_meta_rate_limit CHECK ((rate_per_second IS NULL) = (rate_burst IS NULL)
+        AND rate_per_second > 0 AND rate_per_second <= 1e9 AND rate_burst BETWEEN 1 AND 1000000),
+    ADD CONSTRAINT queue_meta_concurrency_limit CHECK (concurrency_limit BETWEEN 1 AND 1000000);
+COMMENT ON COLUMN awa.queue_meta.rate_per_second IS 'Rate limit (awa.set_rate_limit): claims hand out at most rate_burst + rate_per_second x t jobs in t seconds; NULL: none.';
+COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1..1000000); NULL when the queue has none.';
+COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of the queue (awa.set_concurrency_limit, 1..1000000); NULL: no cap.';
+
+-- Flow control (docs/api.md, "Flow control"). Whether claims can keep rate limits: their
+-- token buckets live in shared memory, so only when the library is preloaded.
+CREATE FUNCTION awa._rate_limits_available() RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_rate_limits_available'
+    LANGUAGE C VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._rate_limits_available() FROM PUBLIC;
+COMMENT ON FUNCTION awa._rate_limits_available() IS 'Internal: whether the token buckets of rate limits exist (library preloaded).';
+
+-- A dropped queue's token bucket is forgotten when the drop commits (a queue created again
+-- under the name starts with a full bucket). Called by awa._drop_queue_once.
+CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_forget_rate_limit'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
+
+-- Per-key limits are not supported yet: 0A000 naming the argument.
+CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_per_key IS NULL, p_name);
+    IF p_per_key THEN
+        RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
+            DETAIL = 'Limits apply to the whole queue; jobs carry no concurrency key yet.',
+            HINT = 'Give the jobs that share a limit a queue of their own and set the limit on that queue.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key limit (not yet supported).';
+
+-- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
+-- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
+-- past it returns fewer jobs or none, never waits. Kept in awa.queue_meta (pg_dump keeps
+-- it); the token buckets are in shared memory, so setting one needs the library preloaded.
+CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst bigint DEFAULT 1,
+                                   p_per_key boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    IF p_per_second IS NULL THEN
+        UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
+         WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        RETURN;
+    END IF;
+    IF NOT (p_per_second > 0 AND p_per_second <= 1e9) THEN
+        RAISE EXCEPTION 'p_per_second must be greater than 0 and at most 1e9' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_per_second),
+            HINT = 'Pass NULL to remove the rate limit; pause the queue to stop its claims.';
+    END IF;
+    PERFORM awa._require(p_burst IS NULL, 'p_burst');
+    IF p_burst NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'p_burst must be between 1 and 1000000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_burst);
+    END IF;
+    IF NOT awa._rate_limits_available() THEN
+        RAISE EXCEPTION 'rate limits need awa_shard in shared_preload_libraries' USING ERRCODE = '55000',
+            DETAIL = 'The token buckets that all claims of the server share live in shared memory.',
+            HINT = 'Add awa_shard to shared_preload_libraries and restart the server.';
+    END IF;
+    INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
+    ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
+    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
+
+-- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
+-- attempts, whatever the number and isolation level of the claimers. Claims of a limited
+-- queue serialise on a lock of the queue held until they commit and count its running
+-- attempts on the latest committed state (docs/design.md §4, "Flow control").
+CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit bigint, p_per_key boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    IF p_limit IS NULL THEN
+        UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        RETURN;
+    END IF;
+    IF p_limit NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit),
+            HINT = 'Pass NULL to remove the limit; pause the queue to stop its claims.';
+    END IF;
+    INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
+    ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
+    IS 'Set (NULL: remove) a known queue''s cap on running attempts, exact for any number of claimers. Role: awa_admin.';
 
 -- Scale-out on Citus (docs/scale-out.md): awa.citus_setup(), run on the coordinator.
 

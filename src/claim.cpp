@@ -19,15 +19,20 @@
  * back or removed and may be jumped, while a reservation still in flight is never jumped.
  * In lane-lock mode there is no bound: reservations hold the lane lock until they end, so
  * a visible N+1 already proves that N has ended.
+ * Flow control (flow_control.cpp, rate_limit.cpp): before the walk, a queue with limits
+ * lowers max_batch to the room left under its concurrency limit and to the tokens of its
+ * rate limit; a queue without limits pays one look-up in a backend cache.
  */
 #include "catalog_version.hpp"
 #include "citus.hpp"
 #include "claim_cursor.hpp"
 #include "claim_sql.hpp"
 #include "compat_1_0.hpp"
+#include "flow_control.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
 #include "promote.hpp"
+#include "rate_limit.hpp"
 #include "registry.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -549,6 +554,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	bool isnull_seq;
 	SPIPlanPtr drain;
 	int planner_level;
+	awa::QueueLimits limits = {};
+	int64 tokens = 0; /* taken from the rate limit's bucket */
 
 	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
 	deadline_secs = awa::seconds_arg(fcinfo, 2, "p_deadline_secs", 0);
@@ -558,7 +565,25 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	if (catalog == Catalog::V1_1)
+	{
 		promote_own_queue(queue);
+		awa::queue_limits(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), &limits);
+	}
+	/* Flow control: at most the room under the concurrency limit, then the rate's tokens. */
+	if (limits.concurrency)
+		max_batch = std::min(max_batch, awa::concurrency_room(queue, limits.concurrency_limit));
+	if (limits.rate && max_batch > 0)
+	{
+		max_batch = awa::rate_take(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
+								   max_batch);
+		tokens = max_batch;
+	}
+	if (max_batch <= 0)
+	{
+		if (SPI_finish() != SPI_OK_FINISH)
+			elog(ERROR, "awa_shard: SPI_finish failed");
+		return (Datum)0;
+	}
 	/* After promotion: only the walk and the drain run with the pinned settings. */
 	planner_level = awa::push_hot_path_planner();
 
@@ -570,6 +595,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 
 		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
 		{
+			awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
+								tokens);
 			awa::pop_hot_path_planner(planner_level);
 			if (SPI_finish() != SPI_OK_FINISH)
 				elog(ERROR, "awa_shard: SPI_finish failed");
@@ -607,6 +634,14 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		drain_values[12] = Int64GetDatum(ring.generation);
 		/* Read before the drain's snapshot (exec_plan_latest takes it). */
 		drain_values[13] = Int64GetDatum(awa::claim_bound(cand.seq_oid));
+		/*
+		 * A claim with a deadline holds its transaction id before the drain reads the clock
+		 * (the head lock has taken one already; this says so): deadline rescue trusts that a
+		 * transaction without an id when it read cannot commit a batch whose deadline is
+		 * before that read (awa._rescue, awa.rescue_progress).
+		 */
+		if (deadline_secs > 0)
+			(void)GetTopTransactionId();
 		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
 		if (SPI_processed > 0)
 		{
@@ -659,6 +694,9 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	}
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed,
 				   static_cast<int64>(SPI_processed));
+	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
+	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
+						tokens - static_cast<int64>(SPI_processed));
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

@@ -9,6 +9,7 @@
 #include "job_wait.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
+#include "rate_limit.hpp"
 #include "registry.hpp"
 #include "reserve.hpp"
 #include "stats.hpp"
@@ -92,6 +93,7 @@ request_shmem()
 	stats_shmem_request();
 	registry_shmem_request();
 	cursor_board_shmem_request();
+	rate_limit_shmem_request();
 }
 
 /* shmem_startup_hook: each concern claims its shared memory by name. */
@@ -107,6 +109,7 @@ startup_shmem()
 	stats_shmem_startup();
 	registry_shmem_startup();
 	cursor_board_shmem_startup();
+	rate_limit_shmem_startup();
 }
 
 /*
@@ -135,6 +138,7 @@ on_xact_event(XactEvent event, void *arg)
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
 		job_wait_at_xact_end(false);
+		rate_limit_at_xact_end(false);
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
@@ -145,6 +149,7 @@ on_xact_event(XactEvent event, void *arg)
 		queue_meta_changed_in_xact = false;
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
+		rate_limit_at_xact_end(true);
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
@@ -152,6 +157,7 @@ on_xact_event(XactEvent event, void *arg)
 		queue_meta_changed_in_xact = false;
 		wakeup_at_xact_end(false);
 		job_wait_at_xact_end(false);
+		rate_limit_at_xact_end(false);
 		break;
 	default:
 		break;

@@ -490,3 +490,14 @@ AWA_SQL_FUNCTION(awa_seen_ended_by_all)
 	table_close(rel, AccessShareLock);
 	PG_RETURN_BOOL(TransactionIdPrecedes(XidFromFullTransactionId(fxid), horizon));
 }
+
+/*
+ * awa._next_xid(): the next transaction id the cluster will assign. Every transaction that
+ * held an id before this call has a lower one; deadline rescue reads it after the snapshot of
+ * its candidate, so that the transactions running at that snapshot are those of its list and
+ * those from its xmax up to this value (awa._rescue).
+ */
+AWA_SQL_FUNCTION(awa_next_xid)
+{
+	PG_RETURN_FULLTRANSACTIONID(ReadNextFullTransactionId());
+}

@@ -2,6 +2,7 @@
  * shard.cpp — routing of enqueued rows (docs/design.md §7): the width cache of
  * awa.queue_meta, the sticky keyless rotor pick and awa.shard_for_enqueue.
  */
+#include "flow_control.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
 #include "ordering_hash.hpp"
@@ -191,5 +192,6 @@ AWA_SQL_FUNCTION(awa_queue_meta_changed)
 						errmsg("awa._queue_meta_changed must be called as a trigger")));
 	awa::note_queue_meta_changed();
 	awa::forget_queue_widths();
+	awa::forget_queue_limits();
 	return PointerGetDatum(nullptr);
 }

@@ -13,9 +13,12 @@
  * sleeper on the list. A woken sleeper checks again (an awake worker may have taken the work).
  * Two awake workers do not claim the same rows: the check promises the lane it found to its
  * worker's coming claim (promise_lane), and treats a lane another worker holds or was
- * promised as busy: it looks again shortly instead of reporting work.
+ * promised as busy: it looks again shortly instead of reporting work. A queue whose flow
+ * control limits hold claims back (flow_control.cpp) reports no work until they let one
+ * through.
  */
 #include "catalog_version.hpp"
+#include "flow_control.hpp"
 #include "module.hpp"
 #include "pg_boundary.hpp"
 #include "registry.hpp"
@@ -678,6 +681,27 @@ awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 
 	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	/*
+	 * A queue whose limits hold claims back (no token, at its cap) has no work a claim could
+	 * take: sleep until the next token, or poll the cap (an exit wakes nobody), then look.
+	 */
+	if (catalog == awa::Catalog::V1_1)
+		for (;;)
+		{
+			long hold = awa::limits_hold_ms(queue);
+			long remaining;
+
+			if (hold == 0)
+				break;
+			remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (remaining <= 0)
+				PG_RETURN_BOOL(false);
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(hold, remaining),
+							PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
 
 	if (awa::my_sleeper() != nullptr && timeout_ms > 0)
 	{

@@ -106,6 +106,7 @@ CREATE TABLE awa.done_entries (
     metadata jsonb,
     tags text[],
     errors jsonb,
+    result jsonb,
     PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot))
     PARTITION BY LIST (ready_slot);
 CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id);
@@ -118,6 +119,32 @@ CREATE TABLE awa.done_entries_retained PARTITION OF awa.done_entries FOR VALUES 
 SELECT pg_catalog.pg_extension_config_dump('awa.done_entries_retained', '');
 GRANT SELECT ON awa.done_entries_retained TO awa_admin;
 COMMENT ON TABLE awa.done_entries_retained IS 'Failed terminal rows kept across prune, with their body (ready_slot -1).';
+COMMENT ON COLUMN awa.done_entries.result IS 'The result of a completed job kept past its ring slot (retention buckets); NULL otherwise (a completion''s result is in its completion batch).';
+
+-- Retention buckets (docs/maintenance.md, "Retention"): finished jobs of a queue with a
+-- retention (awa.set_queue_retention) that outlive their ring slot are copied by prune, once
+-- and with their body and result, into the bucket of done_entries that expires after them
+-- (ready_slot -2 - bucket); a bucket is truncated whole once its expiry has passed
+-- (awa.expire_retention), never a row at a time. expires_at NULL: the bucket is free.
+CREATE TABLE awa.retention_buckets (
+    bucket integer PRIMARY KEY CHECK (bucket BETWEEN 0 AND 15),
+    expires_at timestamptz);
+INSERT INTO awa.retention_buckets (bucket) SELECT b FROM generate_series(0, 15) b;
+SELECT pg_catalog.pg_extension_config_dump('awa.retention_buckets', '');
+GRANT SELECT ON awa.retention_buckets TO awa_admin;
+COMMENT ON TABLE awa.retention_buckets IS 'Retention buckets of done_entries (ready_slot -2 - bucket): when each expires (NULL: free).';
+DO $$
+BEGIN
+    FOR b IN 0..15 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.done_entries FOR VALUES IN (%s)',
+                       'done_entries_expiring_' || b, -2 - b);
+        EXECUTE format('GRANT SELECT ON awa.%I TO awa_admin', 'done_entries_expiring_' || b);
+        PERFORM pg_catalog.pg_extension_config_dump(format('awa.%I', 'done_entries_expiring_' || b)::regclass, '');
+        EXECUTE format('COMMENT ON TABLE awa.%I IS %L', 'done_entries_expiring_' || b,
+                       format('Retention bucket %s of awa.done_entries (ready_slot %s): finished jobs kept past their ring slot.', b, -2 - b));
+    END LOOP;
+END
+$$;
 
 -- Completions, one row per (completion call, lane, block of 64 lane_seqs): the completed
 -- attempts of the block by their offsets in it (lane_seq - 64 * lane_block, 0..63), in lane

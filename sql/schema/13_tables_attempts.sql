@@ -63,6 +63,26 @@ CREATE INDEX claim_batches_deadline_idx ON awa.claim_batches (deadline_at) WHERE
 GRANT SELECT ON awa.claim_batches TO awa_admin;
 COMMENT ON TABLE awa.claim_batches IS 'Receipts mode: the records (receipts) of running attempts, one row per (claim call, lane, ready slot, block of 64 lane_seqs), as parallel arrays; partitioned by claim-ring slot.';
 
+-- How far deadline rescue has read the claim batches (one row). Every claim batch whose
+-- deadline_at is below deadline_watermark has no open attempt and never will have one again,
+-- so a pass reads only the batches from there on (each batch's attempts are tested by the few
+-- passes after its deadline, not by every pass until its slot is pruned). A pass proposes
+-- deadline_candidate (its own start, or the earliest deadline it left open) with the snapshot
+-- it read under (candidate_snapshot) and the next transaction id after it (candidate_next);
+-- a later pass makes it the watermark once every transaction running at that snapshot (its
+-- list, and the ids from its xmax up to candidate_next) has ended, since only those can still
+-- commit a batch whose deadline is below it (a claim holds its transaction id before it
+-- reads the clock).
+CREATE TABLE awa.rescue_progress (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    deadline_watermark timestamptz NOT NULL DEFAULT '-infinity',
+    deadline_candidate timestamptz,
+    candidate_snapshot pg_snapshot,
+    candidate_next xid8);
+INSERT INTO awa.rescue_progress DEFAULT VALUES;
+GRANT SELECT ON awa.rescue_progress TO awa_admin;
+COMMENT ON TABLE awa.rescue_progress IS 'Deadline rescue: claim batches with a deadline below deadline_watermark have no open attempt (one row).';
+
 -- Closure evidence of a receipt: completed, rescued, deadline_expired, retryable, ...
 -- Every key of a table holding job or attempt rows contains the queue (docs/design.md,
 -- "Keys"), so that a distributed engine can place a queue's rows on one node; it comes last

@@ -19,6 +19,15 @@ $$;
 REVOKE ALL ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a rescued attempt: retryable with backoff, or ended at its last attempt.';
 
+-- The next transaction id the cluster will assign (src/ring.cpp): read after a snapshot, every
+-- transaction running at that snapshot has a lower id.
+CREATE FUNCTION awa._next_xid() RETURNS xid8
+    AS 'MODULE_PATHNAME', 'awa_next_xid'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._next_xid() FROM PUBLIC;
+COMMENT ON FUNCTION awa._next_xid() IS 'Internal: the next transaction id the cluster will assign.';
+
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
 -- taken in ONE order, the order of every exit that closes several attempts in a
@@ -34,6 +43,15 @@ COMMENT ON FUNCTION awa._rescue_taken(awa.taken_attempt, text) IS 'Internal: a r
 -- of the ready, batch and attempt tables) took 10-17 ms to make on every call, 95 % of an
 -- idle maintenance pass, and the generic plan runs as fast (regression test
 -- maintenance_guarantees; docs/benchmarks.md, "maintenance pass").
+-- The deadline search reads claim batches from awa.rescue_progress's watermark on (their
+-- deadline index), so a pass costs the batches whose deadline passed since the passes before
+-- it and the attempts still open among them, not every completed claim of the ring
+-- (regression test rescue_deadline_cost). A pass at READ COMMITTED that gets the progress row
+-- (SKIP LOCKED: a concurrent pass keeps it) moves the watermark up to the candidate of an
+-- earlier pass once every transaction running at that candidate's snapshot has ended, and
+-- leaves its own candidate: its start, or the earliest deadline of an attempt it left open
+-- (its batch was busy, or beyond p_limit), with the snapshot it read that under and the next
+-- transaction id after it.
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
@@ -42,15 +60,50 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_cutoff timestamptz := clock_timestamp() - p_stale;
+    v_from timestamptz := '-infinity';
+    v_progress awa.rescue_progress;
+    v_owner boolean := false;
+    v_ended boolean := false;
+    v_open_from timestamptz;
+    v_open_snapshot pg_snapshot;
+    v_open_next xid8;
     r record;
     t awa.taken_attempt;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
+    IF p_deadlines THEN
+        -- After v_now, so that a candidate left below is never later than the snapshot it
+        -- is read under.
+        IF current_setting('transaction_isolation') = 'read committed' THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress FOR UPDATE SKIP LOCKED;
+            v_owner := FOUND;
+        END IF;
+        IF NOT v_owner THEN
+            SELECT * INTO v_progress FROM awa.rescue_progress;
+        END IF;
+        v_from := coalesce(v_progress.deadline_watermark, '-infinity');
+        -- Every transaction that was running when the candidate was read (those of its
+        -- snapshot's list, and any from its xmax up to the next id read after it: ids that
+        -- high are not listed) has ended by now, so the search below sees every batch any of
+        -- them committed. A range too long to test id by id waits until all of it has ended.
+        IF v_owner AND v_progress.candidate_snapshot IS NOT NULL THEN
+            SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_snapshot_xip(v_progress.candidate_snapshot) x
+                                WHERE NOT pg_catalog.pg_visible_in_snapshot(x, s.cur))
+                   AND (pg_catalog.pg_snapshot_xmin(s.cur) >= v_progress.candidate_next
+                        OR (s.next - s.xmax <= 10000
+                            AND NOT EXISTS (SELECT 1 FROM pg_catalog.generate_series(s.xmax, s.next - 1) g
+                                             WHERE NOT pg_catalog.pg_visible_in_snapshot(g::text::xid8, s.cur))))
+              INTO v_ended
+              FROM (SELECT pg_catalog.pg_current_snapshot() AS cur,
+                           pg_catalog.pg_snapshot_xmax(v_progress.candidate_snapshot)::text::bigint AS xmax,
+                           v_progress.candidate_next::text::bigint AS next) s;
+        END IF;
+    END IF;
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-             WHERE p_deadlines AND c.deadline_at IS NOT NULL AND c.deadline_at < v_now
+             WHERE p_deadlines AND c.deadline_at >= v_from AND c.deadline_at < v_now
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'
@@ -83,6 +136,25 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    IF v_owner THEN
+        -- The earliest deadline still open in what this pass searched (its own rescues are
+        -- closed now), read together with the snapshot that saw it.
+        SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
+          INTO v_open_from, v_open_snapshot
+          FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        v_open_next := awa._next_xid();
+        UPDATE awa.rescue_progress p
+           SET deadline_watermark = CASE WHEN v_ended
+                                         THEN greatest(p.deadline_watermark, least(p.deadline_candidate, v_open_from))
+                                         ELSE p.deadline_watermark END,
+               deadline_candidate = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_from ELSE p.deadline_candidate END,
+               candidate_snapshot = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                         THEN v_open_snapshot ELSE p.candidate_snapshot END,
+               candidate_next = CASE WHEN v_ended OR p.candidate_snapshot IS NULL
+                                     THEN v_open_next ELSE p.candidate_next END
+         WHERE p.only_row;
+    END IF;
     IF v_cutoff IS NOT NULL THEN
         -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
         -- after the completion of its attempt, which could not see the uncommitted row and left

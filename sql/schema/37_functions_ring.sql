@@ -28,19 +28,21 @@ CREATE FUNCTION awa._ring_slot_freed(p_ring text, p_slot integer) RETURNS void
 REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._ring_slot_freed(text, integer) IS 'Internal: forget a write slot this transaction fenced in a slot it has just freed.';
 
--- Take ACCESS EXCLUSIVE on awa.<table> for every table named, without ever queueing for
--- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
--- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
--- Producers and workers never wait on a prune's lock request longer than one try.
+-- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
+-- readers in) on awa.<table> for every table named, without ever queueing for long: the first
+-- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
+-- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
+-- workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer) RETURNS boolean
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
     v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
-                  || ' IN ACCESS EXCLUSIVE MODE';
+                  || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
     LOOP
@@ -57,8 +59,8 @@ BEGIN
     END LOOP;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer) IS 'Internal: take ACCESS EXCLUSIVE on ring partitions in short tries, never queueing for long.';
+REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 
 -- Rotate the queue ring: seal the current slot and make the next one current, when the
 -- current slot holds rows and the next slot is free (pruned). Serialised with prune and
@@ -97,60 +99,186 @@ REVOKE ALL ON FUNCTION awa.rotate_queue_ring() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.rotate_queue_ring() TO awa_admin;
 COMMENT ON FUNCTION awa.rotate_queue_ring() IS 'Seal the queue ring''s current slot and start the next one when possible. Role: awa_admin.';
 
--- Copy the failed terminal rows of a queue slot, with their body, to the retained partition
--- (ready_slot -1), once; returns the rows copied by this call.
-CREATE FUNCTION awa._retain_failed(p_slot integer) RETURNS awa.done_entries[]
+-- The retention bucket (its ready_slot in done_entries, -2 - bucket) for rows that may go at
+-- p_deadline; NULL: the retained partition (-1), kept until retried or deleted. A bucket
+-- already expiring at p_deadline, else a free one, else (all 16 in use) the one expiring
+-- next after p_deadline, else the latest one, its expiry moved to p_deadline: a row never
+-- goes before its deadline, only later when more deadlines are live than there are buckets.
+-- Only prune calls it (serialised by the queue ring's cursor row); expiry skips the bucket
+-- rows it locks, and it skips those expiry locks (when every one is, the prune steps back:
+-- 'skipped_locked').
+CREATE FUNCTION awa._retention_bucket(p_deadline timestamptz) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_bucket integer;
+BEGIN
+    IF p_deadline IS NULL THEN
+        RETURN -1;
+    END IF;
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at = p_deadline ORDER BY b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT f.bucket FROM awa.retention_buckets f WHERE f.expires_at IS NULL
+                            ORDER BY f.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+         WHERE b.expires_at > p_deadline ORDER BY b.expires_at, b.bucket LIMIT 1 FOR SHARE SKIP LOCKED;
+    END IF;
+    IF v_bucket IS NULL THEN
+        UPDATE awa.retention_buckets b SET expires_at = p_deadline
+         WHERE b.bucket = (SELECT l.bucket FROM awa.retention_buckets l WHERE l.expires_at IS NOT NULL
+                            ORDER BY l.expires_at DESC, l.bucket LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING b.bucket INTO v_bucket;
+    END IF;
+    IF v_bucket IS NULL THEN
+        -- Every bucket row is locked (by expiry): the prune steps back and tries again.
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+    END IF;
+    RETURN -2 - v_bucket;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._retention_bucket(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_bucket(timestamptz) IS 'Internal: the retention bucket (ready_slot) for rows that may go at a deadline; -1 (kept) for NULL.';
+
+-- When a row finished at p_finished and kept for p_retention may go: its expiry rounded up
+-- to a multiple of the bucket width, a power of two seconds from an eighth to a quarter of
+-- the retention (at least 64 s), so a queue's rows share a few buckets and so do queues of
+-- similar retentions. NULL when the row has expired by p_now (nothing to keep).
+CREATE FUNCTION awa._retention_deadline(p_finished timestamptz, p_retention interval, p_now timestamptz)
+    RETURNS timestamptz
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN CASE WHEN p_finished + p_retention > p_now THEN
+        to_timestamp((ceil(extract(epoch FROM p_finished + p_retention)
+                           / (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))
+                      * (2 ^ greatest(6, ceil(log(2.0, greatest(extract(epoch FROM p_retention) / 8, 1))))))::double precision)
+    END;
+REVOKE ALL ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) IS 'Internal: the bucket deadline of a row finished at a time and kept for a retention; NULL when expired.';
+
+-- The finished jobs of a queue slot that outlive it, hydrated with their body (and a
+-- completion's result), with the deadline of their bucket (NULL: kept, the default for
+-- failed jobs): failed rows (a queue without failed retention keeps them), cancelled rows
+-- of a queue with a failed retention, completions (terminal rows and completion batches) of
+-- a queue with a completed retention, each only while its retention has not run out at
+-- p_now. ready_slot is left to the caller.
+CREATE FUNCTION awa._retainable(p_slot integer, p_now timestamptz)
+    RETURNS TABLE (job awa.done_entries, deadline timestamptz)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+    SELECT x, k.deadline
+      FROM awa.done_entries d
+      LEFT JOIN awa.ready_entries r
+        ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
+       AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
+      LEFT JOIN awa.queue_meta m ON m.queue = d.queue
+     CROSS JOIN LATERAL (SELECT CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                     ELSE m.failed_retention END AS retention) t
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(d.finalized_at, t.retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), NULL) x
+     WHERE d.ready_slot = p_slot
+       AND ((d.state = 'failed' AND t.retention IS NULL) OR k.deadline IS NOT NULL)
+    UNION ALL
+    SELECT x, k.deadline
+      FROM awa.completion_batches b
+      JOIN awa.queue_meta m ON m.queue = b.queue AND m.completed_retention IS NOT NULL
+     CROSS JOIN LATERAL (SELECT awa._retention_deadline(b.finalized_at, m.completed_retention, p_now) AS deadline) k
+     CROSS JOIN LATERAL unnest(b.lane_offsets) WITH ORDINALITY AS u(lane_offset, n)
+      JOIN awa.ready_entries r
+        ON r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation AND r.queue = b.queue
+       AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
+       AND r.lane_seq = b.lane_block * 64 + u.lane_offset
+     CROSS JOIN LATERAL awa._job_row(NULL::awa.done_entries, awa._job(r),
+                                     jsonb_build_object('ready_slot', b.ready_slot, 'ready_generation', b.ready_generation,
+                                                        'enqueue_shard', b.enqueue_shard, 'lane_seq', r.lane_seq,
+                                                        'state', 'completed', 'attempt', r.attempt + 1,
+                                                        'run_lease', r.run_lease + 1, 'attempted_at', b.attempted_at[u.n],
+                                                        'finalized_at', b.finalized_at, 'result', b.results[u.n])) x
+     WHERE b.ready_slot = p_slot AND k.deadline IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION awa._retainable(integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the finished jobs of a queue slot its queue keeps past the slot, hydrated, with their bucket deadline.';
+
+-- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
+-- and result, to the retained partition (failed jobs kept by default) or to the retention
+-- bucket of their deadline, once; returns the rows copied by this call.
+CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_deadlines timestamptz[];
+    v_slots integer[];
     v_copied awa.done_entries[];
 BEGIN
+    SELECT array_agg(x.deadline ORDER BY x.deadline), array_agg(awa._retention_bucket(x.deadline) ORDER BY x.deadline)
+      INTO v_deadlines, v_slots
+      FROM (SELECT DISTINCT r.deadline FROM awa._retainable(p_slot, v_now) r WHERE r.deadline IS NOT NULL) x;
     WITH copied AS (
         INSERT INTO awa.done_entries
-        SELECT x.*
-          FROM awa.done_entries d
-          LEFT JOIN awa.ready_entries r
-            ON r.ready_slot = d.ready_slot AND r.queue = d.queue AND r.priority = d.priority
-           AND r.enqueue_shard = d.enqueue_shard AND r.lane_seq = d.lane_seq
-         CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), '{"ready_slot": -1}') x
-         WHERE d.ready_slot = p_slot AND d.state = 'failed'
+        SELECT y.*
+          FROM awa._retainable(p_slot, v_now) x
+          LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
+         CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
         ON CONFLICT DO NOTHING
         RETURNING *)
     SELECT array_agg(c) INTO v_copied FROM copied c;
     RETURN v_copied;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._retain_failed(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._retain_failed(integer) IS 'Internal: copy a queue slot''s failed terminal rows, with their body, to the retained partition once.';
+REVOKE ALL ON FUNCTION awa._retain_finished(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retain_finished(integer) IS 'Internal: copy a queue slot''s finished jobs that outlive it, with body and result, to the retained partition or their retention bucket, once.';
 
--- Free a queue slot whose partitions this transaction holds (a prune): drop the unique
--- claims of the jobs whose last rows go with it -- completed and cancelled ones (failed rows
--- were retained, and keep theirs). Without this a key held in `completed` (the default mask)
--- could never be enqueued again. A claim row another transaction has locked (a delete of the
--- job) is skipped: the slot's partitions are locked, and a prune must not wait with them.
--- Then truncate the partitions and mark the slot free.
-CREATE FUNCTION awa._free_queue_slot(p_slot integer) RETURNS void
+-- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
+-- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
+-- with it -- every finished job still in the slot (retained ones were moved out, and keep
+-- theirs until they expire).
+-- Without this a key held in `completed` (the default mask) could never be enqueued again. A
+-- claim row another transaction has locked (a delete of the job) is skipped: a prune must not
+-- wait with the slot's partitions locked. Only then take ACCESS EXCLUSIVE, the one lock that
+-- holds claims and completions of every queue out (their plans lock every ready partition),
+-- truncate the partitions and mark the slot free: readers wait for the truncate and the commit
+-- alone. Both locks are taken in short tries within p_budget_ms; false when one did not come
+-- (the caller steps back, and its rollback undoes the deletes).
+CREATE FUNCTION awa._free_queue_slot(p_slot integer, p_budget_ms integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tables text[] := ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot, 'completion_batches_' || p_slot];
 BEGIN
-    DELETE FROM awa.job_unique_claims u
-     WHERE u.ctid = ANY (ARRAY(
-         SELECT c.ctid FROM awa.job_unique_claims c
-          WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                         WHERE d.ready_slot = p_slot AND d.state IN ('completed', 'cancelled')
-                                        UNION ALL
-                                        SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
-            FOR UPDATE SKIP LOCKED));
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, true) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = p_slot
+                                            UNION ALL
+                                            SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot)
+                FOR UPDATE SKIP LOCKED));
+    END IF;
+    IF NOT awa._lock_ring_partitions(v_tables, p_budget_ms, false) THEN
+        RETURN false;
+    END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
     UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
+    RETURN true;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._free_queue_slot(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._free_queue_slot(integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free.';
+REVOKE ALL ON FUNCTION awa._free_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._free_queue_slot(integer, integer) IS 'Internal: drop the unique claims of a queue slot''s finished jobs, truncate the slot and mark it free; false when its locks did not come in time.';
 
 -- Whether every snapshot of this database sees transaction p_xid as ended (src/ring.cpp:
 -- the procarray's horizon, read without waiting): then no reader can still need the rows
@@ -238,16 +366,18 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 --      (awa._queue_slot_worth_pruning), or every slot of the ring is live and the current
 --      slot has grown as large as this one (a backlog that pins the ring is then copied
 --      once for at least as many rows written since);
---   3. copy failed terminal rows, with their body, to the retained partition once. Still
---      without a lock: no attempt of the slot is open, so no failed row can be added to it
+--   3. copy the finished jobs that outlive the slot (awa._retain_finished: failed ones, and
+--      those of a queue with a retention that has not run out), with their body and
+--      result, to the retained partition or their retention bucket, once. Still
+--      without a lock: no attempt of the slot is open, so no finished row can be added to it
 --      (a claim since step 2 makes step 4 refuse, which undoes the copies). Not when a
 --      transaction older than the lock budget holds the slot's partitions: then the copy
 --      waits for step 4's lock, so a prune that steps back has copied nothing;
 --   4. lock the slot's partitions (awa._lock_ring_partitions: never queued for long), so no
 --      writer can add to the slot, and refuse when a claim since step 2 took rows of the
---      slot (their attempts may be open); drop the copies of failed rows that were dead-
---      lettered or deleted between step 3 and the lock, and delete the originals of the
---      retained ones;
+--      slot (their attempts may be open); drop the copies of jobs that were dead-lettered,
+--      retried or deleted between step 3 and the lock, and delete the originals of the
+--      retained ones (a retained completion's batch and ready rows with it);
 --   5. lock the claim heads of the lanes that still have pending rows in the slot (NOWAIT)
 --      and move those rows (and any row whose lane has no claim head, which nothing proves
 --      finished) into the current slot with their lane identity and lane_seq (delete and
@@ -274,7 +404,7 @@ DECLARE
     v_slot integer;
     v_moved_by xid8;
     v_cursors awa.lane_cursors[];
-    v_failed awa.done_entries[];
+    v_copied awa.done_entries[];
     v_copy_early boolean;
     v_reason text;
     v_moved bigint;
@@ -303,12 +433,9 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
         BEGIN
-            IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
-                                                   'completion_batches_' || v_slot],
-                                             p_lock_timeout_ms::integer) THEN
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
-            PERFORM awa._free_queue_slot(v_slot);
         EXCEPTION WHEN SQLSTATE 'AWA01' THEN
             GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
             RETURN v_reason;
@@ -347,41 +474,23 @@ BEGIN
                     OR a.xact_start < pg_catalog.clock_timestamp()
                                       - pg_catalog.make_interval(secs => p_lock_timeout_ms / 1000.0)));
         IF v_copy_early THEN
-            v_failed := awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
+        -- SHARE ROW EXCLUSIVE keeps every writer of the slot out (producers that fenced it,
+        -- exits writing its terminal rows) and lets readers in: claims and completions of every
+        -- queue, whose plans lock every ready partition, go on while pending rows move. Only
+        -- the truncate below takes ACCESS EXCLUSIVE.
         IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || v_slot, 'done_entries_' || v_slot,
                                                'completion_batches_' || v_slot],
-                                         p_lock_timeout_ms::integer) THEN
+                                         p_lock_timeout_ms::integer, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
         IF NOT v_copy_early THEN
-            PERFORM awa._retain_failed(v_slot);
+            v_copied := awa._retain_finished(v_slot);
         END IF;
-        -- Rows of the slot claimed after the cursors were remembered: attempts may be open.
-        IF EXISTS (SELECT 1 FROM awa.lane_cursors h
-                     LEFT JOIN unnest(v_cursors) o
-                       ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
-                    WHERE h.claim_seq > coalesce(o.claim_seq, 1)
-                      AND EXISTS (SELECT 1 FROM awa.ready_entries r
-                                   WHERE r.ready_slot = v_slot AND r.queue = h.queue
-                                     AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
-        END IF;
-        -- Failed rows dead-lettered or deleted since they were copied: drop their copies.
-        IF v_failed IS NOT NULL THEN
-            DELETE FROM awa.done_entries k
-             USING unnest(v_failed) f
-             WHERE k.ready_slot = -1 AND k.queue = f.queue AND k.priority = f.priority
-               AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
-               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
-                                  AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
-                                  AND d.state = 'failed');
-        END IF;
-        -- The originals of the retained failed rows: a reader sees one or the other.
-        DELETE FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.state = 'failed';
-        GET DIAGNOSTICS v_retained = ROW_COUNT;
+        -- The heads of the lanes that still have pending rows in the slot: a claim can take
+        -- rows of the slot only under one of them. A claim holding one makes the prune step
+        -- back; once they are held, no claim opens an attempt on a row of the slot.
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
              WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
@@ -395,6 +504,66 @@ BEGIN
         EXCEPTION WHEN lock_not_available THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
+        -- Rows of the slot claimed after the cursors were remembered (read after the heads are
+        -- held, so a claim that committed before they were taken is seen): attempts may be open.
+        IF EXISTS (SELECT 1 FROM awa.lane_cursors h
+                     LEFT JOIN unnest(v_cursors) o
+                       ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
+                    WHERE h.claim_seq > coalesce(o.claim_seq, 1)
+                      AND EXISTS (SELECT 1 FROM awa.ready_entries r
+                                   WHERE r.ready_slot = v_slot AND r.queue = h.queue
+                                     AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
+        END IF;
+        -- Finished jobs dead-lettered, retried or deleted since they were copied: drop their
+        -- copies (a completion is still there while its completion batch names it).
+        IF v_copied IS NOT NULL AND v_copy_early THEN
+            DELETE FROM awa.done_entries k
+             USING unnest(v_copied) f
+             WHERE k.ready_slot = f.ready_slot AND k.queue = f.queue AND k.priority = f.priority
+               AND k.enqueue_shard = f.enqueue_shard AND k.lane_seq = f.lane_seq
+               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+                                  AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq
+                                  AND d.state = f.state)
+               AND NOT (f.state = 'completed'
+                        AND EXISTS (SELECT 1 FROM awa.completion_batches b
+                                     WHERE b.ready_slot = v_slot AND b.queue = f.queue AND b.priority = f.priority
+                                       AND b.enqueue_shard = f.enqueue_shard AND b.lane_block = f.lane_seq / 64
+                                       AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets)));
+        END IF;
+        -- The originals of the retained rows: a reader sees one or the other. A retained
+        -- completion's batch goes, with the ready rows of every attempt it names (a receipt
+        -- whose ready row is gone is not open, as after the truncate), and so does the ready
+        -- row of a retained terminal completion (1.0).
+        IF v_copied IS NOT NULL THEN
+            DELETE FROM awa.done_entries d
+             USING unnest(v_copied) f
+             WHERE d.ready_slot = v_slot AND d.queue = f.queue AND d.priority = f.priority
+               AND d.enqueue_shard = f.enqueue_shard AND d.lane_seq = f.lane_seq AND d.state = f.state;
+            GET DIAGNOSTICS v_retained = ROW_COUNT;
+            WITH gone AS (
+                DELETE FROM awa.completion_batches b
+                 WHERE b.ready_slot = v_slot
+                   AND EXISTS (SELECT 1 FROM unnest(v_copied) f
+                                WHERE f.state = 'completed' AND f.queue = b.queue AND f.priority = b.priority
+                                  AND f.enqueue_shard = b.enqueue_shard AND f.lane_seq / 64 = b.lane_block
+                                  AND (f.lane_seq % 64)::smallint = ANY (b.lane_offsets))
+                RETURNING b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.lane_offsets),
+            ready AS (
+                DELETE FROM awa.ready_entries r
+                 USING gone g CROSS JOIN LATERAL unnest(g.lane_offsets) AS o(lane_offset)
+                 WHERE r.ready_slot = v_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
+                   AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard
+                   AND r.lane_seq = g.lane_block * 64 + o.lane_offset)
+            SELECT v_retained + count(*) INTO v_retained FROM gone;
+            DELETE FROM awa.ready_entries r
+             USING unnest(v_copied) f
+             WHERE f.state = 'completed' AND r.ready_slot = v_slot AND r.queue = f.queue
+               AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq
+               AND r.job_id = f.job_id;
+        END IF;
         -- Whole rows move: only the slot changes (no column is named).
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
@@ -430,7 +599,11 @@ BEGIN
             UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id() WHERE slot = v_slot;
             v_result := 'moved';
         ELSE
-            PERFORM awa._free_queue_slot(v_slot);
+            -- Nothing pending and nothing retained: the truncate, the one step that holds
+            -- readers out (ACCESS EXCLUSIVE), from its lock to the commit.
+            IF NOT awa._free_queue_slot(v_slot, p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+            END IF;
         END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
@@ -442,6 +615,64 @@ $$;
 REVOKE ALL ON FUNCTION awa.prune_queue_ring(bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.prune_queue_ring(bigint, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.prune_queue_ring(bigint, boolean) IS 'Reclaim the oldest sealed queue-ring slot (pending rows move forward; the slot is truncated once no snapshot needs them), with p_amortised only when that is worth what it copies. Role: awa_admin.';
+
+-- Free the retention bucket that expired first by p_now (at most one a call): drop the
+-- unique claims of its jobs, truncate it whole (no per-row delete, no dead rows left) and
+-- mark it free. A bucket prune is filling is skipped (its row is locked); its partition is
+-- locked in short tries as prune locks a ring slot's. Returns expired /
+-- skipped_none_expired / skipped_locked. p_now is the clock (awa.expire_retention passes
+-- now()).
+CREATE FUNCTION awa._expire_retention(p_now timestamptz, p_lock_timeout_ms bigint) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_bucket integer;
+    v_reason text;
+BEGIN
+    SELECT b.bucket INTO v_bucket FROM awa.retention_buckets b
+     WHERE b.expires_at <= p_now ORDER BY b.expires_at, b.bucket LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF v_bucket IS NULL THEN
+        RETURN 'skipped_none_expired';
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['done_entries_expiring_' || v_bucket],
+                                         least(p_lock_timeout_ms, 2147483647)::integer) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        DELETE FROM awa.job_unique_claims u
+         WHERE u.ctid = ANY (ARRAY(
+             SELECT c.ctid FROM awa.job_unique_claims c
+              WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                             WHERE d.ready_slot = -2 - v_bucket)
+                FOR UPDATE SKIP LOCKED));
+        EXECUTE format('TRUNCATE awa.%I', 'done_entries_expiring_' || v_bucket);
+        UPDATE awa.retention_buckets SET expires_at = NULL WHERE bucket = v_bucket;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'expired';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._expire_retention(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._expire_retention(timestamptz, bigint) IS 'Internal: truncate and free the retention bucket that expired first by a given time.';
+
+-- Free the retention bucket that expired first (docs/maintenance.md, "Retention"); what
+-- maintenance runs every pass. Returns expired / skipped_none_expired / skipped_locked.
+CREATE FUNCTION awa.expire_retention(p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+BEGIN
+    PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
+    PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    RETURN awa._expire_retention(now(), p_lock_timeout_ms);
+END
+$$;
+REVOKE ALL ON FUNCTION awa.expire_retention(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.expire_retention(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.expire_retention(bigint) IS 'Truncate the retention bucket of finished jobs that expired first, if any. Role: awa_admin.';
 
 -- Rotate the claim ring (receipts) or the lease ring when the current slot holds rows
 -- and the next slot is free; same serialisation as the queue ring.
@@ -548,8 +779,7 @@ BEGIN
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
         -- rotation may still commit), and an ended receipt never opens again. So under the
-        -- partition locks, which every worker statement on the claim ring waits for, the
-        -- prune only compares the slot's count of claim batches with the one it counted
+        -- partition locks the prune only compares the slot's count of claim batches with the one it counted
         -- before its test, and steps back if it grew: a receipt that committed since is one
         -- just claimed (a claim appends at least one batch), open in all
         -- likelihood, and testing the slot again there (a probe per receipt, 0.4 s at
@@ -559,12 +789,19 @@ BEGIN
             RETURN 'skipped_open_receipts';
         END IF;
         BEGIN
+            -- The count under SHARE ROW EXCLUSIVE (no claim can add a batch; completions and
+            -- readers go on), and ACCESS EXCLUSIVE, which every worker statement on the claim
+            -- ring waits for, for the truncate alone.
             IF NOT awa._lock_ring_partitions(
-                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer, true) THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             IF (SELECT count(*) FROM awa.claim_batches WHERE claim_slot = v_slot) <> v_receipts THEN
                 RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_open_receipts';
+            END IF;
+            IF NOT awa._lock_ring_partitions(
+                    ARRAY['claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot], p_lock_timeout_ms::integer) THEN
+                RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
             END IF;
             EXECUTE format('TRUNCATE awa.%I, awa.%I', 'claim_batches_' || v_slot, 'lease_claim_closures_' || v_slot);
             UPDATE awa.claim_ring_slots SET generation = -1 WHERE slot = v_slot;

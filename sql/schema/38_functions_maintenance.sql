@@ -118,7 +118,8 @@ COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 
 -- Every periodic task once, in one transaction: the ticks of periodic jobs
--- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
+-- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most
+-- one prune (queue ring first) or, when none ran, one expired retention bucket, so the exclusive
 -- locks of a prune are held only from its truncate to this transaction's commit, then the
 -- fold of the claim marks (awa.fold_claim_marks). A prune not run in this pass reports
 -- 'deferred'. The background worker runs each step in
@@ -156,7 +157,8 @@ BEGIN
     -- would then wait for (a deadlock the worker can lose). The next call prunes.
     IF v_rescued THEN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
-                                              'lease_prune', 'deferred', 'claim_marks', awa.fold_claim_marks());
+                                              'lease_prune', 'deferred', 'retention', 'deferred',
+                                              'claim_marks', awa.fold_claim_marks());
     END IF;
     v_prune := awa.prune_queue_ring(50, true);
     v_pruned := v_prune IN ('pruned', 'moved');
@@ -172,9 +174,17 @@ BEGIN
         v_prune := 'deferred';
     ELSE
         v_prune := awa.prune_attempt_ring('lease', 50);
+        v_pruned := v_prune = 'pruned';
+    END IF;
+    v_result := v_result || jsonb_build_object('lease_prune', v_prune);
+    -- Expired retention buckets: one truncate, unless a prune above took its locks already.
+    IF v_pruned THEN
+        v_prune := 'deferred';
+    ELSE
+        v_prune := awa.expire_retention(50);
     END IF;
     -- Last: the heads it locks stay locked only until this transaction commits.
-    RETURN v_result || jsonb_build_object('lease_prune', v_prune, 'claim_marks', awa.fold_claim_marks());
+    RETURN v_result || jsonb_build_object('retention', v_prune, 'claim_marks', awa.fold_claim_marks());
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;

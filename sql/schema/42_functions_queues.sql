@@ -124,6 +124,31 @@ GRANT EXECUTE ON FUNCTION awa.set_queue_dlq(text, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_queue_dlq(text, boolean)
     IS 'Set a known queue''s override for dead-lettering exhausted jobs (NULL: the install default); returns the previous override. Role: awa_admin.';
 
+-- How long a known queue's finished jobs stay visible at least (docs/operations.md,
+-- "Retention"): p_completed for completed jobs, p_failed for failed and cancelled ones; NULL
+-- is the default (completed and cancelled jobs until their ring slot is pruned, failed ones
+-- until retried or deleted). Applies to jobs whose ring slot is pruned from now on.
+CREATE FUNCTION awa.set_queue_retention(p_queue text, p_completed interval, p_failed interval) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._check_arg(p_completed >= interval '0', 'p_completed must not be negative');
+    PERFORM awa._check_interval(p_completed, 'p_completed');
+    PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
+    PERFORM awa._check_interval(p_failed, 'p_failed');
+    PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
+    INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
+    ON CONFLICT (queue) DO UPDATE
+        SET completed_retention = EXCLUDED.completed_retention, failed_retention = EXCLUDED.failed_retention;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_queue_retention(text, interval, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_queue_retention(text, interval, interval) TO awa_admin;
+COMMENT ON FUNCTION awa.set_queue_retention(text, interval, interval)
+    IS 'Set how long a known queue''s completed, and failed or cancelled, jobs stay visible at least (NULL: the default). Role: awa_admin.';
+
 -- Pause a known queue: claims skip it (promotion too); enqueue still works. True when this
 -- call paused it, false when it was paused already.
 CREATE FUNCTION awa.pause_queue(p_queue text) RETURNS boolean
@@ -407,6 +432,7 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
+    PERFORM awa._forget_rate_limit(p_queue);
     PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
@@ -460,13 +486,15 @@ GRANT EXECUTE ON FUNCTION awa.drop_queue(text, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.drop_queue(text, boolean)
     IS 'Drop a known queue with its lanes and settings; refuses a queue with live jobs unless p_force. Returns the live jobs removed. Role: awa_admin.';
 
--- One row per known queue: its settings (width, paused, effective DLQ setting), the cheap
--- depth, exact counts by state (awa.queue_counts_exact: a scan of the queue's rows) and
--- the age of its oldest waiting job.
+-- One row per known queue: its settings (width, paused, effective DLQ setting, flow-control
+-- limits), the cheap depth, exact counts by state (awa.queue_counts_exact: a scan of the
+-- queue's rows), the age of its oldest waiting job and its retentions (NULL: the default).
 CREATE FUNCTION awa._queues()
     RETURNS TABLE (queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
-                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval)
+                   failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
+                   rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                   completed_retention interval, failed_retention interval)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -483,7 +511,8 @@ AS $$
               JOIN awa.ready_entries r
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
-             WHERE h.queue = n.queue AND r.queue = n.queue)
+             WHERE h.queue = n.queue AND r.queue = n.queue),
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -492,3 +521,108 @@ $$;
 REVOKE ALL ON FUNCTION awa._queues() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;
 COMMENT ON FUNCTION awa._queues() IS 'Internal: the rows of the awa.queues view (security definer).';
+
+-- Flow control (docs/api.md, "Flow control"). Whether claims can keep rate limits: their
+-- token buckets live in shared memory, so only when the library is preloaded.
+CREATE FUNCTION awa._rate_limits_available() RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_rate_limits_available'
+    LANGUAGE C VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._rate_limits_available() FROM PUBLIC;
+COMMENT ON FUNCTION awa._rate_limits_available() IS 'Internal: whether the token buckets of rate limits exist (library preloaded).';
+
+-- A dropped queue's token bucket is forgotten when the drop commits (a queue created again
+-- under the name starts with a full bucket). Called by awa._drop_queue_once.
+CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_forget_rate_limit'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
+
+-- Per-key limits are not supported yet: 0A000 naming the argument.
+CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require(p_per_key IS NULL, p_name);
+    IF p_per_key THEN
+        RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
+            DETAIL = 'Limits apply to the whole queue; jobs carry no concurrency key yet.',
+            HINT = 'Give the jobs that share a limit a queue of their own and set the limit on that queue.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key limit (not yet supported).';
+
+-- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
+-- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
+-- past it returns fewer jobs or none, never waits. Kept in awa.queue_meta (pg_dump keeps
+-- it); the token buckets are in shared memory, so setting one needs the library preloaded.
+CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst bigint DEFAULT 1,
+                                   p_per_key boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    IF p_per_second IS NULL THEN
+        UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
+         WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        RETURN;
+    END IF;
+    IF NOT (p_per_second > 0 AND p_per_second <= 1e9) THEN
+        RAISE EXCEPTION 'p_per_second must be greater than 0 and at most 1e9' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_per_second),
+            HINT = 'Pass NULL to remove the rate limit; pause the queue to stop its claims.';
+    END IF;
+    PERFORM awa._require(p_burst IS NULL, 'p_burst');
+    IF p_burst NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'p_burst must be between 1 and 1000000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_burst);
+    END IF;
+    IF NOT awa._rate_limits_available() THEN
+        RAISE EXCEPTION 'rate limits need awa_shard in shared_preload_libraries' USING ERRCODE = '55000',
+            DETAIL = 'The token buckets that all claims of the server share live in shared memory.',
+            HINT = 'Add awa_shard to shared_preload_libraries and restart the server.';
+    END IF;
+    INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
+    ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
+    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
+
+-- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
+-- attempts, whatever the number and isolation level of the claimers. Claims of a limited
+-- queue serialise on a lock of the queue held until they commit and count its running
+-- attempts on the latest committed state (docs/design.md §4, "Flow control").
+CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit bigint, p_per_key boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    IF p_limit IS NULL THEN
+        UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        RETURN;
+    END IF;
+    IF p_limit NOT BETWEEN 1 AND 1000000 THEN
+        RAISE EXCEPTION 'p_limit must be between 1 and 1000000' USING ERRCODE = '22023',
+            DETAIL = format('The value is %s.', p_limit),
+            HINT = 'Pass NULL to remove the limit; pause the queue to stop its claims.';
+    END IF;
+    INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
+    ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) TO awa_admin;
+COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
+    IS 'Set (NULL: remove) a known queue''s cap on running attempts, exact for any number of claimers. Role: awa_admin.';

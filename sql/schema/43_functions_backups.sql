@@ -38,7 +38,8 @@ BEGIN
     FOR t IN SELECT * FROM (VALUES ('storage_transition_state', 'singleton'), ('plane_settings', 'singleton'),
                                    ('queue_ring_state', 'singleton'), ('lease_ring_state', 'singleton'),
                                    ('claim_ring_state', 'singleton'), ('queue_ring_slots', 'slot'),
-                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot')) AS v(tbl, key) LOOP
+                                   ('lease_ring_slots', 'slot'), ('claim_ring_slots', 'slot'),
+                                   ('retention_buckets', 'bucket')) AS v(tbl, key) LOOP
         EXECUTE format('CREATE TRIGGER restore_upsert BEFORE INSERT ON awa.%I FOR EACH ROW '
                        'EXECUTE FUNCTION awa._restore_upsert(%L)', t.tbl, t.key);
     END LOOP;

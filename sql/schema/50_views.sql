@@ -42,7 +42,7 @@ CREATE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -63,6 +63,7 @@ CREATE VIEW awa.jobs AS
        AND d.priority = r.priority AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq
        AND d.job_id = r.job_id
      WHERE d.state = 'completed' AND d.kind IS NULL
+       AND d.ready_slot >= 0  -- in a ring slot: a retained completion carries its body
     UNION ALL
     -- Completions in a batch: found by id through their ready row, then their lane's block
     -- and their offset in the batch (the attempt is the ready row's, plus one).
@@ -116,9 +117,9 @@ GRANT SELECT ON awa.shard_stats TO awa_admin, pg_monitor;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention
       FROM awa._queues();
-COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job.';
+COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job, retentions (NULL: the default).';
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
 
 -- Background maintenance per database (maintenance.md §1): served_by 'worker' while a

@@ -1,5 +1,5 @@
 -- Privileges of the operations API (docs/design.md §12): only awa_admin may cancel, delete, move, age,
--- retry from the DLQ, pause/resume or change queue_meta; the views (awa.maintenance_status
+-- retry from the DLQ, pause/resume, set flow-control limits or change queue_meta; the views (awa.maintenance_status
 -- included) and counts are readable by awa_admin and pg_monitor; PUBLIC gets nothing.
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
@@ -15,7 +15,9 @@ INSERT INTO ops_admin_fns VALUES
     ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, bigint)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, bigint)'),
     ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.drop_queue(text, boolean)'),
-    ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, bigint)');
+    ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, bigint)'),
+    ('awa.set_rate_limit(text, double precision, bigint, boolean)'),
+    ('awa.set_concurrency_limit(text, bigint, boolean)');
 
 -- Admin functions: awa_admin yes; producers, workers, monitors and PUBLIC no.
 SELECT ok(bool_and(has_function_privilege('awa_admin', sig, 'EXECUTE')), 'awa_admin may run every admin function')

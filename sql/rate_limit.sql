@@ -1,0 +1,76 @@
+-- rate_limit: a queue's rate limit (docs/api.md, "Flow control"), a token bucket per
+-- (database, queue) in shared memory. Everything is asserted by counts, never by time: a
+-- rate of one job per 11.6 days (1e-6 per second) never refills during the test, so a claim
+-- gets exactly what the bucket holds; a rate of 1e9 per second refills the bucket between
+-- any two claims. Without the preload (expected/rate_limit_1.out) there are no buckets:
+-- set_rate_limit raises 55000, and so does a claim of a queue that has a limit anyway (a
+-- dump restored on a server without the preload), until the limit is removed.
+\set ECHO none
+\i sql/sqlstate_of.psql
+\set ECHO all
+
+SELECT awa.create_queue('rl_rate', 4);
+SELECT cardinality(awa.insert_jobs('rl_rate', array_fill('k'::text, ARRAY[40]), p_spread_keyless => true)) AS enqueued;
+
+-- 1. Rate limit, burst 3 at a rate that does not refill: one claim of 10 gets exactly 3
+--    (from one lane holding 10), every later claim none, whatever its lane.
+SELECT awa.set_rate_limit('rl_rate', 1e-6, 3);
+SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHERE queue = 'rl_rate';
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 1);
+-- wait_for_jobs reports no work a claim could take while the bucket is empty (the queue
+-- holds 37 waiting jobs); a timeout of 0 only looks.
+SELECT awa.wait_for_jobs('rl_rate', 0) AS work_without_tokens, awa.queue_depth('rl_rate') > 0 AS jobs_waiting;
+
+-- 2. A high rate refills between claims: each claim of 10 gets the burst, 2, no more.
+SELECT awa.set_rate_limit('rl_rate', 1e9, 2);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT awa.wait_for_jobs('rl_rate', 0) AS work_with_tokens;
+-- A claim of fewer than the bucket holds takes only what it asks for.
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 1);
+
+-- 3. Tokens of a claim rolled back are not given back (the limit is an upper bound); tokens
+--    a claim took and did not hand out (its lane held fewer jobs) are. A changed limit keeps
+--    its bucket's tokens (at most the new burst): here the 1 token step 2 left.
+SELECT awa.set_rate_limit('rl_rate', 1e-6, 2);
+BEGIN;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
+ROLLBACK;
+SELECT count(*) AS claimed_after_rollback FROM awa.claim_ready_runtime('rl_rate', 10);
+SELECT awa.create_queue('rl_refund');
+SELECT awa.set_rate_limit('rl_refund', 1e-6, 5);
+SELECT cardinality(awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[2]))) AS enqueued;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_refund', 10);
+SELECT cardinality(awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[5]))) AS enqueued;
+SELECT count(*) AS claimed_with_the_rest FROM awa.claim_ready_runtime('rl_refund', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_refund', 10);
+
+-- 4. Removing the limit: claims get whole batches again.
+SELECT awa.set_rate_limit('rl_rate', NULL);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 4);
+SELECT queue, rate_per_second, rate_burst FROM awa.queues WHERE queue = 'rl_rate';
+
+-- 5. Both limits at once: the tighter one wins, and a claim capped by the concurrency
+--    limit takes only the tokens it hands out.
+SELECT awa.create_queue('rl_both');
+SELECT cardinality(awa.insert_jobs('rl_both', array_fill('k'::text, ARRAY[20]))) AS enqueued;
+SELECT awa.set_concurrency_limit('rl_both', 2);
+SELECT awa.set_rate_limit('rl_both', 1e-6, 5);
+SELECT count(*) AS claimed_by_concurrency FROM awa.claim_ready_runtime('rl_both', 10);
+SELECT awa.set_concurrency_limit('rl_both', 100);
+SELECT count(*) AS claimed_by_rate FROM awa.claim_ready_runtime('rl_both', 10);
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_both', 10);
+
+-- 6. A limit that a server without the preload finds in queue_meta (a restored dump): there
+--    the claim raises 55000 rather than claim without it; removing it is always allowed.
+SELECT awa.create_queue('rl_dump');
+SELECT cardinality(awa.insert_jobs('rl_dump', array_fill('k'::text, ARRAY[3]))) AS enqueued;
+UPDATE awa.queue_meta SET rate_per_second = 1e-6, rate_burst = 1 WHERE queue = 'rl_dump';
+SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_dump', 10)$$) AS claim_with_limit;
+SELECT awa.set_rate_limit('rl_dump', NULL);
+SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_dump', 10);
+
+SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump']) q;

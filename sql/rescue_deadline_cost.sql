@@ -1,0 +1,88 @@
+-- rescue_deadline_cost: a deadline rescue pass costs O(expired open attempts), not
+-- O(completed history). Every claim batch that carried a deadline stays in the claim ring
+-- until its slot is pruned; a pass that visited every batch whose deadline had passed, and
+-- tested each of its attempts for being open, cost time in proportion to the completed
+-- claims of the ring (0.2 s at 1 000 batches, 0.45 s at 4 000). A pass reads the batches
+-- whose deadline passed since the passes before it (docs/maintenance.md, "Deadline rescue
+-- reads each batch once"). The cost is counted, not timed: the shared buffers a pass uses,
+-- read from EXPLAIN (ANALYZE, BUFFERS) of the call, which counts its statements' buffers
+-- too. With 1 000 and then 4 000 completed batches past their deadline, a pass once the
+-- history has been read uses about the same number of buffers; an attempt that is past its
+-- deadline and still open is rescued, once.
+-- Rescue is database-wide: run in a database of our own so other tests' attempts stay open.
+SELECT current_database() AS home \gset
+CREATE DATABASE awa_rescue_deadline_cost;
+ALTER DATABASE awa_rescue_deadline_cost SET awa_shard.maintenance = off;
+\c awa_rescue_deadline_cost
+SET client_min_messages = warning;
+CREATE EXTENSION awa_shard;
+RESET client_min_messages;
+\set VERBOSITY terse
+
+SELECT awa.create_queue('rdc');
+CREATE TEMP TABLE passes (pass int, history int, shared bigint);
+
+-- n completed claim batches whose deadline (1 ms) has passed: n claims of one job each,
+-- each completed at once.
+CREATE FUNCTION pg_temp.completed_history(n int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+BEGIN
+    PERFORM awa.insert_jobs('rdc', array_fill('done'::text, ARRAY[n]));
+    FOR i IN 1..n LOOP
+        SELECT job_id, run_lease INTO c FROM awa.claim_ready_runtime('rdc', 1, 0.001, 0);
+        PERFORM awa.complete_jobs(ARRAY[c.job_id], ARRAY[c.run_lease]);
+    END LOOP;
+    PERFORM pg_sleep(0.01);
+END $$;
+
+-- One deadline rescue pass under EXPLAIN (ANALYZE, BUFFERS): the shared buffers it used.
+CREATE FUNCTION pg_temp.rescue_pass(p_pass int, p_history int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    p json;
+BEGIN
+    EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) SELECT awa.rescue_expired_deadlines()' INTO p;
+    INSERT INTO passes VALUES (p_pass, p_history,
+        (p->0->'Plan'->>'Shared Hit Blocks')::bigint + (p->0->'Plan'->>'Shared Read Blocks')::bigint);
+END $$;
+
+-- A running attempt whose deadline is an hour away: open, and not expired.
+SELECT (awa.insert_job_compat('running', 'rdc')).id AS running_id \gset
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rdc', 1, 3600, 0);
+
+-- 1 000 completed batches past their deadline; three passes, each in its own transaction.
+SELECT pg_temp.completed_history(1000);
+SELECT pg_temp.rescue_pass(1, 1000);
+SELECT pg_temp.rescue_pass(2, 1000);
+SELECT pg_temp.rescue_pass(3, 1000);
+-- 3 000 more (4 000 in all); three passes again.
+SELECT pg_temp.completed_history(3000);
+SELECT pg_temp.rescue_pass(4, 4000);
+SELECT pg_temp.rescue_pass(5, 4000);
+SELECT pg_temp.rescue_pass(6, 4000);
+
+SELECT count(*) AS batches_past_deadline FROM awa.claim_batches WHERE deadline_at < clock_timestamp();
+-- The first pass after new history reads it (about a buffer per batch or more: the measure
+-- sees the history); the third pass of each round reads none of it: with four times the
+-- history it uses at most a few buffers more than with 1 000 batches (every pass before
+-- this change read them all, so the third pass at 4 000 used about four times as many).
+SELECT (SELECT shared FROM passes WHERE pass = 4) >= 3000 AS first_pass_reads_new_history,
+       (SELECT shared FROM passes WHERE pass = 6) - (SELECT shared FROM passes WHERE pass = 3) < 100
+           AS settled_pass_independent_of_history,
+       (SELECT shared FROM passes WHERE pass = 6) < 1000 AS settled_pass_reads_no_history;
+
+-- An attempt past its deadline and still open is rescued, once, however far the history
+-- has been read; the attempt whose deadline is an hour away is left running.
+SELECT (awa.insert_job_compat('late', 'rdc', p_max_attempts => 3::smallint)).id AS late_id \gset
+SELECT kind FROM awa.claim_ready_runtime('rdc', 1, 0.001, 0);
+SELECT pg_sleep(0.01);
+SELECT awa.rescue_expired_deadlines() AS deadline_rescued;
+SELECT awa.rescue_expired_deadlines() AS deadline_rescued_again;
+SELECT awa.rescue_expired_deadlines() AS deadline_rescued_again;
+SELECT state, attempt, errors -> -1 ->> 'error' AS error FROM awa.jobs WHERE id = :late_id;
+SELECT count(*) AS closures FROM awa.lease_claim_closures WHERE job_id = :late_id;
+SELECT state FROM awa.jobs WHERE id = :running_id;
+SELECT state, count(*) FROM awa.jobs WHERE queue = 'rdc' GROUP BY 1 ORDER BY 1;
+
+\c :home
+DROP DATABASE awa_rescue_deadline_cost;

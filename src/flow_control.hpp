@@ -1,0 +1,52 @@
+/*
+ * flow_control.hpp — a queue's rate and concurrency limits as claims see them
+ * (flow_control.cpp): cached per backend until awa.queue_meta changes, and the claim's
+ * share of them (docs/design.md §4, "Flow control").
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+}
+
+namespace awa
+{
+
+/* The limits of one queue (awa.queue_meta; no row: none). */
+struct QueueLimits
+{
+	bool rate;
+	double per_second;
+	int burst;
+	bool concurrency;
+	int concurrency_limit;
+};
+
+/*
+ * The limits of a queue of the 1.1 catalog: from the backend's cache while queue_meta has not
+ * changed (preloaded: no statement at all), else read on the latest committed state. SPI
+ * must be connected.
+ */
+void queue_limits(const char *queue, int queue_len, QueueLimits *out);
+
+/* Forget cached limits (own-transaction change of queue_meta). */
+void forget_queue_limits();
+
+/*
+ * How many more attempts a claim of a queue with a concurrency limit may start: takes the
+ * queue's limit lock (held to the end of the transaction, so claims of the queue follow one
+ * another) and counts its running attempts on the latest committed state. SPI must be
+ * connected.
+ */
+int64 concurrency_room(text *queue, int limit);
+
+/*
+ * For awa.wait_for_jobs: 0 when the queue's limits let a claim take a job now; else the
+ * milliseconds to sleep before looking again (until the rate's next token; a fixed poll
+ * while the queue is at its concurrency cap, since an exit wakes no sleeper). Connects to SPI
+ * itself.
+ */
+long limits_hold_ms(text *queue);
+
+} // namespace awa

@@ -1,0 +1,52 @@
+/*
+ * rate_limit.hpp — the token buckets of queue rate limits (rate_limit.cpp), one per
+ * (database, queue) in shared memory, shared by every claim of the server.
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+}
+
+namespace awa
+{
+
+/* Whether the buckets exist (the library was preloaded). */
+bool rate_limits_available();
+
+/*
+ * Take up to `want` tokens from the queue's bucket (rate per second, bucket size burst),
+ * refilled for the time since it was last used; returns how many it took (0..want). A
+ * bucket seen for the first time starts full. Raises 55000 without shared memory and
+ * 53000 when the bucket table is full of buckets still in use.
+ */
+int64 rate_take(const char *queue, int queue_len, double per_second, int burst, int64 want);
+
+/*
+ * Milliseconds until the queue's bucket holds a whole token (0: it holds one now, or has no
+ * bucket yet, which starts full). Takes nothing.
+ */
+long rate_wait_ms(const char *queue, int queue_len, double per_second, int burst);
+
+/* Put back tokens a claim took and did not hand out (its drain found fewer jobs). */
+void rate_give_back(const char *queue, int queue_len, double per_second, int burst, int64 n);
+
+/*
+ * Forget a dropped queue's bucket when this transaction commits (awa.drop_queue): a queue
+ * created again under the name starts with a full bucket. A drop rolled back to a savepoint
+ * of a transaction that commits forgets it too (the bucket then starts full again: a refill,
+ * never a debt).
+ */
+void rate_forget_at_commit(const char *queue, int queue_len);
+
+/* Transaction end: apply (commit) or discard the forgets of this transaction. */
+void rate_limit_at_xact_end(bool committed);
+
+/* shmem_request_hook: room for the buckets and their lock. */
+void rate_limit_shmem_request();
+
+/* shmem_startup_hook: claim the buckets by name ("awa_shard rate limits"), once. */
+void rate_limit_shmem_startup();
+
+} // namespace awa
