@@ -4424,7 +4424,9 @@ DECLARE
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
-        'cron_schedules'];
+        'retention_buckets', 'cron_schedules'];
+    -- awa.rescue_progress (the rescue's watermark) stays node-local: each node rescues the
+    -- attempts of its own queues.
     -- Calls with p_queue that are not routed by it: pure helpers (names and keys, no
     -- table) and schedules (install-wide, a reference table). A call that also has
     -- p_from_queue (move_queue, retry_from_dlq: p_queue is the destination) is routed by the

@@ -52,6 +52,7 @@ listen_addresses = 'localhost'
 unix_socket_directories = '$sock'
 shared_preload_libraries = 'citus,awa_shard'
 max_prepared_transactions = 20
+max_locks_per_transaction = 1024
 max_connections = 60
 fsync = off
 synchronous_commit = off
