@@ -24,6 +24,7 @@
  * rate limit; a queue without limits pays one look-up in a backend cache.
  */
 #include "catalog_version.hpp"
+#include "citus.hpp"
 #include "claim_cursor.hpp"
 #include "claim_sql.hpp"
 #include "compat_1_0.hpp"
@@ -611,10 +612,14 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		 * it moved is in this arc.
 		 */
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
-		drain =
-			awa::keep_plan(&drain_plans[static_cast<int>(catalog)][receipts],
-						   catalog == Catalog::V1_1 ? kDrainSql[receipts] : awa::compat_1_0::claim_drain_sql(receipts),
-						   14, drain_types);
+		/* Under Citus the drain names the queue's shards: Citus would plan its inserting CTEs
+		 * apart and send their input to every node (citus.cpp, keep_shard_plan). */
+		drain = catalog == Catalog::V1_1 ? awa::keep_shard_plan(kDrainSql[receipts], queue, 14, drain_types) : nullptr;
+		if (drain == nullptr)
+			drain = awa::keep_plan(&drain_plans[static_cast<int>(catalog)][receipts],
+								   catalog == Catalog::V1_1 ? kDrainSql[receipts]
+															: awa::compat_1_0::claim_drain_sql(receipts),
+								   14, drain_types);
 		drain_values[0] = PointerGetDatum(queue);
 		drain_values[1] = Int16GetDatum(priority);
 		drain_values[2] = Int16GetDatum(shard);

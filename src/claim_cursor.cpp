@@ -7,6 +7,7 @@
  * Between installing the library and ALTER EXTENSION UPDATE the catalog is still 1.0: there
  * the head's claim_seq is the cursor and a claim updates it, as 1.0 did.
  */
+#include "citus.hpp"
 #include "claim_cursor.hpp"
 #include "compat_1_0.hpp"
 #include "pg_boundary.hpp"
@@ -50,16 +51,22 @@ SPIPlanPtr lane_mark_plan = nullptr;
 /*
  * Every lane head of the queue (none when it is paused): its cursor, the run_at hint the last
  * claim of the lane left, the lane's sequence, the plane's mode, the head row's version for
- * the cursor board and its last locker or updater: %s (h.xmin or NULL), %s (h.xmax or NULL)
- * and %s (the relation holding the cursors) depend on the HeadsSource.
+ * the cursor board and its last locker or updater: %s (the mode, kReceiptsSql), %s (h.xmin or
+ * NULL), %s (h.xmax or NULL) and %s (the relation holding the cursors) depend on the
+ * HeadsSource. Under Citus the mode is read by a statement of its own (kReceiptsSql): a
+ * statement of a delegated call must not mix a reference table with the queue's tables.
  */
 const char *const kHeadsSql =
 	"SELECT h.priority, h.enqueue_shard, h.claim_seq, h.head_run_at, e.seq_name, "
-	"  (SELECT s.receipts FROM awa.plane_settings s), %s, %s "
+	"  %s, %s, %s "
 	"FROM %s h "
 	"JOIN awa.queue_enqueue_heads e "
 	"  ON e.queue = h.queue AND e.priority = h.priority AND e.enqueue_shard = h.enqueue_shard "
 	"WHERE h.queue = $1 AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
+
+/* The plane's mode (receipts or leases). */
+const char *const kReceiptsSql = "SELECT s.receipts FROM awa.plane_settings s";
+SPIPlanPtr receipts_plan = nullptr;
 
 /* Result columns of kHeadsSql (SPI attribute numbers). */
 enum HeadsColumn
@@ -296,8 +303,11 @@ read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
 	{
 		char sql[1024];
 
-		snprintf(sql, sizeof(sql), kHeadsSql, source == kHeadsBoard ? "h.xmin" : "NULL::xid",
-				 source == kHeadsView ? "NULL::xid" : "h.xmax",
+		char receipts_sql[64];
+
+		snprintf(receipts_sql, sizeof(receipts_sql), "(%s)", kReceiptsSql);
+		snprintf(sql, sizeof(sql), kHeadsSql, citus_present() ? "NULL::boolean" : receipts_sql,
+				 source == kHeadsBoard ? "h.xmin" : "NULL::xid", source == kHeadsView ? "NULL::xid" : "h.xmax",
 				 source == kHeadsView	  ? cursor_relation()
 				 : source == kHeadsLegacy ? compat_1_0::kCursorRelation
 										  : "awa.queue_claim_heads");
@@ -312,7 +322,16 @@ read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
 	{
 		bool isnull;
 
+		Datum mode;
+
 		*receipts = DatumGetBool(SPI_getbinval(rows->vals[0], rows->tupdesc, HC_RECEIPTS, &isnull));
+		if (isnull)
+		{
+			/* Under Citus: the mode from its own statement (rows stays valid until SPI_finish). */
+			keep_plan(&receipts_plan, kReceiptsSql, 0, nullptr);
+			exec_plan(receipts_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "plane mode");
+			*receipts = !spi_single_value(&mode) || DatumGetBool(mode);
+		}
 	}
 	heads = static_cast<LaneHead *>(palloc(sizeof(LaneHead) * n_rows));
 	for (uint64 i = 0; i < n_rows; i++)
@@ -489,11 +508,20 @@ lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cu
 
 	if (cursor_plans[v] == nullptr)
 	{
-		char sql[256];
+		char sql[512];
 
-		snprintf(sql, sizeof(sql),
-				 "SELECT h.claim_seq FROM %s h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3",
-				 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
+		if (catalog == Catalog::V1_1 && citus_present())
+			/* awa.lane_cursors spelled out with the queue on each table: Citus routes a view's
+			 * lateral join by its outer filter to every shard, this to the queue's alone. */
+			snprintf(sql, sizeof(sql), "%s",
+					 "SELECT greatest(h.claim_seq, (SELECT k.claim_seq FROM awa.claim_marks k "
+					 "  WHERE k.queue = $1 AND k.priority = $2 AND k.enqueue_shard = $3 "
+					 "  ORDER BY k.claim_seq DESC LIMIT 1)) "
+					 "FROM awa.queue_claim_heads h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3");
+		else
+			snprintf(sql, sizeof(sql),
+					 "SELECT h.claim_seq FROM %s h WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3",
+					 catalog == Catalog::V1_1 ? cursor_relation() : compat_1_0::kCursorRelation);
 		keep_plan(&cursor_plans[v], sql, 3, types);
 	}
 	exec_plan_latest(cursor_plans[v], values, nullptr, true, 1, SPI_OK_SELECT, "lane cursor");

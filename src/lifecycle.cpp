@@ -23,6 +23,7 @@
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
 #include "catalog_version.hpp"
+#include "citus.hpp"
 #include "compat_1_0.hpp"
 #include "completion_sql.hpp"
 #include "job_wait.hpp"
@@ -248,6 +249,8 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	nulls[CP_RESULTS] = results == nullptr ? 'n' : ' ';
 	/* p_queue (1.1, argument 3): NULL completes by id alone, as on one node. */
 	in_queue = catalog == Catalog::V1_1 && PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	/* Under Citus: the queue's shard on this node, or the queue given (citus.cpp). */
+	awa::require_queue_local_or_given(in_queue ? PG_GETARG_TEXT_PP(3) : nullptr);
 	values[CP_QUEUE] = in_queue ? PG_GETARG_DATUM(3) : (Datum)0;
 	nulls[CP_QUEUE] = in_queue ? ' ' : 'n';
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
@@ -275,8 +278,16 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 		/* Generic plans: a custom plan of either was made again on every call (keep_generic_plan). */
 		int form = in_queue ? 1 : 0;
 
-		lock_plan = awa::keep_generic_plan(&lock_receipts_plans[1 + form], kLockReceiptsSql[form], CP_NPARAMS, types);
-		plan = awa::keep_generic_plan(&complete_plans[1 + form], kCompleteSql[form], CP_NPARAMS, types);
+		/* Under Citus, in the queue given: on the queue's shards alone (citus.cpp). */
+		text *queue = in_queue ? PG_GETARG_TEXT_PP(3) : nullptr;
+
+		lock_plan = in_queue ? awa::keep_shard_plan(kLockReceiptsSql[form], queue, CP_NPARAMS, types) : nullptr;
+		plan = in_queue ? awa::keep_shard_plan(kCompleteSql[form], queue, CP_NPARAMS, types) : nullptr;
+		if (lock_plan == nullptr)
+			lock_plan =
+				awa::keep_generic_plan(&lock_receipts_plans[1 + form], kLockReceiptsSql[form], CP_NPARAMS, types);
+		if (plan == nullptr)
+			plan = awa::keep_generic_plan(&complete_plans[1 + form], kCompleteSql[form], CP_NPARAMS, types);
 	}
 	else
 	{

@@ -18,6 +18,7 @@
  * whatever the registry holds. Nothing that can take a heavyweight lock or do I/O runs under
  * the LWLock.
  */
+#include "citus.hpp"
 #include "pg_boundary.hpp"
 #include "registry.hpp"
 
@@ -190,6 +191,17 @@ on_xact(XactEvent event, void *arg)
 	switch (event)
 	{
 	case XACT_EVENT_PRE_PREPARE:
+		/* Under Citus a prepare is the two-phase commit of a transaction that wrote on two
+		 * nodes: a producer transaction that enqueued here and wrote on another worker. */
+		if ((reserved_in_xact || has_entries()) && citus_present())
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("a transaction that enqueues may write on one Citus worker only"),
+							errdetail("It enqueued on this worker and wrote on another node, so Citus commits it "
+									  "in two phases, which an enqueue cannot take part in; nothing of it is "
+									  "committed."),
+							errhint("Enqueue into the queues of one worker per transaction (their rows are "
+									"colocated by queue), or commit each queue's enqueue in its own "
+									"transaction.")));
 		if (reserved_in_xact || has_entries())
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that reserved lane sequence numbers"),

@@ -10,6 +10,7 @@
  * lane costs no SPI, no DDL and no catalog lookup; entries created by a (sub)transaction
  * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
  */
+#include "citus.hpp"
 #include "lane_key.hpp"
 #include "ordering_hash.hpp"
 #include "pg_boundary.hpp"
@@ -241,10 +242,11 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 			StringInfoData ddl;
 
 			initStringInfo(&ddl);
-			appendStringInfo(&ddl,
-							 "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1 "
-							 "OWNED BY awa.queue_enqueue_heads.seq_name",
-							 quote_identifier(name));
+			/* Under Citus the heads are a distributed table, which a sequence cannot belong to:
+			 * the lane's sequence stays on the queue's worker and drop_queue drops it by name. */
+			appendStringInfo(&ddl, "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1%s",
+							 quote_identifier(name),
+							 citus_present() ? "" : " OWNED BY awa.queue_enqueue_heads.seq_name");
 			if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "awa_shard: creating a lane sequence failed");
 		}

@@ -1,5 +1,6 @@
 /* spi_util.cpp — checked SPI: plans prepared once per backend, exact result codes. */
 #include "spi_util.hpp"
+#include "citus.hpp"
 
 extern "C"
 {
@@ -41,7 +42,9 @@ keep_generic_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argty
 {
 	if (*slot == nullptr)
 	{
-		SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), CURSOR_OPT_GENERIC_PLAN);
+		/* Under Citus a statement is routed by its queue value: custom plans there. */
+		int options = citus_present() ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
+		SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), options);
 
 		if (plan == nullptr)
 			elog(ERROR, "awa_shard: SPI_prepare_cursor failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);

@@ -3,6 +3,7 @@
  * (docs/design.md §12: each argument is checked before anything is written, and a message
  * names the argument). The limits come from limits.hpp.
  */
+#include "citus.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
 #include "ring.hpp"
@@ -73,8 +74,13 @@ checked_between(int64 value, int64 lo, int64 hi, const char *argname, int sqlsta
 text *
 checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
+	text *queue;
+
 	require_not_null(PG_ARGISNULL(argno), argname);
-	return checked_text_chars(PG_GETARG_TEXT_PP(argno), kMaxQueueChars, argname);
+	queue = checked_text_chars(PG_GETARG_TEXT_PP(argno), kMaxQueueChars, argname);
+	/* Under Citus the queue's shard must be on this node (citus.cpp). */
+	require_queue_local(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+	return queue;
 }
 
 /* A queue name longer than any valid one is refused before it is copied into a fixed-size

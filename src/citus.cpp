@@ -1,0 +1,221 @@
+/*
+ * citus.cpp — scale-out by queue on Citus (docs/scale-out.md). A queue's rows live on one
+ * worker (awa.citus_setup() distributes the per-queue tables by queue, colocated, and the
+ * worker-facing calls by p_queue with force_delegation). A call Citus did not delegate would
+ * run its statements from the coordinator, one routed statement at a time, and could split
+ * a lane over nodes: every entry point that takes a queue refuses it here, before it touches
+ * anything, unless the queue's shard is on this node.
+ */
+#include "citus.hpp"
+#include "spi_util.hpp"
+
+extern "C"
+{
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* -1 unknown, 0 no, 1 yes: Citus's library is loaded into this backend. */
+int citus_loaded = -1;
+/* Whether the citus extension exists (looked up until found; then kept). */
+bool citus_extension = false;
+SPIPlanPtr local_plan = nullptr;
+
+SPIPlanPtr shards_plan = nullptr;
+
+/* A plan of a statement on the shards of one queue. */
+struct ShardPlan
+{
+	const char *sql; /* the statement as written (its address is the key) */
+	char *queue;	 /* TopMemoryContext */
+	SPIPlanPtr plan;
+};
+constexpr int kShardPlans = 64;
+ShardPlan shard_plans[kShardPlans];
+int next_victim = 0;
+
+/* Whether `c` can continue an SQL identifier. */
+bool
+ident_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+}
+
+/*
+ * `sql` with every distributed table of awa (parents, not their partitions) named by its
+ * shard holding the queue; nullptr when none is distributed. SPI connected.
+ */
+char *
+shard_sql(const char *sql, text *queue)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	StringInfoData out;
+	uint64 n;
+
+	keep_plan(&shards_plan,
+			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
+			  "       pg_catalog.shard_name(p.logicalrelid, "
+			  "                             pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)) "
+			  "FROM pg_catalog.pg_dist_partition p "
+			  "WHERE p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "
+			  "  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = p.logicalrelid)",
+			  1, argtypes);
+	exec_plan(shards_plan, values, nullptr, true, 0, SPI_OK_SELECT, "shards of a queue");
+	n = SPI_processed;
+	if (n == 0)
+		return nullptr;
+	initStringInfo(&out);
+	for (const char *p = sql; *p;)
+	{
+		bool replaced = false;
+
+		if ((p == sql || !ident_char(p[-1])) && strncmp(p, "awa.", 4) == 0)
+			for (uint64 i = 0; i < n && !replaced; i++)
+			{
+				char *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+				size_t len = strlen(name);
+
+				if (strncmp(p, name, len) == 0 && !ident_char(p[len]))
+				{
+					appendStringInfoString(&out, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+					p += len;
+					replaced = true;
+				}
+			}
+		if (!replaced)
+			appendStringInfoChar(&out, *p++);
+	}
+	return out.data;
+}
+
+} // namespace
+
+/* A kept plan of sql on the queue's shards (see citus.hpp); nullptr when not distributed. */
+SPIPlanPtr
+keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes)
+{
+	char *q = text_to_cstring(queue);
+	char *rewritten;
+	SPIPlanPtr plan;
+	ShardPlan *slot;
+
+	if (!citus_present())
+		return nullptr;
+	for (auto &e : shard_plans)
+		if (e.sql == sql && e.queue != nullptr && strcmp(e.queue, q) == 0)
+			return e.plan;
+	rewritten = shard_sql(sql, queue);
+	if (rewritten == nullptr)
+		return nullptr;
+	plan = SPI_prepare(rewritten, nargs, const_cast<Oid *>(argtypes));
+	if (plan == nullptr)
+		elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), rewritten);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "awa_shard: SPI_keepplan failed");
+	slot = &shard_plans[next_victim];
+	next_victim = (next_victim + 1) % kShardPlans;
+	if (slot->plan != nullptr)
+		SPI_freeplan(slot->plan);
+	if (slot->queue != nullptr)
+		pfree(slot->queue);
+	slot->sql = sql;
+	slot->queue = MemoryContextStrdup(TopMemoryContext, q);
+	slot->plan = plan;
+	return plan;
+}
+
+/* Citus is loaded (its settings exist: it is preloaded) and CREATE EXTENSION citus ran here. */
+bool
+citus_present()
+{
+	if (citus_loaded < 0)
+		citus_loaded = GetConfigOption("citus.node_conninfo", true, false) != nullptr ? 1 : 0;
+	if (citus_loaded == 0)
+		return false;
+	if (!citus_extension && IsTransactionState())
+		citus_extension = OidIsValid(get_extension_oid("citus", true));
+	return citus_extension;
+}
+
+/* require_queue_local, and under Citus once distributed a NULL queue refused (0A000). */
+void
+require_queue_local_or_given(text *queue)
+{
+	static SPIPlanPtr distributed_plan = nullptr;
+	Datum result;
+	bool distributed;
+
+	if (!citus_present())
+		return;
+	if (queue != nullptr)
+	{
+		require_queue_local(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+		return;
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&distributed_plan,
+			  "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "               WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass)",
+			  0, nullptr);
+	exec_plan(distributed_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "distribution");
+	distributed = spi_single_value(&result) && DatumGetBool(result);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (distributed)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("on a Citus cluster this call needs p_queue"),
+						errdetail("Without the queue, Citus cannot send the call to the queue's worker."),
+						errhint("Pass the job's queue as p_queue, alone in its statement.")));
+}
+
+/* Refuse a call whose queue's shard is not on this node (0A000, with a hint). */
+void
+require_queue_local(const char *queue, int queue_len)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1];
+	Datum result;
+	bool local;
+
+	if (!citus_present())
+		return;
+	values[0] = PointerGetDatum(cstring_to_text_with_len(queue, queue_len));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	/* Not distributed yet (awa.citus_setup() not run): one node, nothing to refuse. */
+	keep_plan(&local_plan,
+			  "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "                              WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass) "
+			  "            THEN true "
+			  "            ELSE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement p, pg_catalog.pg_dist_local_group g "
+			  "                          WHERE p.groupid = g.groupid "
+			  "                            AND p.shardid = pg_catalog.get_shard_id_for_distribution_column("
+			  "                                              'awa.queue_meta'::pg_catalog.regclass, $1)) END",
+			  1, argtypes);
+	exec_plan(local_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue placement");
+	local = spi_single_value(&result) && DatumGetBool(result);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (!local)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						errmsg("queue \"%.*s\" lives on another node of the Citus cluster", queue_len, queue),
+						errdetail("Citus did not delegate this call to the queue's worker, so it would run here, a "
+								  "statement at a time."),
+						errhint("Call the function alone in its own statement with p_queue given (SELECT awa.f(...), "
+								"not inside an expression or a multi-statement transaction that touched another "
+								"queue's worker), or connect to the queue's worker.")));
+}
+
+} // namespace awa
