@@ -9,16 +9,17 @@ ALTER DATABASE awa_maintenance_prune_lanes SET awa_shard.maintenance = off;
 \c awa_maintenance_prune_lanes
 -- A prune that truncates moved rows waits until every snapshot of the database sees the move
 -- ('skipped_snapshots' before); a session the server starts meanwhile (autovacuum's ANALYZE,
--- a maintenance worker's probe) may hold one for a moment: that answer is retried for 10 s.
-CREATE FUNCTION pg_temp.prune_when_seen() RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE r text;
+-- a maintenance worker's probe) may hold one for a moment, and so may this session's own
+-- snapshot while a transaction older than the move runs anywhere on the server: that answer
+-- is retried for 10 s, each try in a transaction (and a snapshot) of its own.
+CREATE PROCEDURE pg_temp.prune_when_seen(INOUT prune text) LANGUAGE plpgsql AS $f$
 BEGIN
     FOR i IN 1..1000 LOOP
-        r := awa.prune_queue_ring();
-        EXIT WHEN r <> 'skipped_snapshots';
+        prune := awa.prune_queue_ring();
+        EXIT WHEN prune <> 'skipped_snapshots';
+        COMMIT;
         PERFORM pg_sleep(0.01);
     END LOOP;
-    RETURN r;
 END
 $f$;
 SET client_min_messages = warning;
@@ -76,7 +77,7 @@ SELECT count(*) AS pending, count(DISTINCT (queue, priority, enqueue_shard)) AS 
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT awa.prune_queue_ring() AS prune;
 -- The move is one transaction; the next prune truncates the old slot (no snapshot needs it).
-SELECT pg_temp.prune_when_seen() AS prune_truncates;
+CALL pg_temp.prune_when_seen(NULL); -- prune_truncates
 -- Exactly the pending rows are in the current slot, unchanged; nothing is left in the old one.
 SELECT (SELECT count(*) FROM awa.ready_entries) AS ready_rows,
        (SELECT count(*) FROM awa.ready_entries WHERE ready_slot <> (SELECT current_slot FROM awa.queue_ring_state))

@@ -10,16 +10,17 @@ ALTER DATABASE awa_maintenance_ring SET awa_shard.maintenance = off;
 \c awa_maintenance_ring
 -- A prune that truncates moved rows waits until every snapshot of the database sees the move
 -- ('skipped_snapshots' before); a session the server starts meanwhile (autovacuum's ANALYZE,
--- a maintenance worker's probe) may hold one for a moment: that answer is retried for 10 s.
-CREATE FUNCTION pg_temp.prune_when_seen() RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE r text;
+-- a maintenance worker's probe) may hold one for a moment, and so may this session's own
+-- snapshot while a transaction older than the move runs anywhere on the server: that answer
+-- is retried for 10 s, each try in a transaction (and a snapshot) of its own.
+CREATE PROCEDURE pg_temp.prune_when_seen(INOUT prune text) LANGUAGE plpgsql AS $f$
 BEGIN
     FOR i IN 1..1000 LOOP
-        r := awa.prune_queue_ring();
-        EXIT WHEN r <> 'skipped_snapshots';
+        prune := awa.prune_queue_ring();
+        EXIT WHEN prune <> 'skipped_snapshots';
+        COMMIT;
         PERFORM pg_sleep(0.01);
     END LOOP;
-    RETURN r;
 END
 $f$;
 SET client_min_messages = warning;
@@ -49,7 +50,7 @@ SELECT awa.prune_queue_ring() AS prune_with_pending;
 -- job in the old slot); the slot is truncated and freed by the next call, once no snapshot
 -- can still need it.
 SELECT slot, moved_xid IS NOT NULL AS moved FROM awa.queue_ring_slots WHERE generation >= 0 ORDER BY slot;
-SELECT pg_temp.prune_when_seen() AS prune_truncates_moved;
+CALL pg_temp.prune_when_seen(NULL); -- prune_truncates_moved
 SELECT ready_slot, (SELECT current_slot FROM awa.queue_ring_state) AS current_slot, count(*)
   FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT (SELECT count(*) FROM (SELECT job_id, queue, priority, enqueue_shard, lane_seq, kind, args, run_at, ordering_key
@@ -70,7 +71,7 @@ SELECT awa.prune_queue_ring() AS prune_with_running;
 -- partition (ready_slot -1), once.
 SELECT awa.fail_job((SELECT job_id FROM second_claim), (SELECT run_lease FROM second_claim), 'boom') AS final_state;
 SELECT awa.prune_queue_ring() AS prune_when_done;
-SELECT pg_temp.prune_when_seen() AS prune_truncates_retained;
+CALL pg_temp.prune_when_seen(NULL); -- prune_truncates_retained
 SELECT ready_slot, count(*) FROM awa.ready_entries WHERE queue = 'ring_q' GROUP BY 1 ORDER BY 1;
 SELECT ready_slot, state, kind, args, enqueue_shard, lane_seq, (errors -> -1 ->> 'error') AS last_error
   FROM awa.done_entries WHERE queue = 'ring_q' ORDER BY ready_slot, state;
@@ -90,7 +91,7 @@ SELECT awa.rotate_queue_ring() AS rotate_full_ring;
 SELECT count(*) FILTER (WHERE generation >= 0) AS live_slots FROM awa.queue_ring_slots;
 SELECT awa.prune_queue_ring() AS prune_full_ring;
 SELECT awa.rotate_queue_ring() AS rotate_before_truncate;
-SELECT pg_temp.prune_when_seen() AS prune_full_ring_truncates;
+CALL pg_temp.prune_when_seen(NULL); -- prune_full_ring_truncates
 SELECT awa.rotate_queue_ring() AS rotate_after_prune;
 SELECT count(*) AS ring_fill_waiting FROM awa.jobs WHERE queue = 'ring_fill' AND state = 'available';
 -- Claim ring: rotate once receipts exist, prune the sealed slot when every receipt is closed.
