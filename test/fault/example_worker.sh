@@ -49,7 +49,7 @@ check "last batch: two jobs completed, one failed" \
       "$(q postgres -c "SELECT completed || ',' || failed FROM awa.queue_counts_exact('exq')")" "2,1"
 
 # 2. A batch that fails: the job fails and awa.fail_job is refused (a psql error, set -e).
-q postgres -c "REVOKE EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval) FROM awa_worker" \
+q postgres -c "REVOKE EXECUTE ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text) FROM awa_worker" \
           -c "SELECT awa.insert_job_compat('bad', 'exq', '{\"fail\": true}')" >/dev/null
 run_worker failing_batch MAX_BATCHES=0
 check "failing batch: the worker exits non-zero" "$([ "$rc" != 0 ] && [ "$rc" != none ] && echo yes)" "yes"
