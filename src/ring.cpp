@@ -15,6 +15,7 @@
  * rotation meanwhile is still live and read by claims.
  */
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
+#include "citus.hpp"
 #include "module.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -247,12 +248,17 @@ arc_from_result(int first, int ranges[4])
  * what they raised.
  */
 
-/* Open awa.<table> for a read; nullptr without SELECT on it. */
+/*
+ * Open awa.<table> for a direct read; nullptr without SELECT on it, or under Citus, where the
+ * table here may be a shell whose rows live in shards that only a statement reaches.
+ */
 Relation
 open_for_read(const char *table)
 {
 	Oid relid = get_relname_relid(table, get_namespace_oid("awa", false));
 
+	if (citus_present())
+		return nullptr;
 	if (!OidIsValid(relid))
 		elog(ERROR, "awa_shard: table awa.%s is missing", table);
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
