@@ -116,6 +116,12 @@ SELECT count(*) AS found_after_delete FROM ret_jobs j, awa.get_job(j.id) g WHERE
 -- Expiry: nothing before a bucket's deadline (6 days on); the completed jobs' bucket after
 -- it (9 days on), one bucket per call; the failed and cancelled after theirs (40 days on).
 SELECT awa.expire_retention() AS now_expires;
+-- Expiry reads the bucket's jobs to drop their unique claims before it truncates the bucket:
+-- a REPEATABLE READ snapshot could miss rows a prune committed there since, and leave their
+-- claims behind, so it runs in READ COMMITTED only (0A000 otherwise).
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err($$SELECT awa.expire_retention()$$) AS expire_in_repeatable_read;
+ROLLBACK;
 SELECT awa._expire_retention(now() + interval '6 days', 1000) AS after_6_days;
 SELECT awa._expire_retention(now() + interval '9 days', 1000) AS after_9_days,
        awa._expire_retention(now() + interval '9 days', 1000) AS again;

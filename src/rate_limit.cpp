@@ -204,7 +204,8 @@ rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
 	LWLockRelease(rate_shared->lock);
 	if (tokens + 1e-9 >= 1.0)
 		return 0;
-	return std::max(1L, static_cast<long>(std::ceil((1.0 - tokens) / per_second * 1000.0)));
+	/* Clamped before the cast: a tiny rate gives a wait beyond any long (or infinity). */
+	return static_cast<long>(std::clamp(std::ceil((1.0 - tokens) / per_second * 1000.0), 1.0, 3600.0 * 1000.0));
 }
 
 /* Give back tokens taken and not handed out (never more than the bucket holds). */

@@ -190,10 +190,12 @@ AS $$
       JOIN awa.queue_meta m ON m.queue = b.queue AND m.completed_retention IS NOT NULL
      CROSS JOIN LATERAL (SELECT awa._retention_deadline(b.finalized_at, m.completed_retention, p_now) AS deadline) k
      CROSS JOIN LATERAL unnest(b.lane_offsets) WITH ORDINALITY AS u(lane_offset, n)
-      JOIN awa.ready_entries r
-        ON r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation AND r.queue = b.queue
-       AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = b.lane_block * 64 + u.lane_offset
+     -- One probe of the ready rows' key per attempt (a join on the lane alone would pair
+     -- every ready row of the slot with every batch of its lane).
+     CROSS JOIN LATERAL (SELECT e.* FROM awa.ready_entries e
+                          WHERE e.queue = b.queue AND e.priority = b.priority AND e.enqueue_shard = b.enqueue_shard
+                            AND e.lane_seq = b.lane_block * 64 + u.lane_offset AND e.ready_slot = b.ready_slot
+                            AND e.ready_generation = b.ready_generation) r
      CROSS JOIN LATERAL awa._job_row(NULL::awa.done_entries, awa._job(r),
                                      jsonb_build_object('ready_slot', b.ready_slot, 'ready_generation', b.ready_generation,
                                                         'enqueue_shard', b.enqueue_shard, 'lane_seq', r.lane_seq,
@@ -214,17 +216,24 @@ CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
 AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
+    v_jobs awa.done_entries[];
+    v_job_deadlines timestamptz[];
     v_deadlines timestamptz[];
     v_slots integer[];
     v_copied awa.done_entries[];
 BEGIN
+    -- One read of the slot's retainable jobs: a retention changed meanwhile must not give
+    -- the copies deadlines that have no bucket (they would go to the kept partition).
+    SELECT array_agg(r.job), array_agg(r.deadline) INTO v_jobs, v_job_deadlines
+      FROM awa._retainable(p_slot, v_now) r;
     SELECT array_agg(x.deadline ORDER BY x.deadline), array_agg(awa._retention_bucket(x.deadline) ORDER BY x.deadline)
       INTO v_deadlines, v_slots
-      FROM (SELECT DISTINCT r.deadline FROM awa._retainable(p_slot, v_now) r WHERE r.deadline IS NOT NULL) x;
+      FROM (SELECT DISTINCT d.deadline FROM unnest(v_job_deadlines) AS d(deadline) WHERE d.deadline IS NOT NULL) x;
     WITH copied AS (
         INSERT INTO awa.done_entries
         SELECT y.*
-          FROM awa._retainable(p_slot, v_now) x
+          FROM (SELECT v_jobs[i] AS job, v_job_deadlines[i] AS deadline
+                  FROM pg_catalog.generate_subscripts(v_jobs, 1) AS g(i)) x
           LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
          CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
         ON CONFLICT DO NOTHING
@@ -522,7 +531,11 @@ BEGIN
                                          p_lock_timeout_ms::integer, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
-        IF NOT v_copy_early THEN
+        -- Copied early: what finished since (an exit that wrote a terminal row before the
+        -- lock came, such as a cancel) is copied now, once, like the rest.
+        IF v_copy_early THEN
+            v_copied := v_copied || awa._retain_finished(v_slot);
+        ELSE
             v_copied := awa._retain_finished(v_slot);
         END IF;
         -- The heads of the lanes that still have pending rows in the slot: a claim can take
@@ -704,6 +717,8 @@ AS $$
 BEGIN
     PERFORM awa._require(p_lock_timeout_ms IS NULL, 'p_lock_timeout_ms');
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
+    -- Its claims' delete must see every row a prune committed to the bucket before the truncate.
+    PERFORM awa._require_read_committed('expire_retention');
     RETURN awa._expire_retention(now(), p_lock_timeout_ms);
 END
 $$;
