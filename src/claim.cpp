@@ -28,6 +28,7 @@
 #include "claim_cursor.hpp"
 #include "claim_sql.hpp"
 #include "compat_1_0.hpp"
+#include "direct_drain.hpp"
 #include "flow_control.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
@@ -365,22 +366,6 @@ forget_probe(Oid seq_oid)
 		(void)hash_search(probe_cache, &seq_oid, HASH_REMOVE, nullptr);
 }
 
-/* The effective priority of a head whose oldest row has waited since run_at (aging, §4). */
-int
-effective_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs)
-{
-	double waited;
-	double steps;
-
-	if (aging_secs <= 0)
-		return priority;
-	waited = static_cast<double>(now - run_at) / USECS_PER_SEC;
-	steps = std::floor(waited / aging_secs);
-	if (steps <= 0)
-		return priority;
-	return steps >= priority - 1 ? 1 : static_cast<int>(priority - steps);
-}
-
 /* The walk's order: effective priority, run_at of the lane's first row, lane priority. */
 bool
 walk_order(const Head &a, const Head &b)
@@ -434,7 +419,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			h.run_at = lanes[i].hint;
 		else if (!probe_lane(queue, h, arc, false, &h.run_at, &h.remembered))
 			continue;
-		h.effective_priority = effective_priority(h.priority, h.run_at, now, aging_secs);
+		h.effective_priority = awa::aged_priority(h.priority, h.run_at, now, aging_secs);
 		heads[n_heads++] = h;
 	}
 	std::stable_sort(heads, heads + n_heads, walk_order);
@@ -457,7 +442,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 				continue;
 			}
 			heads[i].remembered = false;
-			heads[i].effective_priority = effective_priority(heads[i].priority, heads[i].run_at, now, aging_secs);
+			heads[i].effective_priority = awa::aged_priority(heads[i].priority, heads[i].run_at, now, aging_secs);
 			std::stable_sort(heads + i, heads + n_heads, walk_order);
 			i--;
 			continue;
@@ -527,6 +512,55 @@ lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *ar
 	return false;
 }
 
+/*
+ * The drain by its statement (claim_sql.hpp): leases mode, the 1.0 catalog, Citus, or a
+ * receipts-mode drain the direct one sent back. Its rows stay in SPI_tuptable for the
+ * caller; *out says how many and where the lane's cursor and hint stand after them.
+ */
+void
+drain_statement(text *queue, awa::Catalog catalog, bool receipts, int16 priority, int16 shard, int64 claim_seq,
+				int64 max_batch, double deadline_secs, double aging_secs, const int *slot_ranges,
+				const awa::RingSlot &ring, int64 bound, awa::DrainOutcome *out)
+{
+	static const Oid drain_types[14] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
+										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID,	INT8OID};
+	Datum values[14];
+	SPIPlanPtr drain;
+	bool isnull;
+
+	/* Under Citus the drain names the queue's shards: Citus would plan its inserting CTEs
+	 * apart and send their input to every node (citus.cpp, keep_shard_plan). */
+	drain = catalog == awa::Catalog::V1_1 ? awa::keep_shard_plan(kDrainSql[receipts], queue, 14, drain_types) : nullptr;
+	if (drain == nullptr)
+		drain = awa::keep_plan(&drain_plans[static_cast<int>(catalog)][receipts],
+							   catalog == awa::Catalog::V1_1 ? kDrainSql[receipts]
+															 : awa::compat_1_0::claim_drain_sql(receipts),
+							   14, drain_types);
+	values[0] = PointerGetDatum(queue);
+	values[1] = Int16GetDatum(priority);
+	values[2] = Int16GetDatum(shard);
+	values[3] = Int64GetDatum(claim_seq);
+	values[4] = Int64GetDatum(max_batch);
+	values[5] = Float8GetDatum(deadline_secs);
+	values[6] = Float8GetDatum(aging_secs);
+	for (int k = 0; k < 4; k++)
+		values[7 + k] = Int32GetDatum(slot_ranges[k]);
+	values[11] = Int32GetDatum(ring.slot);
+	values[12] = Int64GetDatum(ring.generation);
+	values[13] = Int64GetDatum(bound);
+	awa::exec_plan_latest(drain, values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
+	out->claimed = static_cast<int64>(SPI_processed);
+	out->has_hint = false;
+	if (SPI_processed == 0)
+		return;
+	HeapTuple last = SPI_tuptable->vals[SPI_processed - 1];
+	Datum hint = SPI_getbinval(last, SPI_tuptable->tupdesc, SPI_tuptable->tupdesc->natts, &isnull);
+
+	out->next_seq = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, DC_LANE_SEQ, &isnull)) + 1;
+	out->has_hint = !isnull;
+	out->hint_run_at = isnull ? 0 : DatumGetTimestampTz(hint);
+}
+
 } // namespace
 
 /*
@@ -537,22 +571,21 @@ lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *ar
 Datum
 awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 {
-	static const Oid drain_types[14] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, FLOAT8OID, FLOAT8OID,
-										INT4OID, INT4OID, INT4OID, INT4OID, INT4OID, INT8OID,	INT8OID};
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 	ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	int64 max_batch;
 	double deadline_secs;
 	double aging_secs;
-	Datum drain_values[14];
 	awa::RingSlot ring;
 	int slot_ranges[4];
 	int16 priority;
 	int16 shard;
 	int64 claim_seq;
+	int64 bound;
 	bool receipts;
-	bool isnull_seq;
-	SPIPlanPtr drain;
+	bool direct = false;
+	awa::DrainOutcome outcome = {};
+	int64 claimed;
 	int planner_level;
 	awa::QueueLimits limits = {};
 	int64 tokens = 0; /* taken from the rate limit's bucket */
@@ -612,27 +645,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		 * it moved is in this arc.
 		 */
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
-		/* Under Citus the drain names the queue's shards: Citus would plan its inserting CTEs
-		 * apart and send their input to every node (citus.cpp, keep_shard_plan). */
-		drain = catalog == Catalog::V1_1 ? awa::keep_shard_plan(kDrainSql[receipts], queue, 14, drain_types) : nullptr;
-		if (drain == nullptr)
-			drain = awa::keep_plan(&drain_plans[static_cast<int>(catalog)][receipts],
-								   catalog == Catalog::V1_1 ? kDrainSql[receipts]
-															: awa::compat_1_0::claim_drain_sql(receipts),
-								   14, drain_types);
-		drain_values[0] = PointerGetDatum(queue);
-		drain_values[1] = Int16GetDatum(priority);
-		drain_values[2] = Int16GetDatum(shard);
-		drain_values[3] = Int64GetDatum(claim_seq);
-		drain_values[4] = Int64GetDatum(max_batch);
-		drain_values[5] = Float8GetDatum(deadline_secs);
-		drain_values[6] = Float8GetDatum(aging_secs);
-		for (int k = 0; k < 4; k++)
-			drain_values[7 + k] = Int32GetDatum(slot_ranges[k]);
-		drain_values[11] = Int32GetDatum(ring.slot);
-		drain_values[12] = Int64GetDatum(ring.generation);
-		/* Read before the drain's snapshot (exec_plan_latest takes it). */
-		drain_values[13] = Int64GetDatum(awa::claim_bound(cand.seq_oid));
+		bound = awa::claim_bound(cand.seq_oid); /* before the drain's snapshot */
 		/*
 		 * A claim with a deadline holds its transaction id before the drain reads the clock
 		 * (the head lock has taken one already; this says so): deadline rescue trusts that a
@@ -641,29 +654,27 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		 */
 		if (deadline_secs > 0)
 			(void)GetTopTransactionId();
-		awa::exec_plan_latest(drain, drain_values, nullptr, false, 0, SPI_OK_SELECT, "claim drain");
-		if (SPI_processed > 0)
+		/* The receipts-mode drain of the 1.1 catalog runs without a planned statement when it can. */
+		direct = false;
+		if (catalog == Catalog::V1_1 && receipts)
+		{
+			awa::DrainRequest req = {queue, priority,	   shard,	   claim_seq,	max_batch,
+									 bound, deadline_secs, aging_secs, slot_ranges, ring};
+
+			direct = awa::drain_direct(req, rsinfo->setResult, rsinfo->setDesc, &outcome);
+		}
+		if (!direct)
+			drain_statement(queue, catalog, receipts, priority, shard, claim_seq, max_batch, deadline_secs, aging_secs,
+							slot_ranges, ring, bound, &outcome);
+		if (outcome.claimed > 0)
 		{
 			/* Rows come in lane order: the cursor now stands after the last one. */
 			if (cand.board)
-			{
-				HeapTuple last = SPI_tuptable->vals[SPI_processed - 1];
-				int64 next = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, DC_LANE_SEQ, &isnull_seq)) + 1;
-				bool hint_null;
-				Datum hint = SPI_getbinval(last, SPI_tuptable->tupdesc, SPI_tuptable->tupdesc->natts, &hint_null);
-
-				awa::board_publish_at_commit(cand.seq_oid, cand.head_xmin, next, !hint_null,
-											 hint_null ? 0 : DatumGetTimestampTz(hint));
-			}
+				awa::board_publish_at_commit(cand.seq_oid, cand.head_xmin, outcome.next_seq, outcome.has_hint,
+											 outcome.hint_run_at);
 			/* The drain saw the lane's next row (its hint is set): one more sleeper has work. */
-			{
-				bool no_next;
-
-				(void)SPI_getbinval(SPI_tuptable->vals[SPI_processed - 1], SPI_tuptable->tupdesc,
-									SPI_tuptable->tupdesc->natts, &no_next);
-				if (!no_next)
-					awa::note_more_work(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
-			}
+			if (outcome.has_hint)
+				awa::note_more_work(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
 			break;
 		}
 		if (attempt >= 3)
@@ -674,28 +685,34 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		awa::keep_plan(&clear_hint_plans[static_cast<int>(catalog)],
 					   catalog == Catalog::V1_1 ? kClearHintSql : awa::compat_1_0::claim_clear_hint_sql(), 3,
 					   kClearHintTypes);
-		/* On the latest committed state like the walk and the drain, whatever the isolation level. */
-		awa::exec_plan_latest(clear_hint_plans[static_cast<int>(catalog)], drain_values, nullptr, false, 0,
-							  SPI_OK_UPDATE, "claim hint reset");
+		{
+			Datum head_key[3] = {PointerGetDatum(queue), Int16GetDatum(priority), Int16GetDatum(shard)};
+
+			/* On the latest committed state like the walk and the drain, whatever the isolation level. */
+			awa::exec_plan_latest(clear_hint_plans[static_cast<int>(catalog)], head_key, nullptr, false, 0,
+								  SPI_OK_UPDATE, "claim hint reset");
+		}
 	}
 
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum values[33];
-		bool nulls[33];
+	/* The statement's rows go to the result here (the direct drain put its own there). */
+	if (!direct && outcome.claimed > 0)
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum values[33];
+			bool nulls[33];
 
-		/* The drain's last column (the lane's hint) is not part of the result. */
-		if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts + 1 || rsinfo->setDesc->natts > 32)
-			elog(ERROR, "awa_shard: claim result has %d columns, expected %d", SPI_tuptable->tupdesc->natts - 1,
-				 rsinfo->setDesc->natts);
-		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed,
-				   static_cast<int64>(SPI_processed));
+			/* The drain's last column (the lane's hint) is not part of the result. */
+			if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts + 1 || rsinfo->setDesc->natts > 32)
+				elog(ERROR, "awa_shard: claim result has %d columns, expected %d", SPI_tuptable->tupdesc->natts - 1,
+					 rsinfo->setDesc->natts);
+			heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	claimed = outcome.claimed;
+	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed, claimed);
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
-						tokens - static_cast<int64>(SPI_processed));
+						tokens - claimed);
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

@@ -181,6 +181,68 @@ close_tables(Relation parent, Relation rel)
 	table_close(parent, NoLock);
 }
 
+/*
+ * Open `partition` of `parent` (the same OID when not partitioned) with RowExclusiveLock,
+ * the parent first as a statement does; false, with nothing left open, when a planned
+ * statement must insert instead (see the file comment).
+ */
+bool
+open_for_insert(Oid parent_oid, Oid partition_oid, Relation *parent, Relation *rel)
+{
+	/* Under Citus the tables here are shells: a statement reaches the shards, a heap insert would not. */
+	if (citus_present() || XactReadOnly)
+		return false;
+	*parent = table_open(parent_oid, RowExclusiveLock);
+	*rel = partition_oid == parent_oid ? *parent : table_open(partition_oid, RowExclusiveLock);
+	if ((*rel)->rd_rel->relkind != RELKIND_RELATION || needs_planned_statement(*parent) ||
+		needs_planned_statement(*rel) || pg_class_aclcheck(parent_oid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+	{
+		close_tables(*parent, *rel);
+		return false;
+	}
+	return true;
+}
+
+/* The executor state of inserts into `rel`: a one-entry range table, its indexes open, a slot. */
+void
+begin_inserts(Relation rel, EState **estate, ResultRelInfo **rri, TupleTableSlot **slot)
+{
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+	*estate = CreateExecutorState();
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(*estate, list_make1(rte));
+	*rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(*rri, rel, 1, nullptr, 0);
+	(*estate)->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(*rri, false);
+	*slot = ExecInitExtraTupleSlot(*estate, RelationGetDescr(rel), &TTSOpsVirtual);
+}
+
+/* Constraints, heap insert and index entries of the row in `slot`, as ExecSimpleRelationInsert. */
+void
+insert_slot(Relation rel, EState *estate, ResultRelInfo *rri, TupleTableSlot *slot)
+{
+	if (rel->rd_att->constr != nullptr)
+		ExecConstraints(rri, slot, estate);
+	table_tuple_insert(rel, slot, estate->es_output_cid, 0, nullptr);
+	if (rri->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(rri, slot, estate, false, false, nullptr, NIL));
+	ResetPerTupleExprContext(estate);
+}
+
+/* Release the executor state begin_inserts made. */
+void
+end_inserts(EState *estate, ResultRelInfo *rri)
+{
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+}
+
 } // namespace
 
 /* Insert rows into a known partition through the executor's routines (see the file comment). */
@@ -192,61 +254,101 @@ direct_insert(Oid parent_oid, Oid partition_oid, const EnqueueRow *rows, const i
 	Relation rel;
 	AttrSource *map;
 	EState *estate;
-	RangeTblEntry *rte;
 	ResultRelInfo *rri;
 	TupleTableSlot *slot;
 
-	/* Under Citus the tables here are shells: a statement reaches the shards, a heap insert would not. */
-	if (citus_present())
-		return false;
-
 	if (n == 0)
-		return true;
-	if (XactReadOnly)
+		return !citus_present();
+	if (!open_for_insert(parent_oid, partition_oid, &parent, &rel))
 		return false;
-	parent = table_open(parent_oid, RowExclusiveLock);
-	rel = partition_oid == parent_oid ? parent : table_open(partition_oid, RowExclusiveLock);
 	map = static_cast<AttrSource *>(palloc(sizeof(AttrSource) * (RelationGetDescr(rel)->natts + 1)));
-	if (rel->rd_rel->relkind != RELKIND_RELATION || needs_planned_statement(parent) || needs_planned_statement(rel) ||
-		pg_class_aclcheck(parent_oid, GetUserId(), ACL_INSERT) != ACLCHECK_OK ||
-		!map_attributes(RelationGetDescr(rel), extra, nextra, map) ||
+	if (!map_attributes(RelationGetDescr(rel), extra, nextra, map) ||
 		!rows_fit(RelationGetDescr(rel), map, rows, pick, n))
 	{
 		close_tables(parent, rel);
 		return false;
 	}
 
-	estate = CreateExecutorState();
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = partition_oid;
-	rte->relkind = rel->rd_rel->relkind;
-	rte->rellockmode = RowExclusiveLock;
-	ExecInitRangeTable(estate, list_make1(rte));
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, nullptr, 0);
-	estate->es_output_cid = GetCurrentCommandId(true);
-	ExecOpenIndices(rri, false);
-	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), &TTSOpsVirtual);
-
+	begin_inserts(rel, &estate, &rri, &slot);
 	for (int k = 0; k < n; k++)
 	{
 		fill_slot(slot, map, rows[pick[k]], k, extra);
-		if (rel->rd_att->constr != nullptr)
-			ExecConstraints(rri, slot, estate);
-		table_tuple_insert(rel, slot, estate->es_output_cid, 0, nullptr);
-		if (rri->ri_NumIndices > 0)
-			list_free(ExecInsertIndexTuples(rri, slot, estate, false, false, nullptr, NIL));
-		ResetPerTupleExprContext(estate);
+		insert_slot(rel, estate, rri, slot);
 	}
-
-	ExecCloseIndices(rri);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	end_inserts(estate, rri);
 	close_tables(parent, rel);
 	/* As after an SPI statement: later statements of the transaction see the rows. */
 	CommandCounterIncrement();
 	return true;
+}
+
+/*
+ * Open a table for direct inserts of rows given column by column: every column of the
+ * table must be one of `columns`, of exactly its type (no modifier), and every one of
+ * `columns` a column of the table; false, nothing left open, when a planned statement must
+ * insert (the rules of direct_insert).
+ */
+bool
+direct_target_open(DirectTarget *t, Oid parent, Oid partition, const DirectColumn *columns, int ncolumns)
+{
+	TupleDesc desc;
+	int mapped = 0;
+
+	if (!open_for_insert(parent, partition, &t->parent, &t->rel))
+		return false;
+	desc = RelationGetDescr(t->rel);
+	t->column_of = static_cast<int *>(palloc(sizeof(int) * (desc->natts + 1)));
+	for (int a = 0; a < desc->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, a);
+
+		t->column_of[a] = -1;
+		if (att->attisdropped)
+			continue;
+		for (int c = 0; c < ncolumns && t->column_of[a] < 0; c++)
+			if (strcmp(columns[c].name, NameStr(att->attname)) == 0 && att->atttypid == columns[c].type &&
+				att->atttypmod < 0)
+				t->column_of[a] = c;
+		if (t->column_of[a] < 0)
+		{
+			close_tables(t->parent, t->rel);
+			return false;
+		}
+		mapped++;
+	}
+	if (mapped != ncolumns)
+	{
+		close_tables(t->parent, t->rel);
+		return false;
+	}
+	begin_inserts(t->rel, &t->estate, &t->rri, &t->slot);
+	return true;
+}
+
+/* Insert one row into an open target: values[c] and nulls[c] for its c-th column. */
+void
+direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
+{
+	TupleDesc desc = t->slot->tts_tupleDescriptor;
+
+	ExecClearTuple(t->slot);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		int c = t->column_of[a];
+
+		t->slot->tts_values[a] = c < 0 ? (Datum)0 : values[c];
+		t->slot->tts_isnull[a] = c < 0 || nulls[c];
+	}
+	ExecStoreVirtualTuple(t->slot);
+	insert_slot(t->rel, t->estate, t->rri, t->slot);
+}
+
+/* Close an open target (its locks stay to the end of the transaction). */
+void
+direct_target_close(DirectTarget *t)
+{
+	end_inserts(t->estate, t->rri);
+	close_tables(t->parent, t->rel);
 }
 
 } // namespace awa

@@ -8,6 +8,12 @@
 
 #include "enqueue_core.hpp"
 
+extern "C"
+{
+#include "nodes/execnodes.h"
+#include "utils/relcache.h"
+}
+
 namespace awa
 {
 
@@ -32,5 +38,37 @@ struct RowColumn
  */
 bool direct_insert(Oid parent, Oid partition, const EnqueueRow *rows, const int *pick, int n, const RowColumn *extra,
 				   int nextra);
+
+/* A column of a row given to direct_target_insert: its name and exact type. */
+struct DirectColumn
+{
+	const char *name;
+	Oid type;
+};
+
+/* A table (or one partition of it) open for direct inserts of rows column by column. */
+struct DirectTarget
+{
+	Relation parent;
+	Relation rel;
+	EState *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+	int *column_of; /* per attribute of rel: its index in the caller's columns, -1 when dropped */
+};
+
+/*
+ * Open `partition` of `parent` for rows of exactly `columns` (every column of the table,
+ * each of its exact type); false, having opened nothing, when a planned statement must
+ * insert (as direct_insert). Close with direct_target_close; the caller makes the rows
+ * visible with CommandCounterIncrement.
+ */
+bool direct_target_open(DirectTarget *t, Oid parent, Oid partition, const DirectColumn *columns, int ncolumns);
+
+/* Insert one row: values[c], nulls[c] for columns[c] of direct_target_open. */
+void direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls);
+
+/* Close a target opened by direct_target_open (the locks stay to the end of the transaction). */
+void direct_target_close(DirectTarget *t);
 
 } // namespace awa

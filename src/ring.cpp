@@ -419,6 +419,13 @@ SPIPlanPtr all_arcs_plan = nullptr;
 
 } // namespace
 
+/* OID of partition awa.<prefix><slot> of a ring (see partition_oid). */
+Oid
+ring_partition_oid(const char *prefix, int slot)
+{
+	return partition_oid(prefix, slot);
+}
+
 /*
  * The slots of `ring` that can hold rows, as two inclusive ranges [r0, r1] and [r2, r3]
  * (the second empty unless the arc wraps), as of the latest committed state. Rotation

@@ -44,4 +44,7 @@ void live_slot_ranges(Ring ring, int ranges[4]);
 /* The live arcs of the queue, claim and lease rings in one read (as live_slot_ranges). */
 void live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4]);
 
+/* OID of the ring partition awa.<prefix><slot> (e.g. "ready_entries_", 3); a missing one raises. */
+Oid ring_partition_oid(const char *prefix, int slot);
+
 } // namespace awa

@@ -1,0 +1,61 @@
+/*
+ * direct_drain.hpp — the drain of one locked lane (receipts mode, 1.1 catalog) through
+ * PostgreSQL's direct access routines (direct_drain.cpp): the lane's window read by index
+ * scans of the live ready partitions, its claim batches and claim mark inserted with their
+ * indexes maintained, no planned statement (docs/design.md §4, "Direct drain").
+ */
+#pragma once
+
+#include "ring.hpp"
+
+extern "C"
+{
+#include "postgres.h"
+#include "access/tupdesc.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+}
+
+namespace awa
+{
+
+/* What to drain: a lane whose head this transaction has locked, and how. */
+struct DrainRequest
+{
+	text *queue;
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;	  /* the lane's cursor, read after the head lock */
+	int64 max_batch;	  /* at least 1 */
+	int64 bound;		  /* the lane's claim bound (registry.cpp), read before the drain's snapshot */
+	double deadline_secs; /* 0: no deadline */
+	double aging_secs;	  /* 0: no aging */
+	const int *arc;		  /* the queue ring's live arc: two ranges of ready slots */
+	RingSlot claim_slot;  /* the claim ring's write slot, fenced */
+};
+
+/* What a drain did: rows claimed, and the lane's cursor and hint after it. */
+struct DrainOutcome
+{
+	int64 claimed;
+	int64 next_seq;			 /* max(lane_seq) + 1 of the claimed rows */
+	bool has_hint;			 /* the window showed the lane's next row */
+	TimestampTz hint_run_at; /* its run_at */
+};
+
+/*
+ * Drain the lane as the receipts-mode drain statement does (claim_sql.hpp), putting the
+ * claimed rows into `store` as rows of `result_desc` (the columns of claim_ready_runtime).
+ * False, having read and written nothing, when the statement must run instead: under Citus,
+ * without the privileges or with triggers, rules or row security on the tables, or when a
+ * table's columns are not the ones this routine knows. SPI must be connected.
+ */
+bool drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_desc, DrainOutcome *out);
+
+/*
+ * The effective priority of a lane whose oldest row has waited since run_at (aging, §4):
+ * one step higher (lower number) per aging_secs waited, never above 1 nor below priority.
+ */
+int aged_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs);
+
+} // namespace awa
