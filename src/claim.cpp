@@ -317,44 +317,66 @@ probe_lane(text *queue, const Head &head, LazyArc *arc, bool verify, TimestampTz
 		Datum key[5] = {Int32GetDatum(entry->ready_slot), values[0], Int16GetDatum(head.priority),
 						Int16GetDatum(head.shard), Int64GetDatum(entry->lane_seq)};
 
+		awa::LaneRange lane = {queue, head.priority, head.shard, 0, 0};
+		bool there;
+
 		if (!verify)
 		{
 			*run_at = entry->run_at;
 			*remembered = true;
 			return true;
 		}
-		awa::keep_plan(&row_exists_plan, kRowExistsSql, 5, exists_types);
-		awa::exec_plan_latest(row_exists_plan, key, nullptr, true, 1, SPI_OK_SELECT, "claim remembered row");
-		if (SPI_processed == 1)
+		if (!awa::ready_row_visible(lane, entry->ready_slot, entry->lane_seq, &there))
+		{
+			awa::keep_plan(&row_exists_plan, kRowExistsSql, 5, exists_types);
+			awa::exec_plan_latest(row_exists_plan, key, nullptr, true, 1, SPI_OK_SELECT, "claim remembered row");
+			there = SPI_processed == 1;
+		}
+		if (there)
 		{
 			*run_at = entry->run_at;
 			return true;
 		}
 	}
-	awa::keep_plan(&probe_plan, kProbeSql, 9, types);
-	values[1] = Int16GetDatum(head.priority);
-	values[2] = Int16GetDatum(head.shard);
-	values[3] = Int64GetDatum(head.claim_seq);
-	values[4] = Int64GetDatum(head.fence);
 	const int *slot_ranges = arc->get();
-	for (int k = 0; k < 4; k++)
-		values[5 + k] = Int32GetDatum(slot_ranges[k]);
-	awa::exec_plan_latest(probe_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane probe");
-	if (SPI_processed == 0)
+	awa::LaneRange lane = {queue, head.priority, head.shard, head.claim_seq, head.fence};
+	awa::LaneRow first;
+	bool there;
+
+	if (!awa::lane_first_row(lane, slot_ranges, &there, &first))
+	{
+		awa::keep_plan(&probe_plan, kProbeSql, 9, types);
+		values[1] = Int16GetDatum(head.priority);
+		values[2] = Int16GetDatum(head.shard);
+		values[3] = Int64GetDatum(head.claim_seq);
+		values[4] = Int64GetDatum(head.fence);
+		for (int k = 0; k < 4; k++)
+			values[5 + k] = Int32GetDatum(slot_ranges[k]);
+		awa::exec_plan_latest(probe_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim lane probe");
+		there = SPI_processed > 0;
+		if (there)
+		{
+			HeapTuple row = SPI_tuptable->vals[0];
+
+			first.run_at = DatumGetTimestampTz(SPI_getbinval(row, SPI_tuptable->tupdesc, PC_RUN_AT, &isnull));
+			first.ready_slot = DatumGetInt32(SPI_getbinval(row, SPI_tuptable->tupdesc, PC_READY_SLOT, &isnull));
+			first.lane_seq = DatumGetInt64(SPI_getbinval(row, SPI_tuptable->tupdesc, PC_LANE_SEQ, &isnull));
+		}
+	}
+	if (!there)
 	{
 		if (entry != nullptr)
 			(void)hash_search(probes(), &head.seq_oid, HASH_REMOVE, nullptr);
 		return false;
 	}
-	*run_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_RUN_AT, &isnull));
+	*run_at = first.run_at;
 	entry = static_cast<ProbeEntry *>(hash_search(probes(), &head.seq_oid, HASH_ENTER, &found));
 	entry->claim_seq = head.claim_seq;
 	entry->high_water = high_water;
 	entry->fence = head.fence;
-	entry->run_at = *run_at;
-	entry->ready_slot =
-		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_READY_SLOT, &isnull));
-	entry->lane_seq = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, PC_LANE_SEQ, &isnull));
+	entry->run_at = first.run_at;
+	entry->ready_slot = first.ready_slot;
+	entry->lane_seq = first.lane_seq;
 	return true;
 }
 

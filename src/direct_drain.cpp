@@ -17,6 +17,9 @@
  *    statement, only when there are such rows).
  * 6. The rows go to the caller's tuplestore, with the columns of claim_ready_runtime.
  *
+ * The lane probes of the claim walk and of the work check (lane_first_row, ready_row_visible)
+ * are the window's read with a limit of one row.
+ *
  * Locks follow the statement's: AccessShareLock on ready_entries then on each partition
  * read, RowExclusiveLock on claim_batches (its write partition is already locked by the
  * ring fence) and claim_marks, their indexes as the executor opens them. Every check that
@@ -242,8 +245,7 @@ append_row(ReadyRow **rows, int *n, int *cap, const ReadyRow &row)
  * `limit`; false when the partition's columns are not the ones the drain knows.
  */
 bool
-read_partition(Oid partition, const DrainRequest &req, Snapshot snapshot, int64 limit, ReadyRow **rows, int *n,
-			   int *cap)
+read_partition(Oid partition, const LaneRange &lane, Snapshot snapshot, int64 limit, ReadyRow **rows, int *n, int *cap)
 {
 	Relation rel = table_open(partition, AccessShareLock);
 	Relation index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
@@ -263,15 +265,15 @@ read_partition(Oid partition, const DrainRequest &req, Snapshot snapshot, int64 
 	}
 	/* The primary key (queue, priority, enqueue_shard, lane_seq, ready_slot), with its collation. */
 	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
-						   PointerGetDatum(req.queue));
+						   PointerGetDatum(lane.queue));
 	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1], F_INT2EQ,
-						   Int16GetDatum(req.priority));
+						   Int16GetDatum(lane.priority));
 	ScanKeyEntryInitialize(&keys[2], 0, 3, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[2], F_INT2EQ,
-						   Int16GetDatum(req.shard));
+						   Int16GetDatum(lane.shard));
 	ScanKeyEntryInitialize(&keys[3], 0, 4, BTGreaterEqualStrategyNumber, InvalidOid, index->rd_indcollation[3],
-						   F_INT8GE, Int64GetDatum(req.claim_seq));
+						   F_INT8GE, Int64GetDatum(lane.from));
 	ScanKeyEntryInitialize(&keys[4], 0, 4, BTLessStrategyNumber, InvalidOid, index->rd_indcollation[3], F_INT8LT,
-						   Int64GetDatum(req.bound));
+						   Int64GetDatum(lane.bound));
 	scan = index_beginscan(rel, index, snapshot, 5, 0);
 	index_rescan(scan, keys, 5, nullptr, 0);
 	slot = table_slot_create(rel, nullptr);
@@ -307,26 +309,43 @@ by_lane_seq(const void *a, const void *b)
 }
 
 /*
- * The lane's window: up to max_batch + 1 visible rows in [cursor, bound) of the live
- * ready partitions, in lane order; false when a partition cannot be read directly.
+ * The lane's window: up to `limit` visible rows in [from, bound) of the live ready
+ * partitions (two ranges of slots), in lane order; false when a partition cannot be read
+ * directly.
  */
 bool
-read_window(const DrainRequest &req, Snapshot snapshot, ReadyRow **rows, int *n)
+read_window(const LaneRange &lane, const int *arc, Snapshot snapshot, int64 limit, ReadyRow **rows, int *n)
 {
 	int cap = 0;
-	int64 limit = req.max_batch + 1;
 
 	*rows = nullptr;
 	*n = 0;
 	for (int range = 0; range < 2; range++)
-		for (int s = req.arc[2 * range]; s <= req.arc[2 * range + 1]; s++)
-			if (!read_partition(ring_partition_oid("ready_entries_", s), req, snapshot, limit, rows, n, &cap))
+		for (int s = arc[2 * range]; s <= arc[2 * range + 1]; s++)
+			if (!read_partition(ring_partition_oid("ready_entries_", s), lane, snapshot, limit, rows, n, &cap))
 				return false;
 	if (*n > 1)
 		qsort(*rows, *n, sizeof(ReadyRow), by_lane_seq);
 	if (*n > limit)
 		*n = static_cast<int>(limit);
 	return true;
+}
+
+/* ready_entries open for direct reads (AccessShareLock), or nullptr when a statement must read. */
+Relation
+open_ready_for_read()
+{
+	Relation ready;
+
+	if (citus_present())
+		return nullptr;
+	ready = table_open(awa_relation("ready_entries"), AccessShareLock);
+	if (!readable_directly(ready))
+	{
+		table_close(ready, NoLock);
+		return nullptr;
+	}
+	return ready;
 }
 
 /* Whether to_jsonb of this tags value is the flat array payload_of builds (one dimension or none). */
@@ -533,7 +552,6 @@ aged_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_se
 bool
 drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_desc, DrainOutcome *out)
 {
-	Oid ready_parent;
 	Oid batches_parent;
 	Oid marks_table;
 	Relation ready;
@@ -561,21 +579,18 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 	result_map = static_cast<int *>(palloc(sizeof(int) * (result_desc->natts + 1)));
 	if (!map_result_columns(result_desc, result_map))
 		return false;
-	ready_parent = awa_relation("ready_entries");
 	batches_parent = awa_relation("claim_batches");
 	marks_table = awa_relation("claim_marks");
 	receipt_seq = awa_relation("receipt_id_seq");
 
 	/* 1. The window, on the latest committed state as a non-read-only SPI statement sees it. */
-	ready = table_open(ready_parent, AccessShareLock);
-	if (!readable_directly(ready))
-	{
-		table_close(ready, NoLock);
+	ready = open_ready_for_read();
+	if (ready == nullptr)
 		return false;
-	}
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool readable = read_window(req, snapshot, &rows, &n_window);
+	LaneRange lane = {req.queue, req.priority, req.shard, req.claim_seq, req.bound};
+	bool readable = read_window(lane, req.arc, snapshot, req.max_batch + 1, &rows, &n_window);
 	UnregisterSnapshot(snapshot);
 	table_close(ready, NoLock);
 	if (!readable)
@@ -719,6 +734,60 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 		}
 		tuplestore_putvalues(store, result_desc, values, nulls);
 	}
+	return true;
+}
+
+/* The first visible row of a lane in [from, bound) of the live ready slots (see the header). */
+bool
+lane_first_row(const LaneRange &lane, const int *arc, bool *found, LaneRow *row)
+{
+	Relation ready = open_ready_for_read();
+	Snapshot snapshot;
+	ReadyRow *rows;
+	int n;
+	bool readable;
+
+	if (ready == nullptr)
+		return false;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	readable = read_window(lane, arc, snapshot, 1, &rows, &n);
+	UnregisterSnapshot(snapshot);
+	table_close(ready, NoLock);
+	if (!readable)
+		return false;
+	*found = n > 0;
+	if (*found)
+	{
+		row->run_at = DatumGetTimestampTz(rows[0].value[R_RUN_AT]);
+		row->ready_slot = DatumGetInt32(rows[0].value[R_READY_SLOT]);
+		row->lane_seq = DatumGetInt64(rows[0].value[R_LANE_SEQ]);
+	}
+	return true;
+}
+
+/* Whether one ready row (by its key) is visible (see the header). */
+bool
+ready_row_visible(const LaneRange &lane, int32 ready_slot, int64 lane_seq, bool *found)
+{
+	Relation ready = open_ready_for_read();
+	Snapshot snapshot;
+	ReadyRow *rows;
+	int n;
+	int cap = 0;
+	LaneRange one = {lane.queue, lane.priority, lane.shard, lane_seq, lane_seq + 1};
+	bool readable;
+
+	if (ready == nullptr)
+		return false;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rows = nullptr;
+	n = 0;
+	readable = read_partition(ring_partition_oid("ready_entries_", ready_slot), one, snapshot, 1, &rows, &n, &cap);
+	UnregisterSnapshot(snapshot);
+	table_close(ready, NoLock);
+	if (!readable)
+		return false;
+	*found = n > 0;
 	return true;
 }
 

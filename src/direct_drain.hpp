@@ -19,6 +19,24 @@ extern "C"
 namespace awa
 {
 
+/* A range [from, bound) of lane_seqs of one lane. */
+struct LaneRange
+{
+	text *queue;
+	int16 priority;
+	int16 shard;
+	int64 from;
+	int64 bound;
+};
+
+/* A ready row as a lane probe finds it. */
+struct LaneRow
+{
+	TimestampTz run_at;
+	int32 ready_slot;
+	int64 lane_seq;
+};
+
 /* What to drain: a lane whose head this transaction has locked, and how. */
 struct DrainRequest
 {
@@ -51,6 +69,17 @@ struct DrainOutcome
  * table's columns are not the ones this routine knows. SPI must be connected.
  */
 bool drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_desc, DrainOutcome *out);
+
+/*
+ * The first visible row of a lane in [from, bound) of the live ready slots (arc: two ranges
+ * of slots), on a copy of the latest snapshot, as the probe statements read it; *found says
+ * whether there is one. False, having read nothing, when a statement must read instead
+ * (Citus, privileges, row security, unknown columns).
+ */
+bool lane_first_row(const LaneRange &lane, const int *arc, bool *found, LaneRow *row);
+
+/* Whether the ready row (lane, lane_seq) is visible in slot ready_slot, as lane_first_row. */
+bool ready_row_visible(const LaneRange &lane, int32 ready_slot, int64 lane_seq, bool *found);
 
 /*
  * The effective priority of a lane whose oldest row has waited since run_at (aging, §4):

@@ -206,22 +206,12 @@ ring_read(int ring, SPIPlanPtr *plan, const char *sql, int nargs, const Oid *typ
 }
 
 /*
- * The live arc from columns first..first+2 (oldest live slot or NULL, current slot, slot
- * count: a live_sql row) of the single row in SPI_tuptable, as two inclusive ranges
- * [r0, r1] and [r2, r3] (the second empty unless the arc wraps).
+ * A live arc (oldest live slot, NULL when none; current slot; slot count) as two inclusive
+ * ranges [r0, r1] and [r2, r3] (the second empty unless the arc wraps).
  */
 void
-arc_from_result(int first, int ranges[4])
+arc_ranges(int oldest, bool oldest_isnull, int current, int slot_count, int ranges[4])
 {
-	bool oldest_isnull;
-	bool isnull;
-	int oldest =
-		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_OLDEST, &oldest_isnull));
-	int current =
-		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_CURRENT, &isnull));
-	int slot_count =
-		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_SLOT_COUNT, &isnull));
-
 	if (oldest_isnull)
 		oldest = current;
 	ranges[0] = oldest;
@@ -237,6 +227,25 @@ arc_from_result(int first, int ranges[4])
 		ranges[2] = 0;
 		ranges[3] = current;
 	}
+}
+
+/*
+ * The live arc from columns first..first+2 (oldest live slot or NULL, current slot, slot
+ * count: a live_sql row) of the single row in SPI_tuptable (see arc_ranges).
+ */
+void
+arc_from_result(int first, int ranges[4])
+{
+	bool oldest_isnull;
+	bool isnull;
+	int oldest =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_OLDEST, &oldest_isnull));
+	int current =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_CURRENT, &isnull));
+	int slot_count =
+		DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + LC_SLOT_COUNT, &isnull));
+
+	arc_ranges(oldest, oldest_isnull, current, slot_count, ranges);
 }
 
 /*
@@ -282,9 +291,12 @@ read_attribute(TupleTableSlot *slot, Relation rel, const char *name)
 	return slot_getattr(slot, attnum, &isnull);
 }
 
-/* The current slot of a ring by a heap scan of its one-row state table; false: no privilege. */
+/*
+ * The current slot (and, with slot_count, the slot count) of a ring by a heap scan of its
+ * one-row state table; false: no privilege.
+ */
 bool
-read_cursor_direct(int ring, Snapshot snapshot, int *current)
+read_cursor_direct(int ring, Snapshot snapshot, int *current, int *slot_count = nullptr)
 {
 	Relation rel = open_for_read(kRings[ring].state_table);
 	TableScanDesc scan;
@@ -298,6 +310,8 @@ read_cursor_direct(int ring, Snapshot snapshot, int *current)
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 	{
 		*current = DatumGetInt32(read_attribute(slot, rel, "current_slot"));
+		if (slot_count != nullptr)
+			*slot_count = DatumGetInt32(read_attribute(slot, rel, "slot_count"));
 		rows++;
 	}
 	table_endscan(scan);
@@ -338,6 +352,47 @@ read_generation_direct(int ring, Snapshot snapshot, int slot_no, int64 *generati
 	return true;
 }
 
+/*
+ * The live arc of a ring (as live_sql: the live slot of the lowest generation, the current
+ * slot, the slot count) by heap scans of its state and slot tables; false: no privilege.
+ */
+bool
+read_arc_direct(int ring, Snapshot snapshot, int ranges[4])
+{
+	int current;
+	int slot_count;
+	Relation rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	bool have_oldest = false;
+	int oldest = 0;
+	int64 oldest_generation = 0;
+
+	if (!read_cursor_direct(ring, snapshot, &current, &slot_count))
+		return false;
+	rel = open_for_read(kRings[ring].slots_table);
+	if (rel == nullptr)
+		return false;
+	scan = table_beginscan(rel, snapshot, 0, nullptr);
+	slot = table_slot_create(rel, nullptr);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		int64 generation = DatumGetInt64(read_attribute(slot, rel, "generation"));
+
+		if (generation >= 0 && (!have_oldest || generation < oldest_generation))
+		{
+			have_oldest = true;
+			oldest_generation = generation;
+			oldest = DatumGetInt32(read_attribute(slot, rel, "slot"));
+		}
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	arc_ranges(oldest, !have_oldest, current, slot_count, ranges);
+	return true;
+}
+
 /* A ring's cursor read with the queue ring's live_sql row beside it (from column kArcAfterRead). */
 const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
 SPIPlanPtr read_with_queue_arc_plans[3];
@@ -354,12 +409,12 @@ read_current(int ring, int *queue_arc)
 	bool isnull;
 
 	s.partition = InvalidOid;
-	if (queue_arc == nullptr)
 	{
-		/* One snapshot for both reads: a slot and its generation of one committed state. */
+		/* One snapshot for every read: a slot, its generation and the arc of one committed state. */
 		Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
 		bool read = read_cursor_direct(ring, snapshot, &s.slot) &&
-					read_generation_direct(ring, snapshot, s.slot, &s.generation);
+					read_generation_direct(ring, snapshot, s.slot, &s.generation) &&
+					(queue_arc == nullptr || read_arc_direct(static_cast<int>(Ring::Queue), snapshot, queue_arc));
 
 		UnregisterSnapshot(snapshot);
 		if (read)
@@ -440,7 +495,12 @@ live_slot_ranges(Ring ring, int ranges[4])
 {
 	int r = static_cast<int>(ring);
 	bool isnull;
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	bool read = read_arc_direct(r, snapshot, ranges);
 
+	UnregisterSnapshot(snapshot);
+	if (read)
+		return;
 	ring_read(r, &live_plans[r], kRings[r].live_sql, 0, nullptr, nullptr, "ring arc read", 1 + LC_CURRENT, &isnull);
 	arc_from_result(1, ranges);
 }
@@ -453,6 +513,14 @@ live_slot_ranges(Ring ring, int ranges[4])
 void
 live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
 {
+	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+	bool read = read_arc_direct(static_cast<int>(Ring::Queue), snapshot, queue_arc) &&
+				read_arc_direct(static_cast<int>(Ring::Claim), snapshot, claim_arc) &&
+				read_arc_direct(static_cast<int>(Ring::Lease), snapshot, lease_arc);
+
+	UnregisterSnapshot(snapshot);
+	if (read)
+		return;
 	if (all_arcs_plan == nullptr)
 	{
 		char sql[1024];

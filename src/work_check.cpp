@@ -23,6 +23,7 @@
  */
 #include "claim_cursor.hpp"
 #include "compat_1_0.hpp"
+#include "direct_drain.hpp"
 #include "registry.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -68,7 +69,10 @@ struct Lane
 	bool held; /* another transaction in progress holds the head (a claim of the lane) */
 };
 
-/* Whether the lane shows a row in [cursor, limit): one index probe from the cursor. */
+/*
+ * Whether the lane shows a row in [cursor, limit): one index probe from the cursor per live
+ * ready partition (direct_drain.cpp), or the statement where that steps aside.
+ */
 bool
 probe(text *queue, const Lane &lane, int64 limit, const int *ranges)
 {
@@ -76,6 +80,12 @@ probe(text *queue, const Lane &lane, int64 limit, const int *ranges)
 	Datum values[9] = {PointerGetDatum(queue), Int16GetDatum(lane.priority), Int16GetDatum(lane.shard),
 					   Int64GetDatum(lane.cursor), Int64GetDatum(limit)};
 
+	LaneRange range = {queue, lane.priority, lane.shard, lane.cursor, limit};
+	LaneRow first;
+	bool found;
+
+	if (lane_first_row(range, ranges, &found, &first))
+		return found;
 	for (int k = 0; k < 4; k++)
 		values[5 + k] = Int32GetDatum(ranges[k]);
 	keep_plan(&probe_plan, kProbeSql, 9, types);
