@@ -30,6 +30,7 @@
 #include "compat_1_0.hpp"
 #include "direct_drain.hpp"
 #include "flow_control.hpp"
+#include "lane_lock.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
 #include "promote.hpp"
@@ -445,7 +446,6 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 		heads[n_heads++] = h;
 	}
 	std::stable_sort(heads, heads + n_heads, walk_order);
-	awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
 	for (int i = 0; i < n_heads; i++)
 	{
 		/*
@@ -469,10 +469,17 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			i--;
 			continue;
 		}
-		values[1] = Int16GetDatum(heads[i].priority);
-		values[2] = Int16GetDatum(heads[i].shard);
-		awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
-		if (SPI_processed == 0)
+		bool locked;
+
+		if (!awa::lock_head_direct(queue, heads[i].priority, heads[i].shard, &locked))
+		{
+			values[1] = Int16GetDatum(heads[i].priority);
+			values[2] = Int16GetDatum(heads[i].shard);
+			awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
+			awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
+			locked = SPI_processed > 0;
+		}
+		if (!locked)
 			continue; /* another claim holds this lane */
 		/*
 		 * The cursor, on a snapshot taken after the lock: the claim that held the head before

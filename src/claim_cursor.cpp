@@ -9,6 +9,7 @@
  */
 #include "citus.hpp"
 #include "claim_cursor.hpp"
+#include "lane_lock.hpp"
 #include "compat_1_0.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
@@ -505,7 +506,10 @@ lane_cursor(text *queue, int16 priority, int16 shard, Catalog catalog, int64 *cu
 	Datum values[3] = {PointerGetDatum(queue), Int16GetDatum(priority), Int16GetDatum(shard)};
 	Datum value;
 	int v = static_cast<int>(catalog);
+	bool found;
 
+	if (catalog == Catalog::V1_1 && lane_cursor_direct(queue, priority, shard, &found, cursor))
+		return found;
 	if (cursor_plans[v] == nullptr)
 	{
 		char sql[512];

@@ -1,0 +1,232 @@
+/*
+ * lane_lock.cpp — the lock of a lane head and the read of a lane's cursor without planned
+ * statements (D22; docs/design.md §4, "Direct drain").
+ *
+ * The lock does what ExecLockRows does for `SELECT 1 FROM awa.queue_claim_heads h WHERE
+ * (queue, priority, enqueue_shard) = (...) FOR UPDATE SKIP LOCKED` run on the latest
+ * snapshot: RowShareLock on the table and its primary key, the head found by an index scan on
+ * a copy of the latest snapshot (after a command counter increment, as SPI gives a
+ * non-read-only statement), then table_tuple_lock in LockTupleExclusive with LockWaitSkip.
+ * At READ COMMITTED it follows the head's update chain to its latest version
+ * (TUPLE_LOCK_FLAG_FIND_LAST_VERSION, the executor's EvalPlanQual case: the key columns it
+ * re-checks never change); at REPEATABLE READ and SERIALIZABLE a head updated or deleted
+ * since the snapshot raises 40001, as the executor does. A head another transaction holds is
+ * skipped (TM_WouldBlock), and so is one this transaction changed in a later command, or one
+ * deleted at READ COMMITTED.
+ *
+ * The cursor read does what `SELECT claim_seq FROM awa.lane_cursors` does for one lane: the
+ * head's claim_seq by its primary key, the lane's latest claim mark by a backward scan of
+ * the marks' primary key, the greater of the two, on one copy of the latest snapshot.
+ */
+#include "citus.hpp"
+#include "lane_lock.hpp"
+
+extern "C"
+{
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+#include <cstring>
+
+namespace awa
+{
+
+namespace
+{
+
+/* awa.<name> opened with `mode` when this user may read it (and, with `update`, update it) and it has no row security;
+ * else nullptr. */
+Relation
+open_lane_table(const char *name, LOCKMODE mode, bool update)
+{
+	Oid relid;
+	Relation rel;
+
+	if (citus_present())
+		return nullptr;
+	relid = get_relname_relid(name, get_namespace_oid("awa", false));
+	if (!OidIsValid(relid))
+		elog(ERROR, "awa_shard: table awa.%s is missing", name);
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT | (update ? ACL_UPDATE : 0)) != ACLCHECK_OK)
+		return nullptr;
+	rel = table_open(relid, mode);
+	if (rel->rd_rel->relrowsecurity)
+	{
+		table_close(rel, NoLock);
+		return nullptr;
+	}
+	return rel;
+}
+
+/* Scan keys (queue, priority, enqueue_shard) equal on the first three columns of `index`. */
+void
+lane_keys(Relation index, text *queue, int16 priority, int16 shard, ScanKeyData keys[3])
+{
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
+						   PointerGetDatum(queue));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1], F_INT2EQ,
+						   Int16GetDatum(priority));
+	ScanKeyEntryInitialize(&keys[2], 0, 3, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[2], F_INT2EQ,
+						   Int16GetDatum(shard));
+}
+
+/* Attribute number of column `name` of `rel`; a missing one is a broken install. */
+AttrNumber
+column_of(Relation rel, const char *name)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+
+	for (int a = 0; a < desc->natts; a++)
+		if (!TupleDescAttr(desc, a)->attisdropped && strcmp(NameStr(TupleDescAttr(desc, a)->attname), name) == 0)
+			return static_cast<AttrNumber>(a + 1);
+	elog(ERROR, "awa_shard: column %s of awa.%s is missing", name, RelationGetRelationName(rel));
+	return InvalidAttrNumber;
+}
+
+/*
+ * The int8 column `name` of the first row the index scan of a lane finds in `direction`
+ * (the lane's keys as the index's leading columns); false when there is none.
+ */
+bool
+first_of_lane(Relation rel, Relation index, Snapshot snapshot, text *queue, int16 priority, int16 shard,
+			  ScanDirection direction, const char *name, int64 *value)
+{
+	ScanKeyData keys[3];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool found;
+	bool isnull;
+
+	lane_keys(index, queue, priority, shard, keys);
+	scan = index_beginscan(rel, index, snapshot, 3, 0);
+	index_rescan(scan, keys, 3, nullptr, 0);
+	slot = table_slot_create(rel, nullptr);
+	found = index_getnext_slot(scan, direction, slot);
+	if (found)
+	{
+		Datum d = slot_getattr(slot, column_of(rel, name), &isnull);
+
+		found = !isnull;
+		if (found)
+			*value = DatumGetInt64(d);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	return found;
+}
+
+} // namespace
+
+/* Lock a lane head unless another transaction holds it (see the file comment). */
+bool
+lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
+{
+	Relation rel = open_lane_table("queue_claim_heads", RowShareLock, true);
+	Relation index;
+	ScanKeyData keys[3];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot snapshot;
+
+	*locked = false;
+	if (rel == nullptr)
+		return false;
+	index = index_open(RelationGetPrimaryKeyIndex(rel), RowShareLock);
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	lane_keys(index, queue, priority, shard, keys);
+	scan = index_beginscan(rel, index, snapshot, 3, 0);
+	index_rescan(scan, keys, 3, nullptr, 0);
+	slot = table_slot_create(rel, nullptr);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		ItemPointerData tid = slot->tts_tid;
+		TupleTableSlot *lock_slot = table_slot_create(rel, nullptr);
+		TM_FailureData tmfd;
+		int flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
+		TM_Result result;
+
+		if (!IsolationUsesXactSnapshot())
+			flags |= TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+		result = table_tuple_lock(rel, &tid, snapshot, lock_slot, GetCurrentCommandId(true), LockTupleExclusive,
+								  LockWaitSkip, flags, &tmfd);
+		switch (result)
+		{
+		case TM_Ok:
+			*locked = true;
+			break;
+		case TM_WouldBlock:
+		case TM_SelfModified:
+			break; /* held by another transaction, or changed by this one since: skipped */
+		case TM_Updated:
+		case TM_Deleted:
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+								errmsg("could not serialize access due to concurrent %s",
+									   result == TM_Updated ? "update" : "delete")));
+			if (result == TM_Updated)
+				elog(ERROR, "awa_shard: unexpected lane head lock status %d", static_cast<int>(result));
+			break; /* deleted (a dropped lane): skipped */
+		default:
+			elog(ERROR, "awa_shard: unexpected lane head lock status %d", static_cast<int>(result));
+		}
+		ExecDropSingleTupleTableSlot(lock_slot);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return true;
+}
+
+/* A lane's claim cursor on the latest committed state (see the file comment). */
+bool
+lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 *cursor)
+{
+	Relation heads = open_lane_table("queue_claim_heads", AccessShareLock, false);
+	Relation marks;
+	Relation heads_index;
+	Relation marks_index;
+	Snapshot snapshot;
+	int64 mark;
+
+	if (heads == nullptr)
+		return false;
+	marks = open_lane_table("claim_marks", AccessShareLock, false);
+	if (marks == nullptr)
+	{
+		table_close(heads, NoLock);
+		return false;
+	}
+	heads_index = index_open(RelationGetPrimaryKeyIndex(heads), AccessShareLock);
+	marks_index = index_open(RelationGetPrimaryKeyIndex(marks), AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	*found =
+		first_of_lane(heads, heads_index, snapshot, queue, priority, shard, ForwardScanDirection, "claim_seq", cursor);
+	if (*found &&
+		first_of_lane(marks, marks_index, snapshot, queue, priority, shard, BackwardScanDirection, "claim_seq",
+					  &mark) &&
+		mark > *cursor)
+		*cursor = mark;
+	UnregisterSnapshot(snapshot);
+	index_close(marks_index, NoLock);
+	index_close(heads_index, NoLock);
+	table_close(marks, NoLock);
+	table_close(heads, NoLock);
+	return true;
+}
+
+} // namespace awa

@@ -1,0 +1,33 @@
+/*
+ * lane_lock.hpp — the claim's lock of a lane head and its read of the lane's cursor through
+ * PostgreSQL's direct access routines (lane_lock.cpp), as the statements `SELECT ... FOR
+ * UPDATE SKIP LOCKED` on awa.queue_claim_heads and `SELECT claim_seq FROM awa.lane_cursors`
+ * do them (docs/design.md §4, "Direct drain").
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+}
+
+namespace awa
+{
+
+/*
+ * Lock the claim head of a lane unless another transaction holds it (FOR UPDATE SKIP
+ * LOCKED, on the latest committed version): *locked says whether this transaction holds it
+ * now. At REPEATABLE READ and SERIALIZABLE a head updated or deleted since the latest
+ * snapshot raises 40001, as the statement does. False, having locked nothing, when the
+ * statement must run instead (Citus, privileges, row security).
+ */
+bool lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked);
+
+/*
+ * A lane's claim cursor (the greater of its head's claim_seq and its latest claim mark's) on
+ * a copy of the latest snapshot; *found is false when the lane has no head. False, having
+ * read nothing, when the statement must read instead.
+ */
+bool lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 *cursor);
+
+} // namespace awa
