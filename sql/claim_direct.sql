@@ -109,17 +109,24 @@ SELECT count(*) AS second_claim, min(lane_seq), max(lane_seq), count(DISTINCT re
   FROM awa.claim_ready_runtime('cd_window', 100);
 SELECT lane_block, cardinality(lane_offsets) AS jobs FROM awa.claim_batches WHERE queue = 'cd_window' ORDER BY claim_slot, receipt_base;
 
--- 5. The lane probes of the claim walk and of wait_for_jobs' work check, the head lock and
---    the cursor read run without statements too: none of them is kept either.
+-- 5. The heads read, the lane probes of the claim walk and of wait_for_jobs' work check,
+--    the head lock and the cursor read run without statements too: none of them is kept.
 SELECT awa.create_queue('cd_wait');
 SELECT (awa.insert_job_compat('w', 'cd_wait')).id IS NOT NULL AS enqueued;
 SELECT awa.wait_for_jobs('cd_wait', 0) AS work_seen;
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('cd_wait', 10);
+-- A paused queue shows no lane to the heads read.
+SELECT awa.pause_queue('cd_wait') IS NOT NULL AS paused;
+SELECT (awa.insert_job_compat('w2', 'cd_wait')).id IS NOT NULL AS enqueued_while_paused;
+SELECT count(*) AS claimed_while_paused FROM awa.claim_ready_runtime('cd_wait', 10);
+SELECT awa.resume_queue('cd_wait') IS NOT NULL AS resumed;
+SELECT count(*) AS claimed_after_resume FROM awa.claim_ready_runtime('cd_wait', 10);
 SELECT count(*) AS probe_statements FROM pg_backend_memory_contexts
  WHERE ident LIKE 'SELECT r.run_at, r.ready_slot, r.lane_seq FROM awa.ready_entries%'
     OR ident LIKE 'SELECT 1 FROM awa.ready_entries r%'
     OR ident LIKE 'SELECT 1 FROM awa.queue_claim_heads h%'
-    OR ident LIKE 'SELECT h.claim_seq FROM awa.lane_cursors h%';
+    OR ident LIKE 'SELECT h.claim_seq FROM awa.lane_cursors h%'
+    OR ident LIKE 'SELECT h.priority, h.enqueue_shard, h.claim_seq%';
 
 -- The heads of this test's queues are folded, as maintenance would, for the tests after it.
 SELECT awa.fold_claim_marks() >= 4 AS folded;

@@ -47,6 +47,24 @@ enum HeadsSource
 };
 
 SPIPlanPtr heads_plans[kHeadsSources];
+
+/*
+ * OID of a lane's sequence by name; InvalidOid for a lane being dropped. A lane created
+ * since this transaction's catalog snapshot (a wait that began before a producer's first job
+ * in a new lane) is found after taking in the invalidations, which renew that snapshot.
+ */
+Oid
+lane_sequence_oid(const char *seq_name, Oid awa_nsp)
+{
+	Oid seq_oid = get_relname_relid(seq_name, awa_nsp);
+
+	if (!OidIsValid(seq_oid))
+	{
+		AcceptInvalidationMessages();
+		seq_oid = get_relname_relid(seq_name, awa_nsp);
+	}
+	return seq_oid;
+}
 SPIPlanPtr lane_mark_plan = nullptr;
 
 /*
@@ -300,6 +318,39 @@ read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
 	LaneHead *heads;
 	int n = 0;
 
+	if (source == kHeadsBoard)
+	{
+		HeadRow *rows_direct;
+		int n_direct;
+
+		if (read_heads_direct(queue, &rows_direct, &n_direct, receipts))
+		{
+			*out = nullptr;
+			if (n_direct == 0)
+				return 0;
+			heads = static_cast<LaneHead *>(palloc(sizeof(LaneHead) * n_direct));
+			for (int i = 0; i < n_direct; i++)
+			{
+				LaneHead h;
+
+				h.priority = rows_direct[i].priority;
+				h.shard = rows_direct[i].shard;
+				h.claim_seq = rows_direct[i].claim_seq;
+				h.hint_null = rows_direct[i].hint_null;
+				h.hint = rows_direct[i].hint;
+				h.seq_oid = lane_sequence_oid(rows_direct[i].seq_name, awa_nsp);
+				if (!OidIsValid(h.seq_oid))
+					continue; /* a lane being dropped */
+				h.head_xmin = rows_direct[i].xmin;
+				h.head_xmax = rows_direct[i].xmax;
+				heads[n++] = h;
+			}
+			for (int i = 0; i < n; i++)
+				lane_from_board(queue, &heads[i]);
+			*out = heads;
+			return n;
+		}
+	}
 	if (heads_plans[source] == nullptr)
 	{
 		char sql[1024];
@@ -350,17 +401,7 @@ read_lane_heads(text *queue, Catalog catalog, LaneHead **out, bool *receipts)
 		d = SPI_getbinval(tup, desc, HC_HINT, &h.hint_null);
 		h.hint = h.hint_null ? 0 : DatumGetTimestampTz(d);
 		seq_name = TextDatumGetCString(SPI_getbinval(tup, desc, HC_SEQ_NAME, &isnull));
-		h.seq_oid = get_relname_relid(seq_name, awa_nsp);
-		if (!OidIsValid(h.seq_oid))
-		{
-			/*
-			 * A lane created since this transaction's catalog snapshot (a wait that began
-			 * before a producer's first job in a new lane): take in the invalidations, which
-			 * renew that snapshot, and look once more.
-			 */
-			AcceptInvalidationMessages();
-			h.seq_oid = get_relname_relid(seq_name, awa_nsp);
-		}
+		h.seq_oid = lane_sequence_oid(seq_name, awa_nsp);
 		if (!OidIsValid(h.seq_oid))
 			continue; /* a lane being dropped */
 		d = SPI_getbinval(tup, desc, HC_HEAD_XMIN, &isnull);

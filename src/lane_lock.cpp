@@ -24,6 +24,7 @@
 extern "C"
 {
 #include "access/genam.h"
+#include "access/sysattr.h"
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -32,6 +33,7 @@ extern "C"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -226,6 +228,162 @@ lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 
 	index_close(heads_index, NoLock);
 	table_close(marks, NoLock);
 	table_close(heads, NoLock);
+	return true;
+}
+
+namespace
+{
+
+/* Whether the queue is paused (its awa.queue_meta row says so), on `snapshot`. */
+bool
+queue_paused(Relation meta, Snapshot snapshot, text *queue)
+{
+	Relation index = index_open(RelationGetPrimaryKeyIndex(meta), AccessShareLock);
+	ScanKeyData key;
+	IndexScanDesc scan;
+	TupleTableSlot *slot = table_slot_create(meta, nullptr);
+	bool paused = false;
+	bool isnull;
+
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
+						   PointerGetDatum(queue));
+	scan = index_beginscan(meta, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, nullptr, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		Datum d = slot_getattr(slot, column_of(meta, "paused"), &isnull);
+
+		paused = !isnull && DatumGetBool(d);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	return paused;
+}
+
+/* The plane's mode (awa.plane_settings.receipts) on `snapshot`; true when the row is missing, as the statement's
+ * reader. */
+bool
+plane_receipts(Relation settings, Snapshot snapshot)
+{
+	TableScanDesc scan = table_beginscan(settings, snapshot, 0, nullptr);
+	TupleTableSlot *slot = table_slot_create(settings, nullptr);
+	bool receipts = true;
+	bool isnull;
+
+	if (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		Datum d = slot_getattr(slot, column_of(settings, "receipts"), &isnull);
+
+		receipts = isnull || DatumGetBool(d);
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	return receipts;
+}
+
+/* The name of a lane's enqueue sequence from its awa.queue_enqueue_heads row; nullptr when it has none. */
+char *
+lane_seq_name(Relation enqueue_heads, Relation index, Snapshot snapshot, text *queue, int16 priority, int16 shard)
+{
+	ScanKeyData keys[3];
+	IndexScanDesc scan;
+	TupleTableSlot *slot = table_slot_create(enqueue_heads, nullptr);
+	char *name = nullptr;
+	bool isnull;
+
+	lane_keys(index, queue, priority, shard, keys);
+	scan = index_beginscan(enqueue_heads, index, snapshot, 3, 0);
+	index_rescan(scan, keys, 3, nullptr, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		Datum d = slot_getattr(slot, column_of(enqueue_heads, "seq_name"), &isnull);
+
+		if (!isnull)
+			name = TextDatumGetCString(d);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	return name;
+}
+
+} // namespace
+
+/* Every claim head of an unpaused queue with its sequence's name (see the header). */
+bool
+read_heads_direct(text *queue, HeadRow **out, int *n, bool *receipts)
+{
+	Relation meta = open_lane_table("queue_meta", AccessShareLock, false);
+	Relation settings = meta ? open_lane_table("plane_settings", AccessShareLock, false) : nullptr;
+	Relation heads = settings ? open_lane_table("queue_claim_heads", AccessShareLock, false) : nullptr;
+	Relation enqueue_heads = heads ? open_lane_table("queue_enqueue_heads", AccessShareLock, false) : nullptr;
+	Snapshot snapshot;
+
+	*out = nullptr;
+	*n = 0;
+	if (enqueue_heads == nullptr)
+	{
+		if (heads != nullptr)
+			table_close(heads, NoLock);
+		if (settings != nullptr)
+			table_close(settings, NoLock);
+		if (meta != nullptr)
+			table_close(meta, NoLock);
+		return false;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (!queue_paused(meta, snapshot, queue))
+	{
+		Relation heads_index = index_open(RelationGetPrimaryKeyIndex(heads), AccessShareLock);
+		Relation enqueue_index = index_open(RelationGetPrimaryKeyIndex(enqueue_heads), AccessShareLock);
+		AttrNumber a_priority = column_of(heads, "priority");
+		AttrNumber a_shard = column_of(heads, "enqueue_shard");
+		AttrNumber a_claim_seq = column_of(heads, "claim_seq");
+		AttrNumber a_hint = column_of(heads, "head_run_at");
+		ScanKeyData key;
+		IndexScanDesc scan;
+		TupleTableSlot *slot = table_slot_create(heads, nullptr);
+		int cap = 0;
+		bool isnull;
+
+		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, heads_index->rd_indcollation[0], F_TEXTEQ,
+							   PointerGetDatum(queue));
+		scan = index_beginscan(heads, heads_index, snapshot, 1, 0);
+		index_rescan(scan, &key, 1, nullptr, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, slot))
+		{
+			HeadRow h;
+			Datum d;
+
+			h.priority = DatumGetInt16(slot_getattr(slot, a_priority, &isnull));
+			h.shard = DatumGetInt16(slot_getattr(slot, a_shard, &isnull));
+			h.claim_seq = DatumGetInt64(slot_getattr(slot, a_claim_seq, &isnull));
+			d = slot_getattr(slot, a_hint, &h.hint_null);
+			h.hint = h.hint_null ? 0 : DatumGetTimestampTz(d);
+			h.xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
+			h.xmax = DatumGetTransactionId(slot_getsysattr(slot, MaxTransactionIdAttributeNumber, &isnull));
+			h.seq_name = lane_seq_name(enqueue_heads, enqueue_index, snapshot, queue, h.priority, h.shard);
+			if (h.seq_name == nullptr)
+				continue; /* the inner join of the statement */
+			if (*n == cap)
+			{
+				cap = cap == 0 ? 16 : cap * 2;
+				*out = static_cast<HeadRow *>(*out == nullptr ? palloc(sizeof(HeadRow) * cap)
+															  : repalloc(*out, sizeof(HeadRow) * cap));
+			}
+			(*out)[(*n)++] = h;
+		}
+		index_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+		index_close(enqueue_index, NoLock);
+		index_close(heads_index, NoLock);
+		*receipts = plane_receipts(settings, snapshot);
+	}
+	UnregisterSnapshot(snapshot);
+	table_close(enqueue_heads, NoLock);
+	table_close(heads, NoLock);
+	table_close(settings, NoLock);
+	table_close(meta, NoLock);
 	return true;
 }
 

@@ -9,6 +9,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "utils/timestamp.h"
 }
 
 namespace awa
@@ -29,5 +30,26 @@ bool lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked);
  * read nothing, when the statement must read instead.
  */
 bool lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 *cursor);
+
+/* A claim head as read_heads_direct reads it (the heads statement's columns). */
+struct HeadRow
+{
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;
+	bool hint_null;
+	TimestampTz hint;
+	char *seq_name;
+	TransactionId xmin;
+	TransactionId xmax;
+};
+
+/*
+ * Every claim head of the queue with its enqueue sequence's name (none when the queue is
+ * paused), its row's xmin and xmax, and the plane's mode, on a copy of the latest snapshot,
+ * as the heads statement reads them with the heads themselves as the cursors (the cursor
+ * board completes them). False, having read nothing, when the statement must read instead.
+ */
+bool read_heads_direct(text *queue, HeadRow **out, int *n, bool *receipts);
 
 } // namespace awa
