@@ -128,5 +128,12 @@ SELECT count(*) AS probe_statements FROM pg_backend_memory_contexts
     OR ident LIKE 'SELECT h.claim_seq FROM awa.lane_cursors h%'
     OR ident LIKE 'SELECT h.priority, h.enqueue_shard, h.claim_seq%';
 
+-- A read-only transaction gets the statement's error (the head lock steps aside), and nothing is claimed.
+SELECT (awa.insert_job_compat('w3', 'cd_wait')).id IS NOT NULL AS enqueued;
+BEGIN TRANSACTION READ ONLY;
+SELECT count(*) FROM awa.claim_ready_runtime('cd_wait', 10);
+ROLLBACK;
+SELECT count(*) AS claimed_after_read_only FROM awa.claim_ready_runtime('cd_wait', 10);
+
 -- The heads of this test's queues are folded, as maintenance would, for the tests after it.
 SELECT awa.fold_claim_marks() >= 4 AS folded;

@@ -145,6 +145,12 @@ lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
 	*locked = false;
 	if (rel == nullptr)
 		return false;
+	/* A read-only transaction gets the statement's error (no row lock in it). */
+	if (XactReadOnly)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
 	index = index_open(RelationGetPrimaryKeyIndex(rel), RowShareLock);
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
