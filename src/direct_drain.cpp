@@ -257,7 +257,9 @@ read_partition(Oid partition, const LaneRange &lane, Snapshot snapshot, int64 li
 	Datum values[MaxTupleAttributeNumber];
 	bool nulls[MaxTupleAttributeNumber];
 
-	if (!map_ready_columns(RelationGetDescr(rel), map) || index->rd_index->indnkeyatts < 4)
+	static const char *const kLaneKey[4] = {"queue", "priority", "enqueue_shard", "lane_seq"};
+
+	if (!map_ready_columns(RelationGetDescr(rel), map) || !index_keys_are(rel, index, kLaneKey, 4))
 	{
 		index_close(index, NoLock);
 		table_close(rel, NoLock);

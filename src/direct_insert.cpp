@@ -351,4 +351,23 @@ direct_target_close(DirectTarget *t)
 	close_tables(t->parent, t->rel);
 }
 
+/* Whether the first n key columns of `index` are the columns `names` of `rel`, in that order. */
+bool
+index_keys_are(Relation rel, Relation index, const char *const *names, int n)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+
+	if (index->rd_index->indnkeyatts < n)
+		return false;
+	for (int k = 0; k < n; k++)
+	{
+		AttrNumber attnum = index->rd_index->indkey.values[k];
+
+		if (attnum <= 0 || attnum > desc->natts || TupleDescAttr(desc, attnum - 1)->attisdropped ||
+			strcmp(NameStr(TupleDescAttr(desc, attnum - 1)->attname), names[k]) != 0)
+			return false;
+	}
+	return true;
+}
+
 } // namespace awa

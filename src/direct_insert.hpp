@@ -71,4 +71,11 @@ void direct_target_insert(DirectTarget *t, const Datum *values, const bool *null
 /* Close a target opened by direct_target_open (the locks stay to the end of the transaction). */
 void direct_target_close(DirectTarget *t);
 
+/*
+ * Whether the first n key columns of `index` are the columns `names` of `rel`, in that
+ * order: a direct scan keyed on them reads what the statement's index scan reads (a 1.0
+ * catalog's keys lead with other columns, and its calls keep their statements).
+ */
+bool index_keys_are(Relation rel, Relation index, const char *const *names, int n);
+
 } // namespace awa

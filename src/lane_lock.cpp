@@ -19,6 +19,7 @@
  * the marks' primary key, the greater of the two, on one copy of the latest snapshot.
  */
 #include "citus.hpp"
+#include "direct_insert.hpp"
 #include "lane_lock.hpp"
 
 extern "C"
@@ -70,6 +71,22 @@ open_lane_table(const char *name, LOCKMODE mode, bool update)
 		return nullptr;
 	}
 	return rel;
+}
+
+/* The lane's key columns, which lead the primary keys of the lane tables. */
+const char *const kLaneColumns[3] = {"queue", "priority", "enqueue_shard"};
+/* The primary key of awa.claim_marks. */
+const char *const kMarkKey[4] = {"queue", "priority", "enqueue_shard", "claim_seq"};
+
+/* Whether the primary key of `rel` leads with `names` (index_keys_are). */
+bool
+keys_lead(Relation rel, const char *const *names, int n)
+{
+	Relation index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	bool leads = index_keys_are(rel, index, names, n);
+
+	index_close(index, NoLock);
+	return leads;
 }
 
 /* Scan keys (queue, priority, enqueue_shard) equal on the first three columns of `index`. */
@@ -152,6 +169,12 @@ lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
 		return false;
 	}
 	index = index_open(RelationGetPrimaryKeyIndex(rel), RowShareLock);
+	if (!index_keys_are(rel, index, kLaneColumns, 3))
+	{
+		index_close(index, NoLock);
+		table_close(rel, NoLock);
+		return false;
+	}
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	lane_keys(index, queue, priority, shard, keys);
@@ -221,6 +244,14 @@ lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 
 	}
 	heads_index = index_open(RelationGetPrimaryKeyIndex(heads), AccessShareLock);
 	marks_index = index_open(RelationGetPrimaryKeyIndex(marks), AccessShareLock);
+	if (!index_keys_are(heads, heads_index, kLaneColumns, 3) || !index_keys_are(marks, marks_index, kMarkKey, 4))
+	{
+		index_close(marks_index, NoLock);
+		index_close(heads_index, NoLock);
+		table_close(marks, NoLock);
+		table_close(heads, NoLock);
+		return false;
+	}
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	*found =
 		first_of_lane(heads, heads_index, snapshot, queue, priority, shard, ForwardScanDirection, "claim_seq", cursor);
@@ -335,6 +366,15 @@ read_heads_direct(text *queue, HeadRow **out, int *n, bool *receipts)
 			table_close(settings, NoLock);
 		if (meta != nullptr)
 			table_close(meta, NoLock);
+		return false;
+	}
+	if (!keys_lead(heads, kLaneColumns, 3) || !keys_lead(enqueue_heads, kLaneColumns, 3) ||
+		!keys_lead(meta, kLaneColumns, 1))
+	{
+		table_close(enqueue_heads, NoLock);
+		table_close(heads, NoLock);
+		table_close(settings, NoLock);
+		table_close(meta, NoLock);
 		return false;
 	}
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
