@@ -1,4 +1,5 @@
--- direct_complete: awa.complete_jobs completes receipts through the direct access routines
+-- direct_complete: awa.complete_jobs completes receipts (and awa.heartbeat_jobs finds them)
+-- through the direct access routines
 -- (docs/design.md §5, "Direct completion"): no planned statement runs over the rings on the
 -- common path. A generic plan of the completion statements locked every partition of every
 -- table it named (PostgreSQL 15 locks a generic plan's whole range table), the lease ring's
@@ -36,9 +37,20 @@ INSERT INTO jobs SELECT id FROM awa.insert_job_compat('k', 'dc_q', p_unique_key 
                                                       p_unique_states => B'11110000');
 CREATE TABLE claimed AS SELECT job_id, run_lease FROM awa.claim_ready_runtime('dc_q', 20, 0, 0);
 SELECT count(*) AS claimed FROM claimed;
+-- The heartbeat finds its receipts the same way (a stale pair among them is not alive) and
+-- locks no partition beyond the live ones, none of the lease ring: only the pairs without a
+-- receipt would go to the lease statement.
+BEGIN;
 SELECT awa.heartbeat_jobs(ARRAY(SELECT job_id FROM claimed ORDER BY job_id LIMIT 2),
                           ARRAY(SELECT run_lease FROM claimed ORDER BY job_id LIMIT 2)) AS alive;
-SELECT count(*) AS heartbeats FROM awa.attempt_state WHERE queue = 'dc_q';
+SELECT * FROM pg_temp.locked_partitions();
+COMMIT;
+SELECT awa.set_progress(job_id, run_lease, '{"done": 1}') AS progress_set
+  FROM claimed ORDER BY job_id LIMIT 1;
+SELECT awa.heartbeat_jobs(ARRAY(SELECT job_id FROM claimed ORDER BY job_id LIMIT 2),
+                          ARRAY(SELECT run_lease + 1 FROM claimed ORDER BY job_id LIMIT 2)) AS stale_alive;
+SELECT count(*) AS heartbeats, count(progress) AS with_progress FROM awa.attempt_state WHERE queue = 'dc_q';
+SELECT progress FROM awa.get_job((SELECT min(job_id) FROM claimed));
 SELECT count(*) AS unique_claims FROM awa.job_unique_claims WHERE queue = 'dc_q';
 
 -- 1. The completion: every pair completed once, results stored, in a transaction that then

@@ -510,12 +510,142 @@ run_tail_delete(SPIPlanPtr *plan, const char *sql, int nargs, const Oid *types, 
 	exec_plan_latest(*plan, values, nullptr, false, 0, SPI_OK_DELETE, what);
 }
 
-} // namespace
+/*
+ * What one direct pass over receipts opens and finds: the parents, the live partitions with
+ * the indexes probed, the distinct sorted pairs, and the receipts found for them.
+ */
+struct Pass
+{
+	Relation ready_parent;
+	Relation claim_parent;
+	Relation done_parent;
+	Relation batches_parent;
+	Relation closures_parent;
+	Relation state_rel;
+	Relation state_index;
+	int nready;
+	int nclaim;
+	int max_slot;
+	int *ready_slots;
+	int *claim_slots;
+	Part *ready_parts;
+	Part *claim_parts;
+	BatchTarget *targets;
+	Pair *pairs;
+	int npairs;
+	bool *found;
+	Receipt *receipts;
+	int nreceipts;
+};
 
-/* Complete the open receipts among the pairs directly (see the file comment). */
+/* Close everything a pass opened (the locks stay to the end of the transaction). */
+void
+close_pass(Pass *pass)
+{
+	for (int k = 0; k < pass->nready; k++)
+	{
+		close_part(&pass->ready_parts[k]);
+		close_part(&pass->targets[k].part);
+	}
+	for (int k = 0; k < pass->nclaim; k++)
+		close_part(&pass->claim_parts[k]);
+	if (pass->state_index != nullptr)
+		index_close(pass->state_index, NoLock);
+	table_close(pass->state_rel, NoLock);
+	table_close(pass->closures_parent, NoLock);
+	table_close(pass->batches_parent, NoLock);
+	table_close(pass->done_parent, NoLock);
+	table_close(pass->claim_parent, NoLock);
+	table_close(pass->ready_parent, NoLock);
+}
+
+/*
+ * Open the tables of a pass on the live arcs, the parents first, each in the statement's
+ * mode: `completing` for a completion (claim batches RowShareLock for FOR UPDATE,
+ * completion_batches RowExclusiveLock, and the privileges and columns its writes need), else
+ * for a heartbeat (reads only). False, every table closed and nothing read, when the
+ * statements must run instead (see the file comment).
+ */
 bool
-direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, text *queue, const int queue_arc[4],
-						 const int claim_arc[4], DirectCompletion *out)
+open_pass(Pass *pass, const int queue_arc[4], const int claim_arc[4], bool completing)
+{
+	bool ok;
+
+	memset(pass, 0, sizeof(*pass));
+	/* Under Citus the tables here are shells: statements reach the shards, direct access would not. */
+	if (citus_present() || XactReadOnly)
+		return false;
+	if (!may("ready_entries", ACL_SELECT) || !may("claim_batches", ACL_SELECT | (completing ? ACL_UPDATE : 0)) ||
+		!may("done_entries", ACL_SELECT) || !may("completion_batches", ACL_SELECT | (completing ? ACL_INSERT : 0)) ||
+		!may("lease_claim_closures", ACL_SELECT) || !may("attempt_state", ACL_SELECT))
+		return false;
+
+	pass->nready = arc_size(queue_arc);
+	pass->nclaim = arc_size(claim_arc);
+	pass->ready_parent = table_open(awa_relid("ready_entries"), AccessShareLock);
+	pass->claim_parent = table_open(awa_relid("claim_batches"), completing ? RowShareLock : AccessShareLock);
+	pass->done_parent = table_open(awa_relid("done_entries"), AccessShareLock);
+	pass->batches_parent = table_open(awa_relid("completion_batches"), completing ? RowExclusiveLock : AccessShareLock);
+	pass->closures_parent = table_open(awa_relid("lease_claim_closures"), AccessShareLock);
+	pass->state_rel = table_open(awa_relid("attempt_state"), AccessShareLock);
+	ok = !needs_statement(pass->ready_parent) && !needs_statement(pass->claim_parent) &&
+		 !needs_statement(pass->done_parent) && !needs_statement(pass->batches_parent) &&
+		 !needs_statement(pass->closures_parent) && !needs_statement(pass->state_rel);
+
+	pass->ready_slots = static_cast<int *>(palloc(sizeof(int) * (pass->nready + 1)));
+	pass->claim_slots = static_cast<int *>(palloc(sizeof(int) * (pass->nclaim + 1)));
+	arc_slots(queue_arc, pass->ready_slots);
+	arc_slots(claim_arc, pass->claim_slots);
+	pass->ready_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->nready + 1)));
+	pass->claim_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->nclaim + 1)));
+	pass->targets = static_cast<BatchTarget *>(palloc0(sizeof(BatchTarget) * (pass->nready + 1)));
+	for (int k = 0; k < pass->nready; k++)
+		pass->max_slot = Max(pass->max_slot, pass->ready_slots[k]);
+	for (int k = 0; k < pass->nclaim; k++)
+		pass->max_slot = Max(pass->max_slot, pass->claim_slots[k]);
+	if (ok)
+	{
+		Oid state_key = find_index(pass->state_rel, kAttemptStateKey, lengthof(kAttemptStateKey));
+
+		ok = OidIsValid(state_key);
+		if (ok)
+			pass->state_index = index_open(state_key, AccessShareLock);
+		ok = ok && pass->state_index->rd_rel->relam == BTREE_AM_OID;
+	}
+	for (int k = 0; ok && k < pass->nready; k++)
+		ok = open_part("ready_entries_", pass->ready_slots[k], AccessShareLock, kJobIndex, 1, &pass->ready_parts[k]);
+	for (int k = 0; ok && k < pass->nclaim; k++)
+		ok = open_part("claim_batches_", pass->claim_slots[k], completing ? RowShareLock : AccessShareLock, kBlockIndex,
+					   5, &pass->claim_parts[k]);
+	for (int k = 0; ok && k < pass->nready; k++)
+	{
+		BatchTarget *t = &pass->targets[k];
+
+		/* Read here; the partition a batch goes to is locked for writing only then, as tuple routing does. */
+		ok = open_part("completion_batches_", pass->ready_slots[k], AccessShareLock, kBlockIndex, 5, &t->part);
+		if (ok && completing)
+		{
+			t->map = static_cast<int *>(palloc(sizeof(int) * (RelationGetDescr(t->part.rel)->natts + 1)));
+			ok = !needs_statement(t->part.rel) && t->part.rel->rd_rel->relkind == RELKIND_RELATION &&
+				 map_batch_columns(t->part.rel, t->map);
+		}
+	}
+	if (!ok)
+		close_pass(pass);
+	return ok;
+}
+
+/* Whether the pair arrays are what the statements' unnest reads as pairs: no NULL element, one length. */
+bool
+pairs_usable(ArrayType *ids, ArrayType *leases)
+{
+	return !array_contains_nulls(ids) && !array_contains_nulls(leases) &&
+		   ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) == ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
+}
+
+/* The pairs of the call into the pass: distinct, sorted, each with the first result given for it. */
+void
+read_pairs(Pass *pass, ArrayType *ids, ArrayType *leases, ArrayType *results)
 {
 	Datum *id_elems;
 	Datum *lease_elems;
@@ -526,112 +656,8 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 	int n;
 	int n_leases;
 	int n_results;
-	int npairs = 0;
 	Pair *pairs;
-	bool *found;
-	int nready = arc_size(queue_arc);
-	int nclaim = arc_size(claim_arc);
-	int *ready_slots;
-	int *claim_slots;
-	Part *ready_parts;
-	Part *claim_parts;
-	BatchTarget *targets;
-	Relation ready_parent;
-	Relation claim_parent;
-	Relation done_parent;
-	Relation batches_parent;
-	Relation closures_parent;
-	Relation state_rel;
-	Relation state_index;
-	Receipt *receipts;
-	Receipt **order;
-	int nreceipts = 0;
-	int max_slot = 0;
-	Snapshot snapshot;
-	bool ok = true;
 
-	out->done = nullptr;
-	out->ndone = 0;
-	out->nleft = 0;
-	out->left_ids = out->left_leases = out->left_results = nullptr;
-
-	/* Under Citus the tables here are shells: statements reach the shards, direct access would not. */
-	if (citus_present() || XactReadOnly)
-		return false;
-	if (!may("ready_entries", ACL_SELECT) || !may("claim_batches", ACL_SELECT | ACL_UPDATE) ||
-		!may("done_entries", ACL_SELECT) || !may("completion_batches", ACL_SELECT | ACL_INSERT) ||
-		!may("lease_claim_closures", ACL_SELECT) || !may("attempt_state", ACL_SELECT))
-		return false;
-
-	/* The parents, each before its partitions, in the statements' lock modes. */
-	ready_parent = table_open(awa_relid("ready_entries"), AccessShareLock);
-	claim_parent = table_open(awa_relid("claim_batches"), RowShareLock);
-	done_parent = table_open(awa_relid("done_entries"), AccessShareLock);
-	batches_parent = table_open(awa_relid("completion_batches"), RowExclusiveLock);
-	closures_parent = table_open(awa_relid("lease_claim_closures"), AccessShareLock);
-	state_rel = table_open(awa_relid("attempt_state"), AccessShareLock);
-	ok = !needs_statement(ready_parent) && !needs_statement(claim_parent) && !needs_statement(done_parent) &&
-		 !needs_statement(batches_parent) && !needs_statement(closures_parent) && !needs_statement(state_rel);
-
-	ready_slots = static_cast<int *>(palloc(sizeof(int) * (nready + 1)));
-	claim_slots = static_cast<int *>(palloc(sizeof(int) * (nclaim + 1)));
-	arc_slots(queue_arc, ready_slots);
-	arc_slots(claim_arc, claim_slots);
-	ready_parts = static_cast<Part *>(palloc0(sizeof(Part) * (nready + 1)));
-	claim_parts = static_cast<Part *>(palloc0(sizeof(Part) * (nclaim + 1)));
-	targets = static_cast<BatchTarget *>(palloc0(sizeof(BatchTarget) * (nready + 1)));
-	for (int k = 0; k < nready; k++)
-		max_slot = Max(max_slot, ready_slots[k]);
-	for (int k = 0; k < nclaim; k++)
-		max_slot = Max(max_slot, claim_slots[k]);
-	state_index = nullptr;
-	if (ok)
-	{
-		Oid state_key = find_index(state_rel, kAttemptStateKey, lengthof(kAttemptStateKey));
-
-		ok = OidIsValid(state_key);
-		if (ok)
-			state_index = index_open(state_key, AccessShareLock);
-		ok = ok && state_index->rd_rel->relam == BTREE_AM_OID;
-	}
-	for (int k = 0; ok && k < nready; k++)
-		ok = open_part("ready_entries_", ready_slots[k], AccessShareLock, kJobIndex, 1, &ready_parts[k]);
-	for (int k = 0; ok && k < nclaim; k++)
-		ok = open_part("claim_batches_", claim_slots[k], RowShareLock, kBlockIndex, 5, &claim_parts[k]);
-	for (int k = 0; ok && k < nready; k++)
-	{
-		targets[k].map = nullptr;
-		/* Read here; the partition a batch goes to is locked for writing only then, as tuple routing does. */
-		ok = open_part("completion_batches_", ready_slots[k], AccessShareLock, kBlockIndex, 5, &targets[k].part) &&
-			 !needs_statement(targets[k].part.rel) && targets[k].part.rel->rd_rel->relkind == RELKIND_RELATION;
-		if (ok)
-		{
-			targets[k].map =
-				static_cast<int *>(palloc(sizeof(int) * (RelationGetDescr(targets[k].part.rel)->natts + 1)));
-			ok = map_batch_columns(targets[k].part.rel, targets[k].map);
-		}
-	}
-	if (!ok)
-	{
-		for (int k = 0; k < nready; k++)
-		{
-			close_part(&ready_parts[k]);
-			close_part(&targets[k].part);
-		}
-		for (int k = 0; k < nclaim; k++)
-			close_part(&claim_parts[k]);
-		if (state_index != nullptr)
-			index_close(state_index, NoLock);
-		table_close(state_rel, NoLock);
-		table_close(closures_parent, NoLock);
-		table_close(batches_parent, NoLock);
-		table_close(done_parent, NoLock);
-		table_close(claim_parent, NoLock);
-		table_close(ready_parent, NoLock);
-		return false;
-	}
-
-	/* The pairs, distinct and sorted, each with the first result given for it. */
 	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &id_elems, &id_nulls, &n);
 	deconstruct_array(leases, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &lease_elems, &lease_nulls,
 					  &n_leases);
@@ -640,7 +666,7 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 	pairs = static_cast<Pair *>(palloc(sizeof(Pair) * (n + 1)));
 	for (int k = 0; k < n; k++)
 	{
-		/* checked_id_array refused NULL elements. */
+		/* The callers refused NULL elements and arrays of different lengths. */
 		pairs[k].job_id = DatumGetInt64(id_elems[k]);
 		pairs[k].run_lease = DatumGetInt64(lease_elems[k]);
 		pairs[k].result = result_elems != nullptr ? result_elems[k] : (Datum)0;
@@ -648,118 +674,132 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 		pairs[k].n = k;
 	}
 	qsort(pairs, n, sizeof(Pair), pair_order);
+	pass->npairs = 0;
 	for (int k = 0; k < n; k++)
-		if (npairs == 0 || pairs[k].job_id != pairs[npairs - 1].job_id ||
-			pairs[k].run_lease != pairs[npairs - 1].run_lease)
-			pairs[npairs++] = pairs[k];
-	found = static_cast<bool *>(palloc0(sizeof(bool) * (npairs + 1)));
-	receipts = static_cast<Receipt *>(palloc0(sizeof(Receipt) * (npairs + 1)));
-	order = static_cast<Receipt **>(palloc(sizeof(Receipt *) * (npairs + 1)));
+		if (pass->npairs == 0 || pairs[k].job_id != pairs[pass->npairs - 1].job_id ||
+			pairs[k].run_lease != pairs[pass->npairs - 1].run_lease)
+			pairs[pass->npairs++] = pairs[k];
+	pass->pairs = pairs;
+	pass->found = static_cast<bool *>(palloc0(sizeof(bool) * (pass->npairs + 1)));
+	pass->receipts = static_cast<Receipt *>(palloc0(sizeof(Receipt) * (pass->npairs + 1)));
+	pass->nreceipts = 0;
+}
 
-	/* 1. Each pair's receipt, through its ready row, on one copy of the latest snapshot. */
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
+/*
+ * Each pair's receipt on `snapshot`: its ready row by the job index of every live ready
+ * partition (run_lease + 1, and the queue when one is given), then its claim batch by the
+ * block index of every live claim partition, the attempt at its offset's position.
+ */
+void
+find_receipts(Pass *pass, text *queue, Snapshot snapshot)
+{
+	int nready = pass->nready;
+	int nclaim = pass->nclaim;
+	IndexScanDesc *ready_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nready + 1)));
+	IndexScanDesc *claim_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nclaim + 1)));
+	AttrNumber(*ready_atts)[RA_N] = static_cast<AttrNumber(*)[RA_N]>(palloc(sizeof(AttrNumber[RA_N]) * (nready + 1)));
+	AttrNumber(*claim_atts)[CA_N] = static_cast<AttrNumber(*)[CA_N]>(palloc(sizeof(AttrNumber[CA_N]) * (nclaim + 1)));
+
+	for (int k = 0; k < nready; k++)
+		for (int a = 0; a < RA_N; a++)
+			ready_atts[k][a] = attnum_of(pass->ready_parts[k].rel, kReadyAttrs[a]);
+	for (int k = 0; k < nclaim; k++)
+		for (int a = 0; a < CA_N; a++)
+			claim_atts[k][a] = attnum_of(pass->claim_parts[k].rel, kClaimAttrs[a]);
+	for (int k = 0; k < nready; k++)
+		ready_scans[k] = index_beginscan(pass->ready_parts[k].rel, pass->ready_parts[k].index, snapshot, 1, 0);
+	for (int k = 0; k < nclaim; k++)
+		claim_scans[k] = index_beginscan(pass->claim_parts[k].rel, pass->claim_parts[k].index, snapshot, 5, 0);
+
+	for (int p = 0; p < pass->npairs; p++)
 	{
-		IndexScanDesc *ready_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nready + 1)));
-		IndexScanDesc *claim_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nclaim + 1)));
-		AttrNumber(*ready_atts)[RA_N] =
-			static_cast<AttrNumber(*)[RA_N]>(palloc(sizeof(AttrNumber[RA_N]) * (nready + 1)));
-		AttrNumber(*claim_atts)[CA_N] =
-			static_cast<AttrNumber(*)[CA_N]>(palloc(sizeof(AttrNumber[CA_N]) * (nclaim + 1)));
+		const Pair &pair = pass->pairs[p];
 
-		for (int k = 0; k < nready; k++)
-			for (int a = 0; a < RA_N; a++)
-				ready_atts[k][a] = attnum_of(ready_parts[k].rel, kReadyAttrs[a]);
-		for (int k = 0; k < nclaim; k++)
-			for (int a = 0; a < CA_N; a++)
-				claim_atts[k][a] = attnum_of(claim_parts[k].rel, kClaimAttrs[a]);
-
-		for (int k = 0; k < nready; k++)
-			ready_scans[k] = index_beginscan(ready_parts[k].rel, ready_parts[k].index, snapshot, 1, 0);
-		for (int k = 0; k < nclaim; k++)
-			claim_scans[k] = index_beginscan(claim_parts[k].rel, claim_parts[k].index, snapshot, 5, 0);
-		for (int p = 0; p < npairs; p++)
+		for (int k = 0; k < nready && !pass->found[p]; k++)
 		{
-			for (int k = 0; k < nready && !found[p]; k++)
+			Part *rp = &pass->ready_parts[k];
+			ScanKeyData key;
+			TupleTableSlot *rs = rp->row;
+			const AttrNumber *att = ready_atts[k];
+
+			eq_key(&key, rp->index, 1, F_INT8EQ, Int64GetDatum(pair.job_id));
+			index_rescan(ready_scans[k], &key, 1, nullptr, 0);
+			while (!pass->found[p] && index_getnext_slot(ready_scans[k], ForwardScanDirection, rs))
 			{
-				Part *rp = &ready_parts[k];
-				ScanKeyData key;
-				TupleTableSlot *rs = rp->row;
-				const AttrNumber *att = ready_atts[k];
-				eq_key(&key, rp->index, 1, F_INT8EQ, Int64GetDatum(pairs[p].job_id));
-				index_rescan(ready_scans[k], &key, 1, nullptr, 0);
-				while (!found[p] && index_getnext_slot(ready_scans[k], ForwardScanDirection, rs))
+				Receipt *r = &pass->receipts[pass->nreceipts];
+				bool key_null;
+				bool states_null;
+				Datum unique_states;
+
+				if (DatumGetInt64(column(rs, att[RA_JOB_ID])) != pair.job_id ||
+					DatumGetInt64(column(rs, att[RA_RUN_LEASE])) + 1 != pair.run_lease)
+					continue;
+				r->queue = DatumGetTextPP(column(rs, att[RA_QUEUE]));
+				if (queue != nullptr && !text_equal(r->queue, queue))
+					continue;
+				r->queue = static_cast<text *>(PG_DETOAST_DATUM_COPY(PointerGetDatum(r->queue)));
+				r->pair = p;
+				r->ready = rp;
+				r->ready_tid = rs->tts_tid;
+				r->priority = DatumGetInt16(column(rs, att[RA_PRIORITY]));
+				r->enqueue_shard = DatumGetInt16(column(rs, att[RA_ENQUEUE_SHARD]));
+				r->lane_seq = DatumGetInt64(column(rs, att[RA_LANE_SEQ]));
+				r->ready_slot = DatumGetInt32(column(rs, att[RA_READY_SLOT]));
+				r->ready_generation = DatumGetInt64(column(rs, att[RA_READY_GENERATION]));
+				(void)column(rs, att[RA_UNIQUE_KEY], &key_null);
+				unique_states = column(rs, att[RA_UNIQUE_STATES], &states_null);
+				/* As `unique_key IS NOT NULL AND NOT job_state_in_bitmask(unique_states, 'completed')` (strict). */
+				r->release_unique = !key_null && !states_null && !mask_has_state(unique_states, "completed");
+
+				for (int c = 0; c < nclaim && !pass->found[p]; c++)
 				{
-					Receipt *r = &receipts[nreceipts];
-					bool isnull;
-					Datum unique_key;
-					Datum unique_states;
-					bool states_null;
+					Part *cp = &pass->claim_parts[c];
+					ScanKeyData keys[5];
+					TupleTableSlot *bs = cp->row;
+					const AttrNumber *catt = claim_atts[c];
 
-					if (DatumGetInt64(column(rs, att[RA_JOB_ID])) != pairs[p].job_id ||
-						DatumGetInt64(column(rs, att[RA_RUN_LEASE])) + 1 != pairs[p].run_lease)
-						continue;
-					r->queue = DatumGetTextPP(column(rs, att[RA_QUEUE]));
-					if (queue != nullptr && !text_equal(r->queue, queue))
-						continue;
-					r->queue = static_cast<text *>(PG_DETOAST_DATUM_COPY(PointerGetDatum(r->queue)));
-					r->pair = p;
-					r->ready = rp;
-					r->ready_tid = rs->tts_tid;
-					r->priority = DatumGetInt16(column(rs, att[RA_PRIORITY]));
-					r->enqueue_shard = DatumGetInt16(column(rs, att[RA_ENQUEUE_SHARD]));
-					r->lane_seq = DatumGetInt64(column(rs, att[RA_LANE_SEQ]));
-					r->ready_slot = DatumGetInt32(column(rs, att[RA_READY_SLOT]));
-					r->ready_generation = DatumGetInt64(column(rs, att[RA_READY_GENERATION]));
-					unique_key = column(rs, att[RA_UNIQUE_KEY], &isnull);
-					unique_states = column(rs, att[RA_UNIQUE_STATES], &states_null);
-					(void)unique_key;
-					/* As `unique_key IS NOT NULL AND NOT job_state_in_bitmask(unique_states, 'completed')` (strict). */
-					r->release_unique = !isnull && !states_null && !mask_has_state(unique_states, "completed");
-
-					/* Its claim batch: the block's batch of the claim arc whose arrays name its offset. */
-					for (int c = 0; c < nclaim && !found[p]; c++)
+					eq_key(&keys[0], cp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
+					eq_key(&keys[1], cp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
+					eq_key(&keys[2], cp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
+					eq_key(&keys[3], cp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
+					eq_key(&keys[4], cp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
+					index_rescan(claim_scans[c], keys, 5, nullptr, 0);
+					while (!pass->found[p] && index_getnext_slot(claim_scans[c], ForwardScanDirection, bs))
 					{
-						Part *cp = &claim_parts[c];
-						ScanKeyData keys[5];
-						TupleTableSlot *bs = cp->row;
-						const AttrNumber *catt = claim_atts[c];
-
-						eq_key(&keys[0], cp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-						eq_key(&keys[1], cp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-						eq_key(&keys[2], cp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-						eq_key(&keys[3], cp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
-						eq_key(&keys[4], cp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-						index_rescan(claim_scans[c], keys, 5, nullptr, 0);
-						while (!found[p] && index_getnext_slot(claim_scans[c], ForwardScanDirection, bs))
-						{
-							if (DatumGetInt64(column(bs, catt[CA_READY_GENERATION])) != r->ready_generation ||
-								position_in(column(bs, catt[CA_LANE_OFFSETS]), static_cast<int16>(r->lane_seq % 64)) ==
-									0)
-								continue;
-							r->claim = cp;
-							r->batch_tid = bs->tts_tid;
-							r->claim_slot = DatumGetInt32(column(bs, catt[CA_CLAIM_SLOT]));
-							r->receipt_base = DatumGetInt64(column(bs, catt[CA_RECEIPT_BASE]));
-							r->claimed_at = DatumGetTimestampTz(column(bs, catt[CA_CLAIMED_AT]));
-							found[p] = true;
-							nreceipts++;
-						}
+						if (DatumGetInt64(column(bs, catt[CA_READY_GENERATION])) != r->ready_generation ||
+							position_in(column(bs, catt[CA_LANE_OFFSETS]), static_cast<int16>(r->lane_seq % 64)) == 0)
+							continue;
+						r->claim = cp;
+						r->batch_tid = bs->tts_tid;
+						r->claim_slot = DatumGetInt32(column(bs, catt[CA_CLAIM_SLOT]));
+						r->receipt_base = DatumGetInt64(column(bs, catt[CA_RECEIPT_BASE]));
+						r->claimed_at = DatumGetTimestampTz(column(bs, catt[CA_CLAIMED_AT]));
+						r->locked = true; /* until a completion's lock says otherwise */
+						pass->found[p] = true;
+						pass->nreceipts++;
 					}
 				}
 			}
 		}
-		for (int k = 0; k < nready; k++)
-			index_endscan(ready_scans[k]);
-		for (int k = 0; k < nclaim; k++)
-			index_endscan(claim_scans[k]);
 	}
-	UnregisterSnapshot(snapshot);
+	for (int k = 0; k < nready; k++)
+		index_endscan(ready_scans[k]);
+	for (int k = 0; k < nclaim; k++)
+		index_endscan(claim_scans[k]);
+}
 
-	/* 2. Their claim batches locked (FOR UPDATE) in receipt_base order, each batch once. */
-	for (int k = 0; k < nreceipts; k++)
-		order[k] = &receipts[k];
-	qsort(order, nreceipts, sizeof(Receipt *), lock_order);
-	for (int k = 0; k < nreceipts; k++)
+/*
+ * Lock the claim batches of the receipts found (FOR UPDATE) in receipt_base order, each
+ * once, as ExecLockRows locks a row: a batch deleted meanwhile is skipped under READ
+ * COMMITTED (its receipts are gone) and raises 40001 under REPEATABLE READ and SERIALIZABLE.
+ */
+void
+lock_batches(Pass *pass, Receipt **order)
+{
+	for (int k = 0; k < pass->nreceipts; k++)
+		order[k] = &pass->receipts[k];
+	qsort(order, pass->nreceipts, sizeof(Receipt *), lock_order);
+	for (int k = 0; k < pass->nreceipts; k++)
 	{
 		Receipt *r = order[k];
 		TM_FailureData tmfd;
@@ -801,334 +841,457 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 			elog(ERROR, "awa_shard: unexpected table_tuple_lock status: %d", static_cast<int>(result));
 		}
 	}
+}
+
+/* Whether the index probe `keys` of `part` on `snapshot` finds a row that `match` accepts (nullptr: any). */
+bool
+probe_finds(Part *part, Snapshot snapshot, ScanKey keys, int nkeys, bool (*match)(TupleTableSlot *, const void *),
+			const void *arg)
+{
+	IndexScanDesc scan = index_beginscan(part->rel, part->index, snapshot, nkeys, 0);
+	bool found = false;
+
+	index_rescan(scan, keys, nkeys, nullptr, 0);
+	while (!found && index_getnext_slot(scan, ForwardScanDirection, part->row))
+		found = match == nullptr || match(part->row, arg);
+	index_endscan(scan);
+	return found;
+}
+
+/* What the probes of the open test compare a row with. */
+struct OpenProbe
+{
+	const Receipt *r;
+	const Pair *pair;
+	AttrNumber a;
+	AttrNumber b;
+};
+
+/* A terminal row of the attempt (its job_id and run_lease). */
+bool
+is_terminal_row(TupleTableSlot *slot, const void *arg)
+{
+	const OpenProbe *p = static_cast<const OpenProbe *>(arg);
+
+	return DatumGetInt64(column(slot, p->a)) == p->pair->job_id &&
+		   DatumGetInt64(column(slot, p->b)) == p->pair->run_lease;
+}
+
+/* A completion batch naming the attempt (its ready generation, its offset in lane_offsets). */
+bool
+names_attempt(TupleTableSlot *slot, const void *arg)
+{
+	const OpenProbe *p = static_cast<const OpenProbe *>(arg);
+
+	return DatumGetInt64(column(slot, p->a)) == p->r->ready_generation &&
+		   position_in(column(slot, p->b), static_cast<int16>(p->r->lane_seq % 64)) != 0;
+}
+
+/*
+ * The open test of every receipt found (and still locked) on `snapshot`: its ready row is
+ * visible (with `recheck_ready`, when the snapshot is newer than the one it was found on),
+ * and no terminal row, completion batch entry or closure names the attempt, each probed in
+ * the one live partition that can hold it (awa._open_receipts).
+ */
+void
+test_open(Pass *pass, Snapshot snapshot, bool recheck_ready)
+{
+	Part *done_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->max_slot + 1)));
+	Part *closure_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->max_slot + 1)));
+
+	for (int k = 0; k < pass->nreceipts; k++)
+	{
+		Receipt *r = &pass->receipts[k];
+		const Pair *pair = &pass->pairs[r->pair];
+		Part *dp = &done_parts[r->ready_slot];
+		Part *xp = &closure_parts[r->claim_slot];
+		Part *bp = nullptr;
+		ScanKeyData keys[5];
+		OpenProbe probe = {r, pair, InvalidAttrNumber, InvalidAttrNumber};
+
+		r->open = false;
+		if (!r->locked)
+			continue;
+		/* Ready rows are never updated: the version found is the row. */
+		if (recheck_ready && !table_tuple_fetch_row_version(r->ready->rel, &r->ready_tid, snapshot, r->ready->row))
+			continue;
+		if (dp->rel == nullptr && !open_part("done_entries_", r->ready_slot, AccessShareLock, kDoneKey, 5, dp))
+			elog(ERROR, "awa_shard: the primary key of awa.done_entries_%d is missing", r->ready_slot);
+		eq_key(&keys[0], dp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
+		eq_key(&keys[1], dp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
+		eq_key(&keys[2], dp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
+		eq_key(&keys[3], dp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq));
+		eq_key(&keys[4], dp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
+		probe.a = attnum_of(dp->rel, "job_id");
+		probe.b = attnum_of(dp->rel, "run_lease");
+		if (probe_finds(dp, snapshot, keys, 5, is_terminal_row, &probe))
+			continue;
+		for (int t = 0; t < pass->nready; t++)
+			if (pass->targets[t].part.slot == r->ready_slot)
+				bp = &pass->targets[t].part;
+		if (bp == nullptr)
+			elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
+		eq_key(&keys[0], bp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
+		eq_key(&keys[1], bp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
+		eq_key(&keys[2], bp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
+		eq_key(&keys[3], bp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
+		eq_key(&keys[4], bp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
+		probe.a = attnum_of(bp->rel, "ready_generation");
+		probe.b = attnum_of(bp->rel, "lane_offsets");
+		if (probe_finds(bp, snapshot, keys, 5, names_attempt, &probe))
+			continue;
+		if (xp->rel == nullptr &&
+			!open_part("lease_claim_closures_", r->claim_slot, AccessShareLock, kClosureKey, 4, xp))
+			elog(ERROR, "awa_shard: the primary key of awa.lease_claim_closures_%d is missing", r->claim_slot);
+		eq_key(&keys[0], xp->index, 1, F_INT4EQ, Int32GetDatum(r->claim_slot));
+		eq_key(&keys[1], xp->index, 2, F_INT8EQ, Int64GetDatum(pair->job_id));
+		eq_key(&keys[2], xp->index, 3, F_INT8EQ, Int64GetDatum(pair->run_lease));
+		eq_key(&keys[3], xp->index, 4, F_TEXTEQ, PointerGetDatum(r->queue));
+		if (probe_finds(xp, snapshot, keys, 4, nullptr, nullptr))
+			continue;
+		r->open = true;
+	}
+	for (int s = 0; s <= pass->max_slot; s++)
+	{
+		close_part(&done_parts[s]);
+		close_part(&closure_parts[s]);
+	}
+}
+
+/*
+ * Append the open receipts (order[0..nopen), sorted by batch_order) as completion batches,
+ * one per (ready slot, generation, lane, block of 64), each inserted into its partition
+ * with constraints and index entries; the partition is locked for writing first.
+ */
+void
+insert_batches(Pass *pass, Receipt **order, int nopen)
+{
+	EState *estate = CreateExecutorState();
+	List *rtable = NIL;
+	TupleTableSlot **slots = static_cast<TupleTableSlot **>(palloc0(sizeof(TupleTableSlot *) * (pass->nready + 1)));
+
+	for (int t = 0; t < pass->nready; t++)
+	{
+		RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+		rte->rtekind = RTE_RELATION;
+		rte->relid = RelationGetRelid(pass->targets[t].part.rel);
+		rte->relkind = pass->targets[t].part.rel->rd_rel->relkind;
+		rte->rellockmode = RowExclusiveLock;
+		rtable = lappend(rtable, rte);
+	}
+	ExecInitRangeTable(estate, rtable);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	for (int g = 0; g < nopen;)
+	{
+		Receipt *first = order[g];
+		int end = g + 1;
+		int t = 0;
+		int count;
+		bool any_result = false;
+		Datum *offsets;
+		Datum *claimed;
+		Datum *res;
+		bool *res_nulls;
+		Datum row[BC_NCOLUMNS];
+		bool row_nulls[BC_NCOLUMNS];
+		TupleTableSlot *slot;
+		BatchTarget *target;
+		int dims[1];
+		int lbs[1] = {1};
+
+		while (end < nopen && order[end]->ready_slot == first->ready_slot &&
+			   order[end]->ready_generation == first->ready_generation && text_equal(order[end]->queue, first->queue) &&
+			   order[end]->priority == first->priority && order[end]->enqueue_shard == first->enqueue_shard &&
+			   order[end]->lane_seq / 64 == first->lane_seq / 64)
+			end++;
+		count = end - g;
+		offsets = static_cast<Datum *>(palloc(sizeof(Datum) * count));
+		claimed = static_cast<Datum *>(palloc(sizeof(Datum) * count));
+		res = static_cast<Datum *>(palloc(sizeof(Datum) * count));
+		res_nulls = static_cast<bool *>(palloc(sizeof(bool) * count));
+		for (int k = 0; k < count; k++)
+		{
+			Receipt *r = order[g + k];
+
+			offsets[k] = Int16GetDatum(static_cast<int16>(r->lane_seq % 64));
+			claimed[k] = TimestampTzGetDatum(r->claimed_at);
+			res[k] = pass->pairs[r->pair].result;
+			res_nulls[k] = pass->pairs[r->pair].result_null;
+			any_result = any_result || !res_nulls[k];
+		}
+		dims[0] = count;
+		row[BC_READY_SLOT] = Int32GetDatum(first->ready_slot);
+		row[BC_READY_GENERATION] = Int64GetDatum(first->ready_generation);
+		row[BC_QUEUE] = PointerGetDatum(first->queue);
+		row[BC_PRIORITY] = Int16GetDatum(first->priority);
+		row[BC_ENQUEUE_SHARD] = Int16GetDatum(first->enqueue_shard);
+		row[BC_LANE_BLOCK] = Int64GetDatum(first->lane_seq / 64);
+		row[BC_LANE_OFFSETS] =
+			PointerGetDatum(construct_array(offsets, count, INT2OID, sizeof(int16), true, TYPALIGN_SHORT));
+		row[BC_ATTEMPTED_AT] = PointerGetDatum(
+			construct_array(claimed, count, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		row[BC_FINALIZED_AT] = TimestampTzGetDatum(GetCurrentTimestamp()); /* the default, clock_timestamp() */
+		row[BC_RESULTS] =
+			any_result
+				? PointerGetDatum(construct_md_array(res, res_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT))
+				: (Datum)0;
+		for (int c = 0; c < BC_NCOLUMNS; c++)
+			row_nulls[c] = c == BC_RESULTS && !any_result;
+
+		while (pass->targets[t].part.slot != first->ready_slot)
+			t++;
+		target = &pass->targets[t];
+		if (target->rri == nullptr)
+		{
+			LockRelationOid(RelationGetRelid(target->part.rel), RowExclusiveLock);
+			target->rri = makeNode(ResultRelInfo);
+			InitResultRelInfo(target->rri, target->part.rel, t + 1, nullptr, 0);
+			ExecOpenIndices(target->rri, false);
+			slots[t] = ExecInitExtraTupleSlot(estate, RelationGetDescr(target->part.rel), &TTSOpsVirtual);
+		}
+		slot = slots[t];
+		ExecClearTuple(slot);
+		for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
+		{
+			int c = target->map[a];
+
+			slot->tts_values[a] = c >= 0 ? row[c] : (Datum)0;
+			slot->tts_isnull[a] = c < 0 || row_nulls[c];
+		}
+		ExecStoreVirtualTuple(slot);
+		if (target->part.rel->rd_att->constr != nullptr)
+			ExecConstraints(target->rri, slot, estate);
+		table_tuple_insert(target->part.rel, slot, estate->es_output_cid, 0, nullptr);
+		if (target->rri->ri_NumIndices > 0)
+			list_free(ExecInsertIndexTuples(target->rri, slot, estate, false, false, nullptr, NIL));
+		ResetPerTupleExprContext(estate);
+		g = end;
+	}
+	for (int t = 0; t < pass->nready; t++)
+		if (pass->targets[t].rri != nullptr)
+			ExecCloseIndices(pass->targets[t].rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	/* As after an SPI statement: later statements of the transaction see the rows. */
+	CommandCounterIncrement();
+}
+
+/*
+ * The completed attempts' heartbeats and unique claims: each heartbeat probed by the key of
+ * attempt_state on `snapshot`, a unique claim released when the ready row's mask does not
+ * hold 'completed'; a statement deletes them only when there is one.
+ */
+void
+forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
+{
+	int n = pass->nreceipts;
+	Datum *hb_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	Datum *hb_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	Datum *hb_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	Datum *uq_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	Datum *uq_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+	int nhb = 0;
+	int nuq = 0;
+	TupleTableSlot *ss = table_slot_create(pass->state_rel, nullptr);
+	IndexScanDesc scan = index_beginscan(pass->state_rel, pass->state_index, snapshot, 3, 0);
+
+	for (int k = 0; k < n; k++)
+	{
+		Receipt *r = &pass->receipts[k];
+		const Pair *pair = &pass->pairs[r->pair];
+		ScanKeyData keys[3];
+
+		if (!r->open)
+			continue;
+		eq_key(&keys[0], pass->state_index, 1, F_INT8EQ, Int64GetDatum(pair->job_id));
+		eq_key(&keys[1], pass->state_index, 2, F_INT8EQ, Int64GetDatum(pair->run_lease));
+		eq_key(&keys[2], pass->state_index, 3, F_TEXTEQ, PointerGetDatum(r->queue));
+		index_rescan(scan, keys, 3, nullptr, 0);
+		if (index_getnext_slot(scan, ForwardScanDirection, ss))
+		{
+			hb_ids[nhb] = Int64GetDatum(pair->job_id);
+			hb_leases[nhb] = Int64GetDatum(pair->run_lease);
+			hb_queues[nhb++] = PointerGetDatum(r->queue);
+		}
+		if (r->release_unique)
+		{
+			uq_ids[nuq] = Int64GetDatum(pair->job_id);
+			uq_queues[nuq++] = PointerGetDatum(r->queue);
+		}
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(ss);
+	if (nhb > 0)
+	{
+		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
+		Datum values[3] = {PointerGetDatum(int8_array(hb_ids, nhb)), PointerGetDatum(int8_array(hb_leases, nhb)),
+						   PointerGetDatum(text_array(hb_queues, nhb))};
+
+		run_tail_delete(&forget_heartbeats_plan, kForgetHeartbeatsSql, 3, types, values, "heartbeat removal");
+	}
+	if (nuq > 0)
+	{
+		static const Oid types[2] = {INT8ARRAYOID, TEXTARRAYOID};
+		Datum values[2] = {PointerGetDatum(int8_array(uq_ids, nuq)), PointerGetDatum(text_array(uq_queues, nuq))};
+
+		run_tail_delete(&release_unique_plan, kReleaseUniqueSql, 2, types, values, "unique claim release");
+	}
+}
+
+/* The pairs without a receipt (with their results when `with_results`), for the statements. */
+void
+leftover_pairs(const Pass *pass, bool with_results, ArrayType **ids, ArrayType **leases, ArrayType **results,
+			   int *nleft)
+{
+	Datum *left_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (pass->npairs + 1)));
+	Datum *left_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (pass->npairs + 1)));
+	Datum *left_results = static_cast<Datum *>(palloc(sizeof(Datum) * (pass->npairs + 1)));
+	bool *left_nulls = static_cast<bool *>(palloc(sizeof(bool) * (pass->npairs + 1)));
+	int n = 0;
+
+	for (int p = 0; p < pass->npairs; p++)
+	{
+		if (pass->found[p])
+			continue;
+		left_ids[n] = Int64GetDatum(pass->pairs[p].job_id);
+		left_leases[n] = Int64GetDatum(pass->pairs[p].run_lease);
+		left_results[n] = pass->pairs[p].result;
+		left_nulls[n++] = pass->pairs[p].result_null;
+	}
+	*nleft = n;
+	*ids = *leases = *results = nullptr;
+	if (n == 0)
+		return;
+	*ids = int8_array(left_ids, n);
+	*leases = int8_array(left_leases, n);
+	if (with_results)
+	{
+		int dims[1] = {n};
+		int lbs[1] = {1};
+
+		*results = construct_md_array(left_results, left_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT);
+	}
+}
+
+/* Upsert the heartbeat (and progress) of the attempts ($1, $2, $3 queue), as the statement did. */
+const char *const kHeartbeatUpsertSql =
+	"INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "
+	"SELECT t.job_id, t.run_lease, clock_timestamp(), $4::jsonb, clock_timestamp(), t.queue "
+	"  FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS t(job_id, run_lease, queue) "
+	"ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
+	"  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
+SPIPlanPtr heartbeat_upsert_plan = nullptr;
+
+} // namespace
+
+/* Complete the open receipts among the pairs directly (see the file comment). */
+bool
+direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, text *queue, const int queue_arc[4],
+						 const int claim_arc[4], DirectCompletion *out)
+{
+	Pass pass;
+	Receipt **order;
+	Snapshot snapshot;
+	int nopen = 0;
+
+	out->done = nullptr;
+	out->ndone = 0;
+	out->nleft = 0;
+	out->left_ids = out->left_leases = out->left_results = nullptr;
+	if (!pairs_usable(ids, leases) || !open_pass(&pass, queue_arc, claim_arc, true))
+		return false;
+	read_pairs(&pass, ids, leases, results);
+	order = static_cast<Receipt **>(palloc(sizeof(Receipt *) * (pass.npairs + 1)));
+
+	/* 1. Each pair's receipt on one copy of the latest snapshot; 2. their batches locked. */
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	find_receipts(&pass, queue, snapshot);
+	UnregisterSnapshot(snapshot);
+	lock_batches(&pass, order);
 
 	/* 3. On a snapshot taken after the locks: which receipts are still open. */
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	{
-		Part *done_parts = static_cast<Part *>(palloc0(sizeof(Part) * (max_slot + 1)));
-		Part *closure_parts = static_cast<Part *>(palloc0(sizeof(Part) * (max_slot + 1)));
-		for (int k = 0; k < nreceipts; k++)
-		{
-			Receipt *r = &receipts[k];
-			BatchTarget *target = nullptr;
-			Part *dp;
-			Part *xp;
-			ScanKeyData keys[5];
-			IndexScanDesc scan;
-			bool open;
+	test_open(&pass, snapshot, true);
 
-			r->open = false;
-			if (!r->locked)
-				continue;
-			/* The ready row is still there (ready rows are never updated: its version is the row). */
-			if (!table_tuple_fetch_row_version(r->ready->rel, &r->ready_tid, snapshot, r->ready->row))
-				continue;
-			/* No terminal row for the attempt. */
-			dp = &done_parts[r->ready_slot];
-			if (dp->rel == nullptr && !open_part("done_entries_", r->ready_slot, AccessShareLock, kDoneKey, 5, dp))
-				elog(ERROR, "awa_shard: the primary key of awa.done_entries_%d is missing", r->ready_slot);
-			eq_key(&keys[0], dp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-			eq_key(&keys[1], dp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-			eq_key(&keys[2], dp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-			eq_key(&keys[3], dp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq));
-			eq_key(&keys[4], dp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-			{
-				TupleTableSlot *ds = dp->row;
+	/* 4. The open ones appended as completion batches. */
+	for (int k = 0; k < pass.nreceipts; k++)
+		if (pass.receipts[k].open)
+			order[nopen++] = &pass.receipts[k];
+	qsort(order, nopen, sizeof(Receipt *), batch_order);
+	insert_batches(&pass, order, nopen);
+	out->done = static_cast<DirectCompleted *>(palloc(sizeof(DirectCompleted) * (nopen + 1)));
+	for (int k = 0; k < nopen; k++)
+		out->done[k] = {pass.pairs[order[k]->pair].job_id, pass.pairs[order[k]->pair].run_lease, order[k]->queue,
+						order[k]->enqueue_shard};
+	out->ndone = nopen;
+	qsort(out->done, nopen, sizeof(DirectCompleted), done_order);
 
-				open = true;
-				scan = index_beginscan(dp->rel, dp->index, snapshot, 5, 0);
-				index_rescan(scan, keys, 5, nullptr, 0);
-				while (open && index_getnext_slot(scan, ForwardScanDirection, ds))
-					if (DatumGetInt64(column(ds, attnum_of(dp->rel, "job_id"))) == pairs[r->pair].job_id &&
-						DatumGetInt64(column(ds, attnum_of(dp->rel, "run_lease"))) == pairs[r->pair].run_lease)
-						open = false;
-				index_endscan(scan);
-			}
-			if (!open)
-				continue;
-			/* No completion batch naming it (the block's batches of its ready slot and generation). */
-			for (int t = 0; t < nready; t++)
-				if (targets[t].part.slot == r->ready_slot)
-					target = &targets[t];
-			if (target == nullptr)
-				elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
-			eq_key(&keys[0], target->part.index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-			eq_key(&keys[1], target->part.index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-			eq_key(&keys[2], target->part.index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-			eq_key(&keys[3], target->part.index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
-			eq_key(&keys[4], target->part.index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-			{
-				TupleTableSlot *cs = target->part.row;
-
-				scan = index_beginscan(target->part.rel, target->part.index, snapshot, 5, 0);
-				index_rescan(scan, keys, 5, nullptr, 0);
-				while (open && index_getnext_slot(scan, ForwardScanDirection, cs))
-					if (DatumGetInt64(column(cs, attnum_of(target->part.rel, "ready_generation"))) ==
-							r->ready_generation &&
-						position_in(column(cs, attnum_of(target->part.rel, "lane_offsets")),
-									static_cast<int16>(r->lane_seq % 64)) != 0)
-						open = false;
-				index_endscan(scan);
-			}
-			if (!open)
-				continue;
-			/* No closure. */
-			xp = &closure_parts[r->claim_slot];
-			if (xp->rel == nullptr &&
-				!open_part("lease_claim_closures_", r->claim_slot, AccessShareLock, kClosureKey, 4, xp))
-				elog(ERROR, "awa_shard: the primary key of awa.lease_claim_closures_%d is missing", r->claim_slot);
-			eq_key(&keys[0], xp->index, 1, F_INT4EQ, Int32GetDatum(r->claim_slot));
-			eq_key(&keys[1], xp->index, 2, F_INT8EQ, Int64GetDatum(pairs[r->pair].job_id));
-			eq_key(&keys[2], xp->index, 3, F_INT8EQ, Int64GetDatum(pairs[r->pair].run_lease));
-			eq_key(&keys[3], xp->index, 4, F_TEXTEQ, PointerGetDatum(r->queue));
-			{
-				TupleTableSlot *xs = xp->row;
-
-				scan = index_beginscan(xp->rel, xp->index, snapshot, 4, 0);
-				index_rescan(scan, keys, 4, nullptr, 0);
-				if (index_getnext_slot(scan, ForwardScanDirection, xs))
-					open = false;
-				index_endscan(scan);
-			}
-			r->open = open;
-		}
-		for (int s = 0; s <= max_slot; s++)
-		{
-			close_part(&done_parts[s]);
-			close_part(&closure_parts[s]);
-		}
-	}
-
-	/* 4. The open receipts appended as completion batches, one per (slot, generation, lane, block). */
-	{
-		int nopen = 0;
-		EState *estate = CreateExecutorState();
-		List *rtable = NIL;
-		TupleTableSlot **slots = static_cast<TupleTableSlot **>(palloc0(sizeof(TupleTableSlot *) * (nready + 1)));
-
-		for (int k = 0; k < nreceipts; k++)
-			if (receipts[k].open)
-				order[nopen++] = &receipts[k];
-		qsort(order, nopen, sizeof(Receipt *), batch_order);
-		for (int t = 0; t < nready; t++)
-		{
-			RangeTblEntry *rte = makeNode(RangeTblEntry);
-
-			rte->rtekind = RTE_RELATION;
-			rte->relid = RelationGetRelid(targets[t].part.rel);
-			rte->relkind = targets[t].part.rel->rd_rel->relkind;
-			rte->rellockmode = RowExclusiveLock;
-			rtable = lappend(rtable, rte);
-		}
-		ExecInitRangeTable(estate, rtable);
-		estate->es_output_cid = GetCurrentCommandId(true);
-		for (int g = 0; g < nopen;)
-		{
-			Receipt *first = order[g];
-			int end = g + 1;
-			int t = 0;
-			int count;
-			bool any_result = false;
-			Datum *offsets;
-			Datum *claimed;
-			Datum *res;
-			bool *res_nulls;
-			Datum row[BC_NCOLUMNS];
-			bool row_nulls[BC_NCOLUMNS];
-			TupleTableSlot *slot;
-			BatchTarget *target;
-			int dims[1];
-			int lbs[1] = {1};
-
-			while (end < nopen && order[end]->ready_slot == first->ready_slot &&
-				   order[end]->ready_generation == first->ready_generation &&
-				   text_equal(order[end]->queue, first->queue) && order[end]->priority == first->priority &&
-				   order[end]->enqueue_shard == first->enqueue_shard &&
-				   order[end]->lane_seq / 64 == first->lane_seq / 64)
-				end++;
-			count = end - g;
-			offsets = static_cast<Datum *>(palloc(sizeof(Datum) * count));
-			claimed = static_cast<Datum *>(palloc(sizeof(Datum) * count));
-			res = static_cast<Datum *>(palloc(sizeof(Datum) * count));
-			res_nulls = static_cast<bool *>(palloc(sizeof(bool) * count));
-			for (int k = 0; k < count; k++)
-			{
-				Receipt *r = order[g + k];
-
-				offsets[k] = Int16GetDatum(static_cast<int16>(r->lane_seq % 64));
-				claimed[k] = TimestampTzGetDatum(r->claimed_at);
-				res[k] = pairs[r->pair].result;
-				res_nulls[k] = pairs[r->pair].result_null;
-				any_result = any_result || !res_nulls[k];
-			}
-			dims[0] = count;
-			row[BC_READY_SLOT] = Int32GetDatum(first->ready_slot);
-			row[BC_READY_GENERATION] = Int64GetDatum(first->ready_generation);
-			row[BC_QUEUE] = PointerGetDatum(first->queue);
-			row[BC_PRIORITY] = Int16GetDatum(first->priority);
-			row[BC_ENQUEUE_SHARD] = Int16GetDatum(first->enqueue_shard);
-			row[BC_LANE_BLOCK] = Int64GetDatum(first->lane_seq / 64);
-			row[BC_LANE_OFFSETS] =
-				PointerGetDatum(construct_array(offsets, count, INT2OID, sizeof(int16), true, TYPALIGN_SHORT));
-			row[BC_ATTEMPTED_AT] = PointerGetDatum(
-				construct_array(claimed, count, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-			row[BC_FINALIZED_AT] = TimestampTzGetDatum(GetCurrentTimestamp()); /* the default, clock_timestamp() */
-			row[BC_RESULTS] = any_result ? PointerGetDatum(construct_md_array(res, res_nulls, 1, dims, lbs, JSONBOID,
-																			  -1, false, TYPALIGN_INT))
-										 : (Datum)0;
-			for (int c = 0; c < BC_NCOLUMNS; c++)
-				row_nulls[c] = c == BC_RESULTS && !any_result;
-
-			while (targets[t].part.slot != first->ready_slot)
-				t++;
-			target = &targets[t];
-			if (target->rri == nullptr)
-			{
-				LockRelationOid(RelationGetRelid(target->part.rel), RowExclusiveLock);
-				target->rri = makeNode(ResultRelInfo);
-				InitResultRelInfo(target->rri, target->part.rel, t + 1, nullptr, 0);
-				ExecOpenIndices(target->rri, false);
-				slots[t] = ExecInitExtraTupleSlot(estate, RelationGetDescr(target->part.rel), &TTSOpsVirtual);
-			}
-			slot = slots[t];
-			ExecClearTuple(slot);
-			for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++)
-			{
-				int c = target->map[a];
-
-				slot->tts_values[a] = c >= 0 ? row[c] : (Datum)0;
-				slot->tts_isnull[a] = c < 0 || row_nulls[c];
-			}
-			ExecStoreVirtualTuple(slot);
-			if (target->part.rel->rd_att->constr != nullptr)
-				ExecConstraints(target->rri, slot, estate);
-			table_tuple_insert(target->part.rel, slot, estate->es_output_cid, 0, nullptr);
-			if (target->rri->ri_NumIndices > 0)
-				list_free(ExecInsertIndexTuples(target->rri, slot, estate, false, false, nullptr, NIL));
-			ResetPerTupleExprContext(estate);
-			g = end;
-		}
-		for (int t = 0; t < nready; t++)
-			if (targets[t].rri != nullptr)
-				ExecCloseIndices(targets[t].rri);
-		ExecResetTupleTable(estate->es_tupleTable, false);
-		FreeExecutorState(estate);
-		/* As after an SPI statement: later statements of the transaction see the rows. */
-		CommandCounterIncrement();
-
-		/* The result, sorted as the statement returned it. */
-		out->done = static_cast<DirectCompleted *>(palloc(sizeof(DirectCompleted) * (nopen + 1)));
-		for (int k = 0; k < nopen; k++)
-		{
-			Receipt *r = order[k];
-
-			out->done[k] = {pairs[r->pair].job_id, pairs[r->pair].run_lease, r->queue, r->enqueue_shard};
-		}
-		out->ndone = nopen;
-		qsort(out->done, nopen, sizeof(DirectCompleted), done_order);
-	}
-
-	/* 5. Heartbeats and unique claims of the completed attempts: probed, deleted only when there. */
-	{
-		Datum *hb_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (nreceipts + 1)));
-		Datum *hb_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (nreceipts + 1)));
-		Datum *hb_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (nreceipts + 1)));
-		Datum *uq_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (nreceipts + 1)));
-		Datum *uq_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (nreceipts + 1)));
-		int nhb = 0;
-		int nuq = 0;
-		TupleTableSlot *ss = table_slot_create(state_rel, nullptr);
-		IndexScanDesc scan = index_beginscan(state_rel, state_index, snapshot, 3, 0);
-
-		for (int k = 0; k < nreceipts; k++)
-		{
-			Receipt *r = &receipts[k];
-			ScanKeyData keys[3];
-
-			if (!r->open)
-				continue;
-			eq_key(&keys[0], state_index, 1, F_INT8EQ, Int64GetDatum(pairs[r->pair].job_id));
-			eq_key(&keys[1], state_index, 2, F_INT8EQ, Int64GetDatum(pairs[r->pair].run_lease));
-			eq_key(&keys[2], state_index, 3, F_TEXTEQ, PointerGetDatum(r->queue));
-			index_rescan(scan, keys, 3, nullptr, 0);
-			if (index_getnext_slot(scan, ForwardScanDirection, ss))
-			{
-				hb_ids[nhb] = Int64GetDatum(pairs[r->pair].job_id);
-				hb_leases[nhb] = Int64GetDatum(pairs[r->pair].run_lease);
-				hb_queues[nhb++] = PointerGetDatum(r->queue);
-			}
-			if (r->release_unique)
-			{
-				uq_ids[nuq] = Int64GetDatum(pairs[r->pair].job_id);
-				uq_queues[nuq++] = PointerGetDatum(r->queue);
-			}
-		}
-		index_endscan(scan);
-		ExecDropSingleTupleTableSlot(ss);
-		if (nhb > 0)
-		{
-			static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
-			Datum values[3] = {PointerGetDatum(int8_array(hb_ids, nhb)), PointerGetDatum(int8_array(hb_leases, nhb)),
-							   PointerGetDatum(text_array(hb_queues, nhb))};
-
-			run_tail_delete(&forget_heartbeats_plan, kForgetHeartbeatsSql, 3, types, values, "heartbeat removal");
-		}
-		if (nuq > 0)
-		{
-			static const Oid types[2] = {INT8ARRAYOID, TEXTARRAYOID};
-			Datum values[2] = {PointerGetDatum(int8_array(uq_ids, nuq)), PointerGetDatum(text_array(uq_queues, nuq))};
-
-			run_tail_delete(&release_unique_plan, kReleaseUniqueSql, 2, types, values, "unique claim release");
-		}
-	}
+	/* 5. Their heartbeats and unique claims. */
+	forget_heartbeats_and_claims(&pass, snapshot);
 	UnregisterSnapshot(snapshot);
 
-	/* The pairs without a receipt on the live arcs go to the statements. */
+	leftover_pairs(&pass, results != nullptr, &out->left_ids, &out->left_leases, &out->left_results, &out->nleft);
+	close_pass(&pass);
+	return true;
+}
+
+/* Record heartbeats of the open receipts among the pairs directly (see direct_complete.hpp). */
+bool
+direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
+						  const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out)
+{
+	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, JSONBOID};
+	Pass pass;
+	Snapshot snapshot;
+	ArrayType *no_results;
+	Datum *alive_ids;
+	Datum *alive_leases;
+	Datum *alive_queues;
+	int nalive = 0;
+
+	out->alive = 0;
+	out->nleft = 0;
+	out->left_ids = out->left_leases = nullptr;
+	if (!pairs_usable(ids, leases) || !open_pass(&pass, queue_arc, claim_arc, false))
+		return false;
+	read_pairs(&pass, ids, leases, nullptr);
+
+	/* One snapshot, as the statement's: the receipts found and their open test. */
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	find_receipts(&pass, queue, snapshot);
+	test_open(&pass, snapshot, false);
+	UnregisterSnapshot(snapshot);
+
+	alive_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
+	alive_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
+	alive_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
+	for (int k = 0; k < pass.nreceipts; k++)
 	{
-		Datum *left_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (npairs + 1)));
-		Datum *left_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (npairs + 1)));
-		Datum *left_results = static_cast<Datum *>(palloc(sizeof(Datum) * (npairs + 1)));
-		bool *left_nulls = static_cast<bool *>(palloc(sizeof(bool) * (npairs + 1)));
-		int nleft = 0;
+		const Receipt *r = &pass.receipts[k];
 
-		for (int p = 0; p < npairs; p++)
-		{
-			if (found[p])
-				continue;
-			left_ids[nleft] = Int64GetDatum(pairs[p].job_id);
-			left_leases[nleft] = Int64GetDatum(pairs[p].run_lease);
-			left_results[nleft] = pairs[p].result;
-			left_nulls[nleft++] = pairs[p].result_null;
-		}
-		out->nleft = nleft;
-		if (nleft > 0)
-		{
-			int dims[1] = {nleft};
-			int lbs[1] = {1};
-
-			out->left_ids = int8_array(left_ids, nleft);
-			out->left_leases = int8_array(left_leases, nleft);
-			if (results != nullptr)
-				out->left_results =
-					construct_md_array(left_results, left_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT);
-		}
+		if (!r->open)
+			continue;
+		alive_ids[nalive] = Int64GetDatum(pass.pairs[r->pair].job_id);
+		alive_leases[nalive] = Int64GetDatum(pass.pairs[r->pair].run_lease);
+		alive_queues[nalive++] = PointerGetDatum(r->queue);
 	}
+	leftover_pairs(&pass, false, &out->left_ids, &out->left_leases, &no_results, &out->nleft);
+	close_pass(&pass);
 
-	for (int k = 0; k < nready; k++)
+	/* attempt_state is one small table, not a ring: its upsert stays a statement. */
+	if (nalive > 0)
 	{
-		close_part(&ready_parts[k]);
-		close_part(&targets[k].part);
+		Datum values[4] = {PointerGetDatum(int8_array(alive_ids, nalive)),
+						   PointerGetDatum(int8_array(alive_leases, nalive)),
+						   PointerGetDatum(text_array(alive_queues, nalive)), progress};
+		const char nulls[4] = {' ', ' ', ' ', progress_null ? 'n' : ' '};
+
+		keep_generic_plan(&heartbeat_upsert_plan, kHeartbeatUpsertSql, 4, types);
+		exec_plan_latest(heartbeat_upsert_plan, values, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+		out->alive = SPI_processed;
 	}
-	for (int k = 0; k < nclaim; k++)
-		close_part(&claim_parts[k]);
-	index_close(state_index, NoLock);
-	table_close(state_rel, NoLock);
-	table_close(closures_parent, NoLock);
-	table_close(batches_parent, NoLock);
-	table_close(done_parent, NoLock);
-	table_close(claim_parent, NoLock);
-	table_close(ready_parent, NoLock);
 	return true;
 }
 

@@ -1,6 +1,6 @@
 /*
- * direct_complete.hpp — the receipts part of awa.complete_jobs through PostgreSQL's direct
- * access routines (direct_complete.cpp; docs/design.md §5, "Direct completion"): index
+ * direct_complete.hpp — the receipts part of awa.complete_jobs (and of the heartbeats)
+ * through PostgreSQL's direct access routines (direct_complete.cpp; docs/design.md §5, "Direct completion"): index
  * probes on known partitions of the live arcs, row locks on the claim batches, completion
  * batches inserted into their partition with its indexes, no planned statement on the
  * common path.
@@ -51,5 +51,27 @@ struct DirectCompletion
  */
 bool direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, text *queue,
 							  const int queue_arc[4], const int claim_arc[4], DirectCompletion *out);
+
+/*
+ * What a direct heartbeat did: how many open receipts got their heartbeat, and the pairs
+ * whose receipt it did not find (leases, stale pairs), for the lease statement.
+ */
+struct DirectHeartbeat
+{
+	uint64 alive;
+	ArrayType *left_ids;
+	ArrayType *left_leases;
+	int nleft;
+};
+
+/*
+ * Record a heartbeat (and the progress, unless progress_null) of the open receipts among the
+ * pairs, on one copy of the latest snapshot, the receipts found and tested as a completion
+ * finds and tests them but without locks; the upsert into awa.attempt_state (not a ring
+ * table) is a statement. False, having read and written nothing, as direct_complete_receipts.
+ * SPI must be connected.
+ */
+bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
+							   const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out);
 
 } // namespace awa
