@@ -15,9 +15,12 @@
  * claim of its job still finds the attempt, instead of finding nothing and leaving the job
  * running until a rescue. A per-job statement probes every partition of a ring by index:
  * reading the ring's live arc first, to prune the others, cost more than the probes (about a
- * fifth of a take). The heartbeat, one statement for a whole batch, reads only the live slots.
+ * fifth of a take). The heartbeat finds and tests the receipts of a whole batch through the
+ * direct access routines (direct_complete.cpp) on the live slots only, then upserts their
+ * attempt_state rows in one statement; its statements remain for leases, stale pairs and Citus.
  */
 #include "pg_boundary.hpp"
+#include "direct_complete.hpp"
 #include "receipt_sql.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -180,17 +183,6 @@ const char *const kHeartbeatReceiptsSql[2] = {HEARTBEAT_RECEIPTS_SQL(""), HEARTB
 	"   AND l.priority = k.priority AND l.enqueue_shard = k.enqueue_shard AND l.lane_seq = k.lane_seq "                \
 	"   AND (l.lease_slot BETWEEN $3 AND $4 OR l.lease_slot BETWEEN $5 AND $6)"
 const char *const kHeartbeatLeasesSql[2] = {HEARTBEAT_LEASES_SQL(""), HEARTBEAT_LEASES_SQL(IN_QUEUE("l", "8"))};
-
-/* Put a ring's live arc into values[at .. at + 3]. */
-void
-put_live_arc(awa::Ring ring, Datum *values, int at)
-{
-	int arc[4];
-
-	awa::live_slot_ranges(ring, arc);
-	for (int k = 0; k < 4; k++)
-		values[at + k] = Int32GetDatum(arc[k]);
-}
 
 /*
  * Take the open attempt (job_id, run_lease), closing a receipt with `outcome` or deleting a
@@ -375,6 +367,10 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	int q = queue != (Datum)0 ? 1 : 0;
 	uint64 alive;
 	int level;
+	int queue_arc[4];
+	int claim_arc[4];
+	int lease_arc[4];
+	awa::DirectHeartbeat direct;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_INT32(0);
@@ -389,11 +385,36 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	awa::keep_generic_plan(&heartbeat_receipts_plan[q], kHeartbeatReceiptsSql[q], 12, types);
 	awa::keep_generic_plan(&heartbeat_leases_plan[q], kHeartbeatLeasesSql[q], 8, lease_types);
 	level = awa::push_hot_path_planner();
-	put_live_arc(awa::Ring::Claim, args, 2);
-	put_live_arc(awa::Ring::Queue, args, 6);
-	awa::exec_plan_latest(heartbeat_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
-	alive = SPI_processed;
-	put_live_arc(awa::Ring::Lease, args, 2);
+	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
+	/*
+	 * Receipts through the direct access routines (direct_complete.cpp); the lease statement
+	 * then takes only the pairs without a receipt, and none on the common path.
+	 */
+	if (awa::direct_heartbeat_receipts(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1), args[10], no_progress,
+									   q ? DatumGetTextPP(queue) : nullptr, queue_arc, claim_arc, &direct))
+	{
+		alive = direct.alive;
+		if (direct.nleft == 0)
+		{
+			awa::pop_hot_path_planner(level);
+			spi_finish();
+			PG_RETURN_INT32(static_cast<int32>(alive));
+		}
+		args[0] = PointerGetDatum(direct.left_ids);
+		args[1] = PointerGetDatum(direct.left_leases);
+	}
+	else
+	{
+		for (int k = 0; k < 4; k++)
+		{
+			args[2 + k] = Int32GetDatum(claim_arc[k]);
+			args[6 + k] = Int32GetDatum(queue_arc[k]);
+		}
+		awa::exec_plan_latest(heartbeat_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+		alive = SPI_processed;
+	}
+	for (int k = 0; k < 4; k++)
+		args[2 + k] = Int32GetDatum(lease_arc[k]);
 	args[6] = args[10];
 	nulls[6] = nulls[10];
 	args[7] = args[11];

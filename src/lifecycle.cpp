@@ -20,12 +20,16 @@
  * Rows of the tables that grow with the running or waiting jobs (leases, heartbeats, unique
  * claims) are reached only through `job_id = ANY (ARRAY(...))` of the batch's ids, an index
  * condition: a join left to the planner hashed the whole table on every call.
+ * On a 1.1 catalog the receipts are completed through the direct access routines
+ * (direct_complete.cpp), the same steps without a planned statement; the statements below
+ * then take only the pairs it found no receipt for (leases, stale pairs), and Citus.
  * (fail, retry, snooze, DLQ, heartbeat and rescue are SQL functions in the install scripts.)
  */
 #include "catalog_version.hpp"
 #include "citus.hpp"
 #include "compat_1_0.hpp"
 #include "completion_sql.hpp"
+#include "direct_complete.hpp"
 #include "job_wait.hpp"
 #include "pg_boundary.hpp"
 #include "receipt_sql.hpp"
@@ -203,6 +207,37 @@ checked_results(FunctionCallInfo fcinfo, int n_ids)
 	return results;
 }
 
+/*
+ * Return the attempts a direct completion completed (sorted by queue, shard, job_id) and
+ * count them per (queue, shard); their waiters wake at commit (job_wait.cpp).
+ */
+void
+emit_direct(ReturnSetInfo *rsinfo, const awa::DirectCompletion *direct)
+{
+	int run_start = 0;
+
+	for (int i = 0; i < direct->ndone; i++)
+	{
+		Datum out[2] = {Int64GetDatum(direct->done[i].job_id), Int64GetDatum(direct->done[i].run_lease)};
+		bool out_nulls[2] = {false, false};
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
+		awa::note_job_finished(direct->done[i].job_id);
+	}
+	for (int i = 1; i <= direct->ndone; i++)
+	{
+		const awa::DirectCompleted &a = direct->done[run_start];
+
+		if (i < direct->ndone && direct->done[i].enqueue_shard == a.enqueue_shard &&
+			VARSIZE_ANY_EXHDR(direct->done[i].queue) == VARSIZE_ANY_EXHDR(a.queue) &&
+			memcmp(VARDATA_ANY(direct->done[i].queue), VARDATA_ANY(a.queue), VARSIZE_ANY_EXHDR(a.queue)) == 0)
+			continue;
+		awa::stats_add(VARDATA_ANY(a.queue), VARSIZE_ANY_EXHDR(a.queue), a.enqueue_shard, awa::StatKind::Completed,
+					   static_cast<int64>(i - run_start));
+		run_start = i;
+	}
+}
+
 } // namespace
 
 /*
@@ -234,6 +269,7 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 
 	ArrayType *results;
 	bool in_queue;
+	awa::DirectCompletion direct;
 
 	awa::check_same_length(n_ids, n_leases, "p_job_ids", "p_run_leases");
 	results = catalog == Catalog::V1_1 ? checked_results(fcinfo, n_ids) : nullptr;
@@ -273,6 +309,28 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	 * one's snapshot is taken after the first holds every receipt lock it waited for.
 	 */
 	planner_level = awa::push_hot_path_planner();
+	/*
+	 * 1.1: the receipts are completed through the direct access routines
+	 * (direct_complete.cpp); only the pairs whose receipt it did not find (leases, stale
+	 * pairs) go to the statements below, and none at all on the common path.
+	 */
+	if (catalog == Catalog::V1_1 &&
+		awa::direct_complete_receipts(ids, leases, results, in_queue ? PG_GETARG_TEXT_PP(3) : nullptr, queue_arc,
+									  claim_arc, &direct))
+	{
+		emit_direct(rsinfo, &direct);
+		if (direct.nleft == 0)
+		{
+			awa::pop_hot_path_planner(planner_level);
+			if (SPI_finish() != SPI_OK_FINISH)
+				elog(ERROR, "awa_shard: SPI_finish failed");
+			return (Datum)0;
+		}
+		values[CP_JOB_IDS] = PointerGetDatum(direct.left_ids);
+		values[CP_RUN_LEASES] = PointerGetDatum(direct.left_leases);
+		values[CP_RESULTS] = PointerGetDatum(direct.left_results);
+		nulls[CP_RESULTS] = direct.left_results == nullptr ? 'n' : ' ';
+	}
 	if (catalog == Catalog::V1_1)
 	{
 		/* Generic plans: a custom plan of either was made again on every call (keep_generic_plan). */

@@ -1,0 +1,77 @@
+/*
+ * direct_complete.hpp — the receipts part of awa.complete_jobs (and of the heartbeats)
+ * through PostgreSQL's direct access routines (direct_complete.cpp; docs/design.md §5, "Direct completion"): index
+ * probes on known partitions of the live arcs, row locks on the claim batches, completion
+ * batches inserted into their partition with its indexes, no planned statement on the
+ * common path.
+ */
+#pragma once
+
+extern "C"
+{
+#include "postgres.h"
+#include "utils/array.h"
+}
+
+namespace awa
+{
+
+/* One attempt a direct completion completed: its pair and its lane's (queue, shard). */
+struct DirectCompleted
+{
+	int64 job_id;
+	int64 run_lease;
+	text *queue;
+	int16 enqueue_shard;
+};
+
+/*
+ * What a direct completion did. `done[0..ndone)` are the attempts it completed, sorted by
+ * (queue, enqueue_shard, job_id). `left_*` are the pairs (with their results, or NULL) whose
+ * receipt it did not find on the live arcs: a lease, a stale pair, another queue's attempt;
+ * the planned statements take them (nleft == 0: none).
+ */
+struct DirectCompletion
+{
+	DirectCompleted *done;
+	int ndone;
+	ArrayType *left_ids;
+	ArrayType *left_leases;
+	ArrayType *left_results;
+	int nleft;
+};
+
+/*
+ * Complete the open receipts among the pairs (ids, leases; results or nullptr; queue or
+ * nullptr: p_queue) on the live arcs of the queue ring and the claim ring. Returns false,
+ * having read and written nothing, when the planned statements must do all of it (Citus,
+ * a read-only transaction, missing privileges, a trigger, rule or row security on a table
+ * it writes or reads, a column it does not know). SPI must be connected (the tail's rare
+ * deletes are statements).
+ */
+bool direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, text *queue,
+							  const int queue_arc[4], const int claim_arc[4], DirectCompletion *out);
+
+/*
+ * What a direct heartbeat did: how many open receipts got their heartbeat, and the pairs
+ * whose receipt it did not find (leases, stale pairs), for the lease statement.
+ */
+struct DirectHeartbeat
+{
+	uint64 alive;
+	ArrayType *left_ids;
+	ArrayType *left_leases;
+	int nleft;
+};
+
+/*
+ * Record a heartbeat (and the progress, unless progress_null) of the open receipts among the
+ * pairs, on one copy of the latest snapshot, the receipts found and tested as a completion
+ * finds and tests them but without locks; the upsert into awa.attempt_state (not a ring
+ * table) is a statement. False, having read and written nothing, as direct_complete_receipts.
+ * SPI must be connected.
+ */
+bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
+							   const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out);
+
+} // namespace awa
