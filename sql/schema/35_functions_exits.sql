@@ -271,7 +271,7 @@ COMMENT ON FUNCTION awa.snooze_job(bigint, bigint, interval, text) IS 'Put a run
 
 -- Record a heartbeat of every open attempt among the pairs, and their progress when
 -- p_progress is not NULL; how many were open (C, latest committed state; only attempts of
--- p_queue when given). awa.heartbeat_jobs and awa.set_progress check the arguments first.
+-- p_queue when given). awa.heartbeat_jobs checks the arguments first.
 CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL,
                                              p_queue text DEFAULT NULL)
     RETURNS integer
@@ -310,20 +310,27 @@ COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that
 -- awa._limit('max_result_bytes') bytes); it also counts as a heartbeat. True when the attempt
 -- is open; a stale run lease changes nothing and returns false. The latest progress is the
 -- `progress` of the job (awa.job_row) while the attempt runs; it goes with the attempt. With
--- p_queue, an attempt of another queue is not open (false).
+-- p_queue, an attempt of another queue is not open (false). C (src/progress.cpp): checks
+-- every argument, then one statement on the latest committed state in receipts mode.
 CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress jsonb, p_queue text DEFAULT NULL)
     RETURNS boolean
-    LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-AS $$
-BEGIN
-    PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    PERFORM awa._require(p_run_lease IS NULL, 'p_run_lease');
-    PERFORM awa._require(p_progress IS NULL, 'p_progress');
-    PERFORM awa._check_json_size(p_progress, 'p_progress');
-    RETURN awa._heartbeat_open_attempts(ARRAY[p_job_id], ARRAY[p_run_lease], p_progress, p_queue) > 0;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_set_progress'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
+
+-- Record the progress of a batch of running attempts in one call: p_progress[k] for attempt
+-- (p_job_ids[k], p_run_leases[k]); a NULL element is a heartbeat alone (the stored progress
+-- stays). Element k of the result is true when attempt k is open (as awa.set_progress). C
+-- (src/progress.cpp), like awa.set_progress.
+CREATE FUNCTION awa.set_jobs_progress(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb[],
+                                      p_queue text DEFAULT NULL)
+    RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'awa_set_jobs_progress'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) IS 'Record the progress of a batch of running attempts (also heartbeats); per attempt, false when it is not open. Role: awa_worker, awa_admin.';

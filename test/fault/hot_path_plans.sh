@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Live test: the statements of a claim, a completion and a heartbeat prepare only the live
-# partitions of the rings. Their generic plans name every partition of the tables they read;
-# the live arcs, passed as parameters, let the executor prune the others at start-up (a
-# completion that prepared all 8 claim-batch and all 16 ready partitions spent a good part of
-# its CPU there). With the queue and claim rings turned once (live slots 0 and 1), the plans
-# auto_explain logs for every statement these calls run must name no partition of slot 2 or
-# later, except the lease partitions a DELETE lists as its result relations. Run as the
-# postgres user; prints "hot_path_plans: N passed, M failed".
+# Live test: the statements of a claim, a completion, a heartbeat and a progress report
+# prepare only the live partitions of the rings. Their generic plans name every partition of
+# the tables they read; the live arcs, passed as parameters, let the executor prune the others
+# at start-up (a completion that prepared all 8 claim-batch and all 16 ready partitions spent
+# a good part of its CPU there). With the queue and claim rings turned once (live slots 0 and
+# 1), the plans auto_explain logs for every statement these calls run must name no partition
+# of slot 2 or later, except the lease partitions a DELETE lists as its result relations. Run
+# as the postgres user; prints "hot_path_plans: N passed, M failed".
 TEST=hot_path_plans; . "$(dirname "$0")/lib.sh"
 new_server plans 58900
 start_server -c shared_preload_libraries=awa_shard -c awa_shard.maintenance=off || give_up "server did not start"
@@ -64,6 +64,14 @@ SELECT awa.heartbeat_jobs(:'ids', :'leases');
 SELECT awa.heartbeat_jobs(:'ids', :'leases');")
 check "the heartbeats' statements were logged" "$(grep -c 'INSERT INTO awa.attempt_state' <<<"$heartbeat_log" | awk '{print ($1 >= 2)}')" "1"
 check "a heartbeat prepares no ring partition outside the live arcs" "$(outside_arc <<<"$heartbeat_log")" ""
+progress_log=$(logged "SELECT array_agg(job_id) AS ids, array_agg(run_lease) AS leases, array_agg('{\"done\": 1}'::jsonb) AS progress FROM public.pairs WHERE n BETWEEN 7 AND 9 \\gset
+SELECT awa.set_jobs_progress(:'ids', :'leases', :'progress');
+SELECT awa.set_jobs_progress(:'ids', :'leases', :'progress');
+SELECT awa.set_progress((:'ids'::bigint[])[1], (:'leases'::bigint[])[1], '{\"done\": 2}');")
+check "the progress reports' statements were logged" "$(grep -c 'INSERT INTO awa.attempt_state' <<<"$progress_log" | awk '{print ($1 >= 3)}')" "1"
+check "a progress report prepares no ring partition outside the live arcs" "$(outside_arc <<<"$progress_log")" ""
+check "the progress reports found their attempts open" \
+  "$(q postgres -c "SELECT count(*) FROM awa.jobs WHERE queue = 'plans_q' AND state = 'running' AND progress IS NOT NULL")" "3"
 check "the completions completed their jobs" \
   "$(q postgres -c "SELECT count(*) FROM awa.jobs WHERE queue = 'plans_q' AND state = 'completed'")" "6"
 summary

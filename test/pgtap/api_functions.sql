@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(80);
+SELECT plan(81);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -32,13 +32,14 @@ SELECT has_function('awa', 'retry_job_after', ARRAY['bigint', 'bigint', 'interva
 SELECT has_function('awa', 'snooze_job', ARRAY['bigint', 'bigint', 'interval', 'text'], 'snooze_job signature');
 SELECT has_function('awa', 'heartbeat_jobs', ARRAY['bigint[]', 'bigint[]', 'text'], 'heartbeat_jobs signature');
 SELECT has_function('awa', 'set_progress', ARRAY['bigint', 'bigint', 'jsonb', 'text'], 'set_progress signature');
+SELECT has_function('awa', 'set_jobs_progress', ARRAY['bigint[]', 'bigint[]', 'jsonb[]', 'text'], 'set_jobs_progress signature');
 SELECT has_function('awa', 'cancel_job', ARRAY['bigint', 'text'], 'cancel_job signature');
 SELECT has_function('awa', 'delete_job', ARRAY['bigint', 'text'], 'delete_job signature');
 SELECT has_function('awa', 'move_queue', ARRAY['bigint', 'text', 'bigint', 'text'], 'move_queue signature');
 SELECT has_function('awa', 'retry_from_dlq', ARRAY['bigint', 'text', 'bigint', 'timestamp with time zone', 'text'], 'retry_from_dlq signature');
 SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text) FROM pg_proc p
             WHERE p.pronamespace = 'awa'::regnamespace
-              AND p.proname IN ('complete_jobs', 'heartbeat_jobs', 'set_progress', 'fail_job', 'fail_job_to_dlq',
+              AND p.proname IN ('complete_jobs', 'heartbeat_jobs', 'set_progress', 'set_jobs_progress', 'fail_job', 'fail_job_to_dlq',
                                 'retry_job_after', 'snooze_job', 'cancel_job', 'delete_job', 'move_queue', 'retry_from_dlq')
               AND NOT (p.proargnames[p.pronargs] IN ('p_queue', 'p_from_queue')
                        AND p.proargtypes[p.pronargs - 1] = 'text'::regtype
@@ -131,7 +132,7 @@ SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedu
                             'awa.shard_for_enqueue'::regproc, 'awa.claim_ready_runtime'::regproc, 'awa.complete_jobs'::regproc,
                             'awa.fail_job'::regproc, 'awa.fail_job_to_dlq'::regproc, 'awa.retry_job_after'::regproc,
                             'awa.snooze_job'::regproc, 'awa.heartbeat_jobs'::regproc, 'awa.wait_for_jobs'::regproc,
-                            'awa.set_progress'::regproc, 'awa.wait_for_job'::regproc,
+                            'awa.set_progress'::regproc, 'awa.set_jobs_progress'::regproc, 'awa.wait_for_job'::regproc,
                             'awa.rescue_stale_heartbeats'::regproc, 'awa.rescue_expired_deadlines'::regproc,
                             'awa.promote_due'::regproc, 'awa.queue_enqueue_shards'::regproc,
                             'awa.get_job(bigint)'::regprocedure, 'awa.get_job(text, bigint)'::regprocedure,

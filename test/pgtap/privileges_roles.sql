@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(65);
+SELECT plan(67);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -92,6 +92,10 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.set_progress(0, 0, '{"
           'worker: set_progress (no open attempt: false)');
 SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.set_progress(0, 0, '{"done": 1}')::text$$), 'ERROR 42501',
           'producer: cannot set progress');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.set_jobs_progress('{0}', '{0}', '{"{\"done\": 1}"}')::text$$), '{f}',
+          'worker: set_jobs_progress (no open attempt: {f})');
+SELECT is(pg_temp.as_role('tap_priv_producer', $$SELECT awa.set_jobs_progress('{0}', '{0}', '{"{\"done\": 1}"}')::text$$), 'ERROR 42501',
+          'producer: cannot set the progress of a batch');
 SELECT is(pg_temp.as_role('tap_priv_worker',
           format($$SELECT count(*)::text FROM awa.complete_jobs(%L, %L)$$,
                  (SELECT array_agg(job_id) FROM awa.lease_claims WHERE queue = 'tap_priv_q'),
