@@ -26,8 +26,8 @@ SELECT r AS retention, pg_temp.err(format('SELECT awa.set_queue_retention(%L, %L
                     '1000 years', '1000 years 1 day']) r;
 SELECT completed_retention, failed_retention FROM awa.queue_meta WHERE queue = 're_q';
 -- The rule's longest retention is the limit of every interval argument.
-SELECT awa._retention_in_range(make_interval(years => awa._limit('max_interval_years'))) AS at_limit,
-       awa._retention_in_range(make_interval(years => awa._limit('max_interval_years'), days => 1)) AS past_limit;
+SELECT awa._interval_in_range(make_interval(years => awa._limit('max_interval_years'))) AS at_limit,
+       awa._interval_in_range(make_interval(years => awa._limit('max_interval_years'), days => 1)) AS past_limit;
 
 -- queue_meta is writable by awa_admin by hand (docs/operations.md §2): the table holds a
 -- retention to the same rule (23514 naming the constraint). A retention past the last
@@ -125,6 +125,15 @@ SET ROLE awa_admin;
 SELECT pg_temp.err($$UPDATE awa.queue_meta SET rate_per_second = 'NaN' WHERE queue = 're_q'$$) AS nan_by_hand,
        pg_temp.err($$UPDATE awa.queue_meta SET concurrency_limit = 0 WHERE queue = 're_q'$$) AS zero_cap_by_hand;
 RESET ROLE;
+
+-- Thresholds subtracted from now have the same rule: '1 month -29 days' compares as a day,
+-- yet on the days after a month shorter than 30 days now minus it is in the future, and every
+-- running attempt would count as stale (rescued and run again) or every waiting job as old.
+-- 22023 naming the argument, before anything is done.
+SELECT f, pg_temp.err(format(f, '1 month -29 days')) AS mixed, pg_temp.err(format(f, '-1 day 25 hours')) AS mixed_time
+  FROM unnest(ARRAY['SELECT awa.run_maintenance(%L)', 'SELECT awa.rescue_stale_heartbeats(%L)',
+                    'SELECT awa.age_waiting_priorities(%L)']) f;
+SELECT awa.rescue_stale_heartbeats('1 mon') AS rescued_one_month, awa.age_waiting_priorities('1 mon') AS aged_one_month;
 
 \c :home
 DROP DATABASE awa_retention_edges;
