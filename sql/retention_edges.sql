@@ -94,9 +94,10 @@ SELECT n, q FROM unnest(ARRAY['it''s "q"', 'q; DROP TABLE awa.queue_meta', E'tab
        WITH ORDINALITY AS x(q, n);
 SELECT n, awa.create_queue(q) FROM re_names ORDER BY n;
 SELECT n, awa.set_queue_retention(q, make_interval(days => n::int), NULL) IS NOT NULL AS set_retention,
-       awa.set_rate_limit(q, n, n) IS NOT NULL AS set_rate, awa.set_concurrency_limit(q, n) IS NOT NULL AS set_cap,
-       awa.pause_queue(q) AS paused
+       awa.set_concurrency_limit(q, n) IS NOT NULL AS set_cap, awa.pause_queue(q) AS paused
   FROM re_names ORDER BY n;
+-- Rate limits need the preload (55000 without it, expected/retention_edges_1.out).
+SELECT n, pg_temp.err(format('SELECT awa.set_rate_limit(%L, %s, %s)', q, n, n)) AS set_rate FROM re_names ORDER BY n;
 SELECT r.n, length(m.queue) AS chars, octet_length(m.queue) AS bytes, m.completed_retention, m.rate_per_second,
        m.rate_burst, m.concurrency_limit, m.paused
   FROM re_names r JOIN awa.queue_meta m ON m.queue = r.q ORDER BY r.n;
@@ -106,7 +107,7 @@ SELECT f, pg_temp.err(format(f, repeat('ü', 201))) AS too_long
                     'SELECT awa.list_jobs(%L)', 'SELECT awa.cancel_jobs(%L)', 'SELECT awa.retry_jobs(%L)']) f;
 -- Each long name has a token bucket of its own (the names share their first 796 bytes): the
 -- first queue's claim takes its 4 tokens, the second still has its 5 (a shared bucket of 5
--- would have had 1 left).
+-- would have had 1 left). Without the preload only the caps (4 and 5) hold the claims.
 SELECT awa.resume_queue(q) FROM re_names WHERE n IN (4, 5);
 SELECT count((awa.insert_job_compat('rn', q)).id) AS enqueued FROM re_names, generate_series(1, 6) WHERE n IN (4, 5);
 SELECT n, (SELECT count(*) FROM awa.claim_ready_runtime(q, 10)) AS claimed FROM re_names WHERE n IN (4, 5) ORDER BY n;
