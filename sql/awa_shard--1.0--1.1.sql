@@ -634,7 +634,10 @@ COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the fini
 
 -- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
 -- and result, to the retained partition (failed jobs kept by default) or to the retention
--- bucket of their deadline, once; returns the rows copied by this call.
+-- bucket of their deadline, once; returns the rows copied by this call. Once also when a prune
+-- calls it twice (early, then under the slot's lock) and the queue's retention changed
+-- between the calls: a job with a copy already (same lane identity and state, any retained
+-- partition) is not copied again into the bucket of its new deadline.
 CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET jit = off
@@ -661,6 +664,9 @@ BEGIN
                   FROM pg_catalog.generate_subscripts(v_jobs, 1) AS g(i)) x
           LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
          CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
+         WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries k
+                            WHERE k.ready_slot < 0 AND k.queue = y.queue AND k.priority = y.priority
+                              AND k.enqueue_shard = y.enqueue_shard AND k.lane_seq = y.lane_seq AND k.state = y.state)
         ON CONFLICT DO NOTHING
         RETURNING *)
     SELECT array_agg(c) INTO v_copied FROM copied c;
@@ -1336,6 +1342,7 @@ BEGIN
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
+    PERFORM awa._check_arg(awa._interval_in_range(p_stale_heartbeat), 'p_stale_heartbeat must have no negative part');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
     v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
@@ -1556,6 +1563,7 @@ BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
     PERFORM awa._check_interval(p_stale, 'p_stale');
+    PERFORM awa._check_arg(awa._interval_in_range(p_stale), 'p_stale must have no negative part');
     RETURN (awa._rescue(p_stale, false, least(p_limit, 2147483647)::integer)).heartbeat_rescued;
 END
 $$;
@@ -1783,6 +1791,7 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
     PERFORM awa._check_interval(p_older_than, 'p_older_than');
+    PERFORM awa._check_arg(awa._interval_in_range(p_older_than), 'p_older_than must have no negative part');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
@@ -2406,6 +2415,9 @@ BEGIN
     PERFORM awa._check_interval(p_completed, 'p_completed');
     PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
     PERFORM awa._check_interval(p_failed, 'p_failed');
+    -- Not negative as a whole, yet a part of the other sign ('1 month -30 days'): 22023 too.
+    PERFORM awa._check_arg(awa._interval_in_range(p_completed), 'p_completed must have no negative part');
+    PERFORM awa._check_arg(awa._interval_in_range(p_failed), 'p_failed must have no negative part');
     PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
     INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
     ON CONFLICT (queue) DO UPDATE
@@ -3289,6 +3301,33 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
+
+-- An interval that is NULL or has no negative part and is at most kMaxIntervalYears long: a
+-- part of a different sign makes its length depend on the calendar ('1 month -29 days' is two
+-- days after 1 January and less than nothing after 1 February). Retentions
+-- (awa.queue_meta.completed_retention, failed_retention: a longer one made every prune fail
+-- with 22008, a deadline past the last timestamp, once awa_admin had written it into
+-- queue_meta by hand) and thresholds subtracted from now (rescue's staleness, aging's age:
+-- now minus such an interval could be in the future) are held to it: the table's CHECK
+-- queue_meta_retention_range, awa.set_queue_retention, awa.run_maintenance,
+-- awa.rescue_stale_heartbeats and awa.age_waiting_priorities (regress retention_edges checks
+-- the limit against awa._limit).
+CREATE FUNCTION awa._interval_in_range(p_value interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN p_value IS NULL
+        OR (extract(year FROM p_value) >= 0 AND extract(month FROM p_value) >= 0 AND extract(day FROM p_value) >= 0
+            AND extract(hour FROM p_value) >= 0 AND extract(minute FROM p_value) >= 0
+            AND extract(second FROM p_value) >= 0
+            AND extract(year FROM p_value) + extract(month FROM p_value) / 12 + extract(day FROM p_value) / 365.25
+                + (extract(hour FROM p_value) * 3600 + extract(minute FROM p_value) * 60 + extract(second FROM p_value))
+                  / 31557600 <= 1000);  -- awa._limit('max_interval_years'), which awa_admin may not call
+REVOKE ALL ON FUNCTION awa._interval_in_range(interval) FROM PUBLIC;
+-- awa_admin writes queue_meta by hand, so evaluates its CHECK.
+GRANT EXECUTE ON FUNCTION awa._interval_in_range(interval) TO awa_admin;
+COMMENT ON FUNCTION awa._interval_in_range(interval) IS 'Internal: whether an interval is NULL or has no negative part and is at most max_interval_years long.';
+ALTER TABLE awa.queue_meta ADD CONSTRAINT queue_meta_retention_range
+    CHECK (awa._interval_in_range(completed_retention) AND awa._interval_in_range(failed_retention));
 
 -- =========================================================================================
 -- One definition of a job: awa.job_template names the attributes every job

@@ -120,6 +120,33 @@ $$;
 REVOKE ALL ON FUNCTION awa._check_interval(interval, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._check_interval(interval, text) IS 'Internal: raise 22023 for an interval argument longer than the limit max_interval_years.';
 
+-- An interval that is NULL or has no negative part and is at most kMaxIntervalYears long: a
+-- part of a different sign makes its length depend on the calendar ('1 month -29 days' is two
+-- days after 1 January and less than nothing after 1 February). Retentions
+-- (awa.queue_meta.completed_retention, failed_retention: a longer one made every prune fail
+-- with 22008, a deadline past the last timestamp, once awa_admin had written it into
+-- queue_meta by hand) and thresholds subtracted from now (rescue's staleness, aging's age:
+-- now minus such an interval could be in the future) are held to it: the table's CHECK
+-- queue_meta_retention_range, awa.set_queue_retention, awa.run_maintenance,
+-- awa.rescue_stale_heartbeats and awa.age_waiting_priorities (regress retention_edges checks
+-- the limit against awa._limit).
+CREATE FUNCTION awa._interval_in_range(p_value interval) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    RETURN p_value IS NULL
+        OR (extract(year FROM p_value) >= 0 AND extract(month FROM p_value) >= 0 AND extract(day FROM p_value) >= 0
+            AND extract(hour FROM p_value) >= 0 AND extract(minute FROM p_value) >= 0
+            AND extract(second FROM p_value) >= 0
+            AND extract(year FROM p_value) + extract(month FROM p_value) / 12 + extract(day FROM p_value) / 365.25
+                + (extract(hour FROM p_value) * 3600 + extract(minute FROM p_value) * 60 + extract(second FROM p_value))
+                  / 31557600 <= 1000);  -- awa._limit('max_interval_years'), which awa_admin may not call
+REVOKE ALL ON FUNCTION awa._interval_in_range(interval) FROM PUBLIC;
+-- awa_admin writes queue_meta by hand, so evaluates its CHECK.
+GRANT EXECUTE ON FUNCTION awa._interval_in_range(interval) TO awa_admin;
+COMMENT ON FUNCTION awa._interval_in_range(interval) IS 'Internal: whether an interval is NULL or has no negative part and is at most max_interval_years long.';
+ALTER TABLE awa.queue_meta ADD CONSTRAINT queue_meta_retention_range
+    CHECK (awa._interval_in_range(completed_retention) AND awa._interval_in_range(failed_retention));
+
 -- A JSON value of at most awa._limit('max_result_bytes') bytes (results and progress), else
 -- 22023 naming the argument (C, src/validate.cpp).
 CREATE FUNCTION awa._check_json_size(p_value jsonb, p_name text) RETURNS void

@@ -187,6 +187,7 @@ BEGIN
     PERFORM awa._require(p_stale IS NULL OR p_limit IS NULL, 'p_stale and p_limit');
     PERFORM awa._check_arg(p_stale > interval '0' AND p_limit >= 1, 'p_stale must be positive and p_limit at least 1');
     PERFORM awa._check_interval(p_stale, 'p_stale');
+    PERFORM awa._check_arg(awa._interval_in_range(p_stale), 'p_stale must have no negative part');
     RETURN (awa._rescue(p_stale, false, least(p_limit, 2147483647)::integer)).heartbeat_rescued;
 END
 $$;

@@ -209,7 +209,10 @@ COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the fini
 
 -- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
 -- and result, to the retained partition (failed jobs kept by default) or to the retention
--- bucket of their deadline, once; returns the rows copied by this call.
+-- bucket of their deadline, once; returns the rows copied by this call. Once also when a prune
+-- calls it twice (early, then under the slot's lock) and the queue's retention changed
+-- between the calls: a job with a copy already (same lane identity and state, any retained
+-- partition) is not copied again into the bucket of its new deadline.
 CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET jit = off
@@ -236,6 +239,9 @@ BEGIN
                   FROM pg_catalog.generate_subscripts(v_jobs, 1) AS g(i)) x
           LEFT JOIN unnest(v_deadlines, v_slots) AS m(deadline, slot) ON m.deadline = x.deadline
          CROSS JOIN LATERAL jsonb_populate_record(x.job, jsonb_build_object('ready_slot', coalesce(m.slot, -1))) y
+         WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries k
+                            WHERE k.ready_slot < 0 AND k.queue = y.queue AND k.priority = y.priority
+                              AND k.enqueue_shard = y.enqueue_shard AND k.lane_seq = y.lane_seq AND k.state = y.state)
         ON CONFLICT DO NOTHING
         RETURNING *)
     SELECT array_agg(c) INTO v_copied FROM copied c;

@@ -140,6 +140,7 @@ BEGIN
     PERFORM awa._check_arg(p_batch >= 1 AND p_stale_heartbeat > interval '0',
                            'p_batch must be at least 1 and p_stale_heartbeat positive');
     PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
+    PERFORM awa._check_arg(awa._interval_in_range(p_stale_heartbeat), 'p_stale_heartbeat must have no negative part');
     PERFORM awa._require_read_committed('run_maintenance');
     v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
     v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));

@@ -247,6 +247,7 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_arg(p_older_than >= interval '0', 'p_older_than must not be negative');
     PERFORM awa._check_interval(p_older_than, 'p_older_than');
+    PERFORM awa._check_arg(awa._interval_in_range(p_older_than), 'p_older_than must have no negative part');
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');

@@ -138,6 +138,9 @@ BEGIN
     PERFORM awa._check_interval(p_completed, 'p_completed');
     PERFORM awa._check_arg(p_failed >= interval '0', 'p_failed must not be negative');
     PERFORM awa._check_interval(p_failed, 'p_failed');
+    -- Not negative as a whole, yet a part of the other sign ('1 month -30 days'): 22023 too.
+    PERFORM awa._check_arg(awa._interval_in_range(p_completed), 'p_completed must have no negative part');
+    PERFORM awa._check_arg(awa._interval_in_range(p_failed), 'p_failed must have no negative part');
     PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
     INSERT INTO awa.queue_meta (queue, completed_retention, failed_retention) VALUES (p_queue, p_completed, p_failed)
     ON CONFLICT (queue) DO UPDATE
