@@ -75,6 +75,10 @@ DECLARE
     v_next integer;
 BEGIN
     PERFORM awa._require_read_committed('rotate_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -454,6 +458,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -464,6 +472,11 @@ BEGIN
      ORDER BY s.generation LIMIT 1;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
+    END IF;
+    -- On a Citus cluster (here, the coordinator): truncate once nothing in it is needed on any
+    -- worker, without moving rows (awa._citus_prune_queue_slot; docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer);
     END IF;
     IF v_moved_by IS NOT NULL THEN
         -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a
@@ -719,6 +732,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     -- Its claims' delete must see every row a prune committed to the bucket before the truncate.
     PERFORM awa._require_read_committed('expire_retention');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     RETURN awa._expire_retention(now(), p_lock_timeout_ms);
 END
 $$;
@@ -741,6 +758,10 @@ BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
     PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require_read_committed('rotate_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen
@@ -784,10 +805,15 @@ COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ri
 
 -- Whether a claim slot holds an open receipt (awa._open_receipts). A completed receipt has
 -- no closure, so counting receipts against closures no longer tells.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolean
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 
@@ -812,6 +838,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot INTO v_current FROM awa.claim_ring_state FOR UPDATE NOWAIT;
