@@ -300,7 +300,16 @@ BEGIN
             OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
-    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+    IF awa._citus_group() IS NOT NULL THEN
+        -- On a Citus cluster (the coordinator's prune): by key, one statement Citus runs on
+        -- every worker's shards; no row lock is taken across shards, so a claim row another
+        -- transaction holds (a delete of the job) is waited for (docs/scale-out.md).
+        DELETE FROM awa.job_unique_claims u
+         WHERE (u.queue, u.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                        WHERE d.ready_slot = p_slot
+                                       UNION ALL
+                                       SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot);
+    ELSIF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c

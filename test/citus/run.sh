@@ -232,6 +232,16 @@ check "awa.queue_depth through the coordinator (delegated to the queue's worker)
 check "awa.get_job by id alone on the coordinator finds a job of a worker" \
   "$(q 0 "SELECT queue FROM awa.get_job(${late[$mb]})")" "$mb"
 
+# Freeing a slot drops the unique claims of its finished jobs on every worker: a completed
+# unique job's slot freed in a transaction rolled back (the slot is the current one).
+uid=$(q 0 "SELECT awa.insert_jobs('$mb', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}')
+ulease=$(q 0 "SELECT job_id, run_lease FROM awa.claim_ready_runtime('$mb', 10)" | awk -F'|' -v id="$uid" '$1 == id {print $2}')
+q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[$uid]::bigint[], ARRAY[${ulease:-0}]::bigint[], p_queue => '$mb')" >/dev/null
+uslot=$(q 0 "SELECT ready_slot FROM awa.ready_entries WHERE queue = '$mb' AND job_id = $uid")
+check "a freed slot drops the unique claims of its finished jobs on the workers" \
+  "$(q 0 "BEGIN; SELECT awa._free_queue_slot(${uslot:-0}, 1000); SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'; ROLLBACK;" | paste -sd' ' -)" "t 0"
+check "... (rolled back: the claim is there again)" "$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'")" "1"
+
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"
