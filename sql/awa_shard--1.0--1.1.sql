@@ -4892,8 +4892,8 @@ COMMENT ON FUNCTION awa._fold_claim_marks_queue(text, bigint) IS 'Internal: awa.
 -- Whether a queue slot still holds something a reader needs, read across the cluster (the
 -- queue ring's prune on a Citus cluster): an open attempt on one of its ready rows
 -- ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in a lane
--- without a claim head ('skipped_pending') -- or a finished job its queue may keep past the
--- slot: a failed or cancelled job (kept by default) or a job of a queue with a retention
+-- without a claim head ('skipped_pending') -- or a finished job its queue keeps past the
+-- slot: a failed job (kept by default) or one within its queue's retention
 -- ('skipped_retained'). NULL when none. Each test is one statement over every worker.
 CREATE FUNCTION awa._citus_queue_slot_busy(p_slot integer) RETURNS text
     LANGUAGE plpgsql VOLATILE
@@ -4910,13 +4910,17 @@ BEGIN
                 WHERE r.ready_slot = p_slot AND r.lane_seq >= coalesce(h.claim_seq, 0)) THEN
         RETURN 'skipped_pending';
     END IF;
+    -- What awa._retainable keeps: a failed job of a queue without a failed retention, or a
+    -- finished job whose retention has not run out (awa._retention_deadline is not NULL).
     IF EXISTS (SELECT 1 FROM awa.done_entries d
                  LEFT JOIN awa.queue_meta m ON m.queue = d.queue
                 WHERE d.ready_slot = p_slot
-                  AND (d.state <> 'completed' OR m.completed_retention IS NOT NULL))
+                  AND ((d.state = 'failed' AND m.failed_retention IS NULL)
+                       OR d.finalized_at + CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                                ELSE m.failed_retention END > clock_timestamp()))
        OR EXISTS (SELECT 1 FROM awa.completion_batches b
                     JOIN awa.queue_meta m ON m.queue = b.queue
-                   WHERE b.ready_slot = p_slot AND m.completed_retention IS NOT NULL) THEN
+                   WHERE b.ready_slot = p_slot AND b.finalized_at + m.completed_retention > clock_timestamp()) THEN
         RETURN 'skipped_retained';
     END IF;
     RETURN NULL;

@@ -242,6 +242,20 @@ check "a freed slot drops the unique claims of its finished jobs on the workers"
   "$(q 0 "BEGIN; SELECT awa._free_queue_slot(${uslot:-0}, 1000); SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'; ROLLBACK;" | paste -sd' ' -)" "t 0"
 check "... (rolled back: the claim is there again)" "$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'")" "1"
 
+# The background maintenance worker of a worker node (awa_shard.maintenance, off in this
+# cluster until now) runs the same steps: it promotes a due job of its queue.
+q 1 "ALTER SYSTEM SET awa_shard.maintenance = on" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
+q 0 "SELECT awa.insert_jobs('$ma', '{bg}', p_run_ats => ARRAY[now() + interval '1 second'])" >/dev/null
+state=""
+for i in $(seq 1 60); do
+  state=$(q 0 "SELECT string_agg(state::text, ',') FROM awa.jobs WHERE queue = '$ma' AND kind = 'bg'")
+  [ "$state" = available ] && break
+  sleep 0.5
+done
+check "worker 1's background maintenance promotes its queue's due job" "$state" "available"
+check "... and reports no error" "$(q 1 "SELECT count(*) FROM awa.maintenance_status WHERE database = current_database() AND served_by = 'worker' AND last_error IS NULL")" "1"
+q 1 "ALTER SYSTEM RESET awa_shard.maintenance" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
+
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"
