@@ -503,6 +503,10 @@ DECLARE
     v_next integer;
 BEGIN
     PERFORM awa._require_read_committed('rotate_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -733,7 +737,16 @@ BEGIN
             OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
-    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+    IF awa._citus_group() IS NOT NULL THEN
+        -- On a Citus cluster (the coordinator's prune): by key, one statement Citus runs on
+        -- every worker's shards; no row lock is taken across shards, so a claim row another
+        -- transaction holds (a delete of the job) is waited for (docs/scale-out.md).
+        DELETE FROM awa.job_unique_claims u
+         WHERE (u.queue, u.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                        WHERE d.ready_slot = p_slot
+                                       UNION ALL
+                                       SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot);
+    ELSIF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
@@ -889,6 +902,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -899,6 +916,11 @@ BEGIN
      ORDER BY s.generation LIMIT 1;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
+    END IF;
+    -- On a Citus cluster (here, the coordinator): truncate once nothing in it is needed on any
+    -- worker, without moving rows (awa._citus_prune_queue_slot; docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer);
     END IF;
     IF v_moved_by IS NOT NULL THEN
         -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a
@@ -1153,6 +1175,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     -- Its claims' delete must see every row a prune committed to the bucket before the truncate.
     PERFORM awa._require_read_committed('expire_retention');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     RETURN awa._expire_retention(now(), p_lock_timeout_ms);
 END
 $$;
@@ -1175,6 +1201,10 @@ BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
     PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require_read_committed('rotate_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen
@@ -1235,6 +1265,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot INTO v_current FROM awa.claim_ring_state FOR UPDATE NOWAIT;
@@ -1313,10 +1347,15 @@ COMMENT ON FUNCTION awa.prune_attempt_ring(text, bigint) IS 'Reclaim the oldest 
 
 -- Whether a claim slot holds an open receipt (awa._open_receipts). A completed receipt has
 -- no closure, so counting receipts against closures no longer tells.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolean
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 
 -- Every periodic task once, in one transaction: the ticks of periodic jobs
@@ -1444,9 +1483,20 @@ DECLARE
     v_open_next xid8;
     r record;
     t awa.taken_attempt;
+    v_queue text;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
+    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
+    -- (awa._rescue_queue; docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit);
+            deadline_rescued := deadline_rescued + r.deadline_rescued;
+            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
+        END LOOP;
+        RETURN;
+    END IF;
     IF p_deadlines THEN
         -- After v_now, so that a candidate left below is never later than the snapshot it
         -- is read under.
@@ -2230,11 +2280,17 @@ ALTER TABLE awa.queue_meta ADD COLUMN dlq_enabled boolean;
 ALTER TABLE awa.queue_meta ADD COLUMN completed_retention interval, ADD COLUMN failed_retention interval;
 
 -- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables
+-- (the rescue of a job at its last attempt runs it on the queue's worker).
 CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
                     (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
+END
+$$;
 
 -- An ended attempt (awa.taken_attempt) that was the job's last (failed, rescued or past
 -- its deadline): to the DLQ with reason 'max_attempts_exhausted' when its queue
@@ -2296,13 +2352,18 @@ COMMENT ON FUNCTION awa.fail_job(bigint, bigint, text, interval, text)
 -- dead-lettered jobs. Calls that act on a queue by name (pause, resume, purge, drop,
 -- set_queue_dlq, list_jobs, queue_depth) raise 42704 for any other name, so a typo is
 -- an error instead of a silently created queue.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._queue_known(p_queue text) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h WHERE h.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.deferred_jobs j WHERE j.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue);
+END
+$$;
 
 -- A queue argument that must name a known queue: 22004 / 23514 as awa._check_queue, then
 -- 42704 naming the argument when the queue is unknown.
@@ -2324,14 +2385,19 @@ $$;
 -- over its lanes (next_seq - claim_seq, as awa.shard_lag.lag). No row is scanned: one
 -- sequence read per lane. An upper bound: open reservations and gaps left by rollbacks,
 -- cancels and deletes count until a claim passes them.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
               FROM awa.queue_enqueue_heads e
               JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
              WHERE e.queue = p_queue AND h.queue = p_queue);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._queue_known(text), awa._require_queue(text, text), awa._queue_depth(text) FROM PUBLIC;
 
 -- What a worker pool autoscaler polls: the cheap depth of one known queue (42704 otherwise).
@@ -2898,9 +2964,31 @@ CREATE FUNCTION awa._queues()
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
                    completed_retention interval, failed_retention interval)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+BEGIN
+    -- On a Citus cluster: every worker's rows of its own queues (awa._citus_local_queue_rows),
+    -- gathered here; a worker answers for its queues only (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN QUERY EXECUTE $q$
+            SELECT t.* FROM (
+                SELECT awa._citus_local_queue_rows() AS rows
+                 WHERE (SELECT groupid FROM pg_catalog.pg_dist_local_group) <> 0
+                UNION ALL
+                SELECT w.result::jsonb FROM pg_catalog.run_command_on_workers(
+                    'SELECT awa._citus_local_queue_rows()') w
+                 WHERE (SELECT groupid FROM pg_catalog.pg_dist_local_group) = 0 AND w.success) x
+             CROSS JOIN LATERAL jsonb_to_recordset(x.rows) AS t(
+                queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
+                available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
+                failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
+                rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                completed_retention interval, failed_retention interval)
+             ORDER BY t.queue$q$;
+        RETURN;
+    END IF;
+    RETURN QUERY
     WITH names AS (
         SELECT m.queue FROM awa.queue_meta m
         UNION SELECT h.queue FROM awa.queue_enqueue_heads h
@@ -2919,7 +3007,8 @@ AS $$
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
-     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c
+     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c;
+END
 $$;
 
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
@@ -2989,9 +3078,19 @@ AS $$
 DECLARE
     v_rows awa.deferred_jobs[];
     d awa.deferred_jobs;
+    v_queue text;
+    v_count integer := 0;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    -- On a Citus cluster: this node's queues, one at a time (docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            EXIT WHEN v_count >= p_limit;
+            v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
+        END LOOP;
+        RETURN v_count;
+    END IF;
     WITH due AS (
         SELECT j.job_id, j.queue FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()
@@ -3397,14 +3496,16 @@ COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text, text) IS 'Internal: 
 
 -- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
 -- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
--- a maintenance pass never waits for a worker's transaction.
-CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigint, p_outcome text)
+-- a maintenance pass never waits for a worker's transaction. With p_queue, only an attempt
+-- of that queue is open, and every statement carries it (the rescue of one queue on Citus).
+CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigint, p_outcome text,
+                                              p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_attempt_unless_busy'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
+REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text, text) IS
     'Internal: awa._take_attempt, except that an attempt whose claim batch another transaction holds (receipts mode) is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
@@ -3831,6 +3932,7 @@ CREATE FUNCTION awa.fold_claim_marks(p_defer_secs bigint DEFAULT 10, p_limit big
 AS $$
 DECLARE
     v_count integer;
+    v_queue text;
 BEGIN
     PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
     PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
@@ -3848,6 +3950,14 @@ BEGIN
                    WHERE p.database = pg_catalog.current_database()
                      AND p.prepared < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
         RETURN -1;
+    END IF;
+    -- On a Citus cluster: this node's queues, one at a time (docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        v_count := 0;
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            v_count := v_count + awa._fold_claim_marks_queue(v_queue, p_limit);
+        END LOOP;
+        RETURN v_count;
     END IF;
     DELETE FROM awa.claim_marks k
      WHERE k.ctid = ANY (ARRAY(
@@ -4020,6 +4130,14 @@ AS $$
 DECLARE
     v_next timestamptz;
 BEGIN
+    -- A tick's enqueue and the schedule's update (a reference table, on every node) would be
+    -- one transaction writing on every worker, which an enqueue cannot be (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A tick would enqueue and update the install-wide schedule in one transaction that writes on every node.',
+                  HINT = 'Enqueue the job with p_run_at from a scheduler outside the database, or run awa_shard on one server.';
+    END IF;
     PERFORM awa._check_queue(p_name, 'p_name');
     PERFORM awa._require(p_cron IS NULL, 'p_cron');
     PERFORM awa._require(p_kind IS NULL, 'p_kind');
@@ -4151,6 +4269,17 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     PERFORM awa._require_read_committed('run_schedules');
+    -- On a Citus cluster no schedule can be made (awa.schedule refuses); one made before
+    -- awa.citus_setup() is refused here once due, rather than left silently unrun.
+    IF awa._citus_group() IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM awa.cron_schedules c WHERE NOT c.paused AND c.next_run_at <= v_now) THEN
+            RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Schedules made before awa.citus_setup() are due and cannot be run here.',
+                      HINT = 'Remove them with awa.unschedule(name) (or pause them) and enqueue with p_run_at from a scheduler outside the database.';
+        END IF;
+        RETURN 0;
+    END IF;
     FOR s IN
         SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
                c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
@@ -4635,3 +4764,293 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa.citus_setup() FROM PUBLIC;
 COMMENT ON FUNCTION awa.citus_setup() IS 'On a Citus coordinator: distribute this install by queue (tables, worker-facing calls, id ranges); idempotent, re-run after citus_add_node. Raises without Citus.';
+
+-- Maintenance on a Citus cluster (docs/scale-out.md, "Maintenance"). Once awa.citus_setup()
+-- has distributed the install, each node runs maintenance for the queues whose shards it
+-- holds, one queue at a time with queue = $n on every statement (Citus runs them on the local
+-- shards); the shared rings (reference tables) are rotated, pruned and expired by the
+-- coordinator alone, whose "slot empty" tests read every worker. Without Citus, or before
+-- awa.citus_setup(), awa._citus_group() is NULL and maintenance is the one-server pass.
+
+-- This node's Citus group (0: the coordinator) once the install is distributed; NULL
+-- without Citus or before awa.citus_setup() (C, src/citus.cpp: one cached test without Citus).
+CREATE FUNCTION awa._citus_group() RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_citus_group'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._citus_group() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_group() IS 'Internal: this node''s Citus group once the install is distributed by awa.citus_setup(), NULL otherwise.';
+
+-- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
+-- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
+-- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs
+-- nothing). Nothing on a node without shards (the coordinator) or without Citus.
+CREATE FUNCTION awa._citus_local_queues() RETURNS SETOF text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards text[];
+BEGIN
+    IF awa._citus_group() IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE $q$
+        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
+          FROM pg_catalog.pg_dist_shard s
+          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
+          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
+         WHERE s.logicalrelid = ANY (ARRAY['awa.queue_meta', 'awa.queue_enqueue_heads',
+                                           'awa.deferred_jobs', 'awa.dlq_entries']::pg_catalog.regclass[])$q$
+      INTO v_shards;
+    IF v_shards IS NULL THEN
+        RETURN;
+    END IF;
+    -- Each shard's distinct queues by skipping along its index on queue.
+    RETURN QUERY EXECUTE
+        'SELECT DISTINCT q FROM (' ||
+        (SELECT string_agg(format(
+            'SELECT q FROM (WITH RECURSIVE t(q) AS ('
+            '  SELECT min(x.queue) FROM %1$s x '
+            '  UNION ALL SELECT (SELECT min(x.queue) FROM %1$s x WHERE x.queue > t.q) FROM t WHERE t.q IS NOT NULL) '
+            'SELECT t.q FROM t WHERE t.q IS NOT NULL) s', sh), ' UNION ALL ')
+           FROM unnest(v_shards) sh) ||
+        ') u ORDER BY q';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_queues() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_queues() IS 'Internal: the queues whose shards this Citus node holds (none without Citus).';
+
+-- Both rescues of one queue (awa._rescue on a Citus cluster, once per local queue): the
+-- same search, order and outcome as awa._rescue, with queue = p_queue on every statement so
+-- that Citus runs it on the queue's shards. It keeps no watermark: the deadline search reads
+-- the queue's open receipts (awa.rescue_progress is the one-server watermark over all queues).
+CREATE FUNCTION awa._rescue_queue(p_queue text, p_stale interval, p_deadlines boolean, p_limit integer,
+                                  OUT deadline_rescued integer, OUT heartbeat_rescued integer)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_cutoff timestamptz := clock_timestamp() - p_stale;
+    r record;
+    t awa.taken_attempt;
+BEGIN
+    deadline_rescued := 0;
+    heartbeat_rescued := 0;
+    FOR r IN
+        WITH deadlines AS (
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
+             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at < v_now
+            UNION ALL
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
+             WHERE p_deadlines AND l.queue = p_queue AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now
+               AND l.state = 'running'
+            ORDER BY 1 NULLS LAST, 2, 3
+            LIMIT p_limit),
+        stale AS (
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
+              LEFT JOIN awa.attempt_state a
+                ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue AND a.queue = p_queue
+             WHERE v_cutoff IS NOT NULL AND c.queue = p_queue AND c.claimed_at < v_cutoff
+               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
+            UNION ALL
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
+             WHERE v_cutoff IS NOT NULL AND l.queue = p_queue AND l.state = 'running' AND l.heartbeat_at < v_cutoff
+            ORDER BY 1 NULLS LAST, 2, 3
+            LIMIT p_limit)
+        SELECT DISTINCT ON (receipt_base, job_id, run_lease) job_id, run_lease, due_deadline
+          FROM (SELECT receipt_base, job_id, run_lease, true AS due_deadline FROM deadlines
+                UNION ALL
+                SELECT receipt_base, job_id, run_lease, false FROM stale) due
+         ORDER BY receipt_base NULLS LAST, job_id, run_lease, due_deadline DESC
+    LOOP
+        t := awa._take_attempt_unless_busy(r.job_id, r.run_lease,
+                                           CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END,
+                                           p_queue);
+        CONTINUE WHEN t.job_id IS NULL;
+        IF r.due_deadline THEN
+            PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
+            deadline_rescued := deadline_rescued + 1;
+        ELSE
+            PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
+            heartbeat_rescued := heartbeat_rescued + 1;
+        END IF;
+    END LOOP;
+    IF v_cutoff IS NOT NULL THEN
+        -- Stale heartbeat rows of attempts no longer open (as awa._rescue), by key.
+        DELETE FROM awa.attempt_state a
+         WHERE a.queue = p_queue AND a.heartbeat_at < v_cutoff
+           AND (a.job_id, a.run_lease) IN (
+             SELECT s.job_id, s.run_lease FROM awa.attempt_state s
+              WHERE s.queue = p_queue AND s.heartbeat_at < v_cutoff
+                AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = p_queue)
+                AND NOT EXISTS (SELECT 1 FROM awa.leases l
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = p_queue
+                                   AND l.state IN ('running', 'waiting_external'))
+              LIMIT p_limit);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
+
+-- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
+-- steps with queue = p_queue on every statement. Returns the number of heads moved.
+CREATE FUNCTION awa._fold_claim_marks_queue(p_queue text, p_limit bigint) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM awa.claim_marks k
+     WHERE k.queue = p_queue
+       AND (k.priority, k.enqueue_shard, k.claim_seq) IN (
+         SELECT m.priority, m.enqueue_shard, m.claim_seq FROM awa.claim_marks m
+           JOIN awa.queue_claim_heads h
+             ON h.queue = m.queue AND h.priority = m.priority AND h.enqueue_shard = m.enqueue_shard
+          WHERE m.queue = p_queue AND h.queue = p_queue AND m.claim_seq < h.claim_seq
+          LIMIT p_limit);
+    WITH lanes AS (
+        SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at
+          FROM awa.queue_claim_heads h
+         CROSS JOIN LATERAL (
+             SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
+              WHERE k.queue = p_queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
+              ORDER BY k.claim_seq DESC LIMIT 1) m
+         WHERE h.queue = p_queue AND m.claim_seq > h.claim_seq
+         ORDER BY h.priority, h.enqueue_shard
+           FOR UPDATE OF h SKIP LOCKED),
+    moved AS (
+        UPDATE awa.queue_claim_heads h SET claim_seq = l.claim_seq, head_run_at = l.head_run_at
+          FROM lanes l
+         WHERE h.queue = p_queue AND l.queue = p_queue AND h.priority = l.priority
+           AND h.enqueue_shard = l.enqueue_shard AND h.claim_seq < l.claim_seq
+        RETURNING 1)
+    SELECT count(*) INTO v_count FROM moved;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._fold_claim_marks_queue(text, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._fold_claim_marks_queue(text, bigint) IS 'Internal: awa.fold_claim_marks for one queue (maintenance on a Citus cluster).';
+
+-- Whether a queue slot still holds something a reader needs, read across the cluster (the
+-- queue ring's prune on a Citus cluster): an open attempt on one of its ready rows
+-- ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in a lane
+-- without a claim head ('skipped_pending') -- or a finished job its queue keeps past the
+-- slot: a failed job (kept by default) or one within its queue's retention
+-- ('skipped_retained'). NULL when none. Each test is one statement over every worker.
+CREATE FUNCTION awa._citus_queue_slot_busy(p_slot integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = p_slot)
+       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = p_slot) THEN
+        RETURN 'skipped_running';
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.ready_entries r
+                 LEFT JOIN awa.lane_cursors h
+                   ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+                WHERE r.ready_slot = p_slot AND r.lane_seq >= coalesce(h.claim_seq, 0)) THEN
+        RETURN 'skipped_pending';
+    END IF;
+    -- What awa._retainable keeps: a failed job of a queue without a failed retention, or a
+    -- finished job whose retention has not run out (awa._retention_deadline is not NULL).
+    IF EXISTS (SELECT 1 FROM awa.done_entries d
+                 LEFT JOIN awa.queue_meta m ON m.queue = d.queue
+                WHERE d.ready_slot = p_slot
+                  AND ((d.state = 'failed' AND m.failed_retention IS NULL)
+                       OR d.finalized_at + CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                                ELSE m.failed_retention END > clock_timestamp()))
+       OR EXISTS (SELECT 1 FROM awa.completion_batches b
+                    JOIN awa.queue_meta m ON m.queue = b.queue
+                   WHERE b.ready_slot = p_slot AND b.finalized_at + m.completed_retention > clock_timestamp()) THEN
+        RETURN 'skipped_retained';
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_queue_slot_busy(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_queue_slot_busy(integer) IS 'Internal: what a queue slot still holds that a reader needs, across the Citus cluster; NULL when nothing.';
+
+-- The queue ring's prune on a Citus cluster (awa.prune_queue_ring on the coordinator;
+-- docs/scale-out.md, "Maintenance"): the oldest sealed slot is truncated, on every worker,
+-- once awa._citus_queue_slot_busy finds nothing in it across the cluster, tested again once
+-- its partitions are locked against writers (a producer that read the ring before the slot
+-- was sealed may still write there). Pending rows are not moved forward and finished jobs
+-- not copied to the retained partition or a retention bucket on a cluster (the move needs
+-- every pending lane's claim head locked, a row lock Citus refuses across shards): such a
+-- slot is left until its rows are claimed and finished. Returns pruned / skipped_running /
+-- skipped_pending / skipped_retained / skipped_locked.
+CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text;
+BEGIN
+    v_reason := awa._citus_queue_slot_busy(p_slot);
+    IF v_reason IS NOT NULL THEN
+        RETURN v_reason;
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
+                                               'completion_batches_' || p_slot], p_budget_ms, true) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        v_reason := awa._citus_queue_slot_busy(p_slot);
+        IF v_reason IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
+        END IF;
+        IF NOT awa._free_queue_slot(p_slot, p_budget_ms) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'pruned';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer) IS 'Internal: the queue ring''s prune on a Citus cluster: truncate the oldest sealed slot once nothing in it is needed anywhere.';
+
+-- Cross-queue views on a Citus cluster (docs/scale-out.md, "Views and counts"). The rows of
+-- awa.queues for the queues whose shards this node holds (awa._citus_local_queues), as a
+-- JSON array: each row is read with queue = $n on every statement, so Citus answers it from
+-- the local shards; the lane sequences (the cheap depth) exist only here.
+CREATE FUNCTION awa._citus_local_queue_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+    v_row jsonb;
+BEGIN
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        SELECT to_jsonb(x) INTO v_row FROM (
+            SELECT v_queue AS queue, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards,
+                   coalesce(m.paused, false) AS paused,
+                   coalesce(m.dlq_enabled, (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s)) AS dlq_enabled,
+                   awa._queue_depth(v_queue) AS depth,
+                   c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
+                   (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+                      FROM awa.lane_cursors h
+                      JOIN awa.ready_entries r
+                        ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+                       AND r.lane_seq >= h.claim_seq
+                     WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
+                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+              FROM awa.queue_counts_exact(v_queue) c
+              LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
+        v_rows := v_rows || jsonb_build_array(v_row);
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_queue_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_queue_rows() IS 'Internal: the awa.queues rows of the queues whose shards this Citus node holds, as a JSON array.';

@@ -19,6 +19,7 @@
  * direct access routines (direct_complete.cpp) on the live slots only, then upserts their
  * attempt_state rows in one statement; its statements remain for leases, stale pairs and Citus.
  */
+#include "citus.hpp"
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
 #include "receipt_sql.hpp"
@@ -203,22 +204,41 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool un
 	bool found;
 	int level;
 
-	SPIPlanPtr lock_plan =
-		unless_busy ? awa::keep_generic_plan(&lock_receipt_unless_busy_plan[q], kLockReceiptUnlessBusySql[q], 4, types)
-					: awa::keep_generic_plan(&lock_receipt_plan[q], kLockReceiptSql[q], 4, types);
+	SPIPlanPtr lock_plan = nullptr;
+	SPIPlanPtr take_receipt = nullptr;
+	SPIPlanPtr take_lease = nullptr;
 
-	awa::keep_generic_plan(&take_receipt_plan[q], kTakeReceiptSql[q], 4, types);
-	awa::keep_generic_plan(&take_lease_plan[q], kTakeLeaseSql[q], 4, types);
+	/*
+	 * The rescue of one queue on a Citus cluster (awa._rescue_queue, on the queue's node): the
+	 * statements name the queue's shards (citus.cpp), as Citus cannot route a row lock inside
+	 * a lateral subquery. nullptr without Citus.
+	 */
+	if (unless_busy && q)
+	{
+		text *in_queue = DatumGetTextPP(queue);
+
+		lock_plan = awa::keep_shard_plan(kLockReceiptUnlessBusySql[1], in_queue, 4, types);
+		take_receipt = awa::keep_shard_plan(kTakeReceiptSql[1], in_queue, 4, types);
+		take_lease = awa::keep_shard_plan(kTakeLeaseSql[1], in_queue, 4, types);
+	}
+	if (lock_plan == nullptr || take_receipt == nullptr || take_lease == nullptr)
+	{
+		lock_plan = unless_busy ? awa::keep_generic_plan(&lock_receipt_unless_busy_plan[q],
+														 kLockReceiptUnlessBusySql[q], 4, types)
+								: awa::keep_generic_plan(&lock_receipt_plan[q], kLockReceiptSql[q], 4, types);
+		take_receipt = awa::keep_generic_plan(&take_receipt_plan[q], kTakeReceiptSql[q], 4, types);
+		take_lease = awa::keep_generic_plan(&take_lease_plan[q], kTakeLeaseSql[q], 4, types);
+	}
 	awa::keep_generic_plan(&forget_heartbeat_plan, kForgetHeartbeatSql, 4, types);
 
 	level = awa::push_hot_path_planner();
 	awa::exec_plan_latest(lock_plan, args, nulls, false, 0, SPI_OK_SELECT, "receipt lock");
 	if (SPI_processed > 0)
-		awa::exec_plan_latest(take_receipt_plan[q], args, nulls, false, 0, SPI_OK_SELECT, "receipt take");
+		awa::exec_plan_latest(take_receipt, args, nulls, false, 0, SPI_OK_SELECT, "receipt take");
 	found = awa::spi_single_value(taken);
 	if (!found)
 	{
-		awa::exec_plan_latest(take_lease_plan[q], args, nulls, false, 0, SPI_OK_SELECT, "lease take");
+		awa::exec_plan_latest(take_lease, args, nulls, false, 0, SPI_OK_SELECT, "lease take");
 		found = awa::spi_single_value(taken);
 	}
 	if (found)

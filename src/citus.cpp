@@ -7,6 +7,7 @@
  * anything, unless the queue's shard is on this node.
  */
 #include "citus.hpp"
+#include "pg_boundary.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -180,6 +181,31 @@ require_queue_local_or_given(text *queue)
 						errhint("Pass the job's queue as p_queue, alone in its statement.")));
 }
 
+/* This node's Citus group once awa.queue_meta is distributed; -1 otherwise (see citus.hpp). */
+int
+citus_group()
+{
+	static SPIPlanPtr group_plan = nullptr;
+	Datum result;
+	int group = -1;
+
+	if (!citus_present())
+		return -1;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&group_plan,
+			  "SELECT g.groupid FROM pg_catalog.pg_dist_local_group g "
+			  "WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "              WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass)",
+			  0, nullptr);
+	exec_plan(group_plan, nullptr, nullptr, true, 1, SPI_OK_SELECT, "citus group");
+	if (spi_single_value(&result))
+		group = DatumGetInt32(result);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	return group;
+}
+
 /* Refuse a call whose queue's shard is not on this node (0A000, with a hint). */
 void
 require_queue_local(const char *queue, int queue_len)
@@ -219,3 +245,18 @@ require_queue_local(const char *queue, int queue_len)
 }
 
 } // namespace awa
+
+/*
+ * awa._citus_group() -> integer: this node's Citus group (0: the coordinator) once
+ * awa.citus_setup() has distributed the install, NULL otherwise (no Citus, or not set up):
+ * maintenance asks it to choose between the one-server pass and a pass for this node's
+ * queues (docs/scale-out.md, "Maintenance").
+ */
+AWA_SQL_FUNCTION(awa_citus_group)
+{
+	int group = awa::citus_group();
+
+	if (group < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(group);
+}

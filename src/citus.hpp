@@ -18,6 +18,12 @@ namespace awa
 bool citus_present();
 
 /*
+ * This node's Citus group (0: the coordinator) once awa.citus_setup() has distributed
+ * awa.queue_meta; -1 without Citus or before that. Without Citus one cached test.
+ */
+int citus_group();
+
+/*
  * Under Citus, once awa.citus_setup() has distributed awa.queue_meta: raise 0A000 with a
  * hint unless the queue's shard is on this node (the call was delegated to the queue's
  * worker, or made there). Before anything is touched; nothing without Citus.

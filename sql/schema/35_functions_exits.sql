@@ -19,14 +19,16 @@ COMMENT ON FUNCTION awa._take_attempt(bigint, bigint, text, text) IS 'Internal: 
 
 -- The same for the rescues: a receipt whose claim batch another transaction holds (a closer
 -- of one of its jobs, not yet committed) is left for a later pass instead of waited for, so
--- a maintenance pass never waits for a worker's transaction.
-CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigint, p_outcome text)
+-- a maintenance pass never waits for a worker's transaction. With p_queue, only an attempt
+-- of that queue is open, and every statement carries it (the rescue of one queue on Citus).
+CREATE FUNCTION awa._take_attempt_unless_busy(p_job_id bigint, p_run_lease bigint, p_outcome text,
+                                              p_queue text DEFAULT NULL)
     RETURNS awa.taken_attempt
     AS 'MODULE_PATHNAME', 'awa_take_attempt_unless_busy'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text) IS
+REVOKE ALL ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._take_attempt_unless_busy(bigint, bigint, text, text) IS
     'Internal: awa._take_attempt, except that an attempt whose claim batch another transaction holds (receipts mode) is left alone (rescues).';
 
 -- Take whatever attempt of a job is open: its newest open receipt, else its newest running
@@ -129,11 +131,17 @@ REVOKE ALL ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.
 COMMENT ON FUNCTION awa._end_job(awa.job_template, jsonb, awa.job_state, awa.job_state) IS 'Internal: a job''s terminal row on a lane identity, its unique claim moved.';
 
 -- Whether a queue dead-letters jobs whose last attempt failed (override, else the default).
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables
+-- (the rescue of a job at its last attempt runs it on the queue's worker).
 CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
                     (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._dlq_enabled(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._dlq_enabled(text) IS 'Internal: whether a queue dead-letters exhausted jobs (override, else the install default).';
 

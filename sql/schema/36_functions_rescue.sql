@@ -69,9 +69,20 @@ DECLARE
     v_open_next xid8;
     r record;
     t awa.taken_attempt;
+    v_queue text;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
+    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
+    -- (awa._rescue_queue; docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit);
+            deadline_rescued := deadline_rescued + r.deadline_rescued;
+            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
+        END LOOP;
+        RETURN;
+    END IF;
     IF p_deadlines THEN
         -- After v_now, so that a candidate left below is never later than the snapshot it
         -- is read under.

@@ -75,6 +75,10 @@ DECLARE
     v_next integer;
 BEGIN
     PERFORM awa._require_read_committed('rotate_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -302,7 +306,16 @@ BEGIN
             OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
-    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+    IF awa._citus_group() IS NOT NULL THEN
+        -- On a Citus cluster (the coordinator's prune): by key, one statement Citus runs on
+        -- every worker's shards; no row lock is taken across shards, so a claim row another
+        -- transaction holds (a delete of the job) is waited for (docs/scale-out.md).
+        DELETE FROM awa.job_unique_claims u
+         WHERE (u.queue, u.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
+                                        WHERE d.ready_slot = p_slot
+                                       UNION ALL
+                                       SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot);
+    ELSIF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
@@ -460,6 +473,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_queue_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         SELECT * INTO st FROM awa.queue_ring_state FOR UPDATE NOWAIT;
     EXCEPTION WHEN lock_not_available THEN
@@ -470,6 +487,11 @@ BEGIN
      ORDER BY s.generation LIMIT 1;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
+    END IF;
+    -- On a Citus cluster (here, the coordinator): truncate once nothing in it is needed on any
+    -- worker, without moving rows (awa._citus_prune_queue_slot; docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer);
     END IF;
     IF v_moved_by IS NOT NULL THEN
         -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a
@@ -725,6 +747,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     -- Its claims' delete must see every row a prune committed to the bucket before the truncate.
     PERFORM awa._require_read_committed('expire_retention');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     RETURN awa._expire_retention(now(), p_lock_timeout_ms);
 END
 $$;
@@ -747,6 +773,10 @@ BEGIN
     PERFORM awa._require(p_ring IS NULL, 'p_ring');
     PERFORM awa._check_arg(p_ring IN ('claim', 'lease'), 'p_ring must be claim or lease');
     PERFORM awa._require_read_committed('rotate_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot, slot_count, generation INTO v_slot, v_count, v_gen
@@ -790,10 +820,15 @@ COMMENT ON FUNCTION awa.rotate_attempt_ring(text) IS 'Seal the claim or lease ri
 
 -- Whether a claim slot holds an open receipt (awa._open_receipts). A completed receipt has
 -- no closure, so counting receipts against closures no longer tells.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolean
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._claim_slot_has_open_receipts(integer) IS 'Internal: whether a claim-ring slot holds an open receipt.';
 
@@ -818,6 +853,10 @@ BEGIN
     PERFORM awa._require_at_least(p_lock_timeout_ms, 1, 'p_lock_timeout_ms');
     p_lock_timeout_ms := least(p_lock_timeout_ms, 2147483647);  -- lock_timeout's largest value
     PERFORM awa._require_read_committed('prune_attempt_ring');
+    -- On a Citus cluster the shared rings are the coordinator's (docs/scale-out.md).
+    IF awa._citus_group() <> 0 THEN
+        RETURN 'skipped_not_coordinator';
+    END IF;
     BEGIN
         IF p_ring = 'claim' THEN
             SELECT current_slot INTO v_current FROM awa.claim_ring_state FOR UPDATE NOWAIT;

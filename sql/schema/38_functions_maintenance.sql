@@ -11,9 +11,19 @@ AS $$
 DECLARE
     v_rows awa.deferred_jobs[];
     d awa.deferred_jobs;
+    v_queue text;
+    v_count integer := 0;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
+    -- On a Citus cluster: this node's queues, one at a time (docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            EXIT WHEN v_count >= p_limit;
+            v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
+        END LOOP;
+        RETURN v_count;
+    END IF;
     WITH due AS (
         SELECT j.job_id, j.queue FROM awa.deferred_jobs j
          WHERE j.run_at <= clock_timestamp()
@@ -67,6 +77,7 @@ CREATE FUNCTION awa.fold_claim_marks(p_defer_secs bigint DEFAULT 10, p_limit big
 AS $$
 DECLARE
     v_count integer;
+    v_queue text;
 BEGIN
     PERFORM awa._require(p_defer_secs IS NULL OR p_limit IS NULL, 'p_defer_secs and p_limit');
     PERFORM awa._check_arg(p_defer_secs >= 0 AND p_limit >= 1,
@@ -84,6 +95,14 @@ BEGIN
                    WHERE p.database = pg_catalog.current_database()
                      AND p.prepared < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => p_defer_secs)) THEN
         RETURN -1;
+    END IF;
+    -- On a Citus cluster: this node's queues, one at a time (docs/scale-out.md, "Maintenance").
+    IF awa._citus_group() IS NOT NULL THEN
+        v_count := 0;
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            v_count := v_count + awa._fold_claim_marks_queue(v_queue, p_limit);
+        END LOOP;
+        RETURN v_count;
     END IF;
     DELETE FROM awa.claim_marks k
      WHERE k.ctid = ANY (ARRAY(

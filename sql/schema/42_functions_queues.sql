@@ -5,13 +5,18 @@
 -- dead-lettered jobs. Calls that act on a queue by name (pause, resume, purge, drop,
 -- set_queue_dlq, list_jobs, queue_depth) raise 42704 for any other name, so a typo is
 -- an error instead of a silently created queue.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._queue_known(p_queue text) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.queue_enqueue_heads h WHERE h.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.deferred_jobs j WHERE j.queue = p_queue)
         OR EXISTS (SELECT 1 FROM awa.dlq_entries e WHERE e.queue = p_queue);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._queue_known(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._queue_known(text) IS 'Internal: whether a queue has settings, lanes, scheduled or dead-lettered jobs.';
 
@@ -37,14 +42,19 @@ COMMENT ON FUNCTION awa._require_queue(text, text) IS 'Internal: awa._check_queu
 -- over its lanes (next_seq - claim_seq, as awa.shard_lag.lag). No row is scanned: one
 -- sequence read per lane. An upper bound: open reservations and gaps left by rollbacks,
 -- cancels and deletes count until a claim passes them.
+-- plpgsql, not SQL: Citus cannot plan an SQL function's parameters over distributed tables.
 CREATE FUNCTION awa._queue_depth(p_queue text) RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
     RETURN (SELECT coalesce(sum(greatest(awa._lane_next_seq(e.seq_name) - h.claim_seq, 0)), 0)::bigint
               FROM awa.queue_enqueue_heads e
               JOIN awa.lane_cursors h
                 ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
              WHERE e.queue = p_queue AND h.queue = p_queue);
+END
+$$;
 REVOKE ALL ON FUNCTION awa._queue_depth(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._queue_depth(text) IS 'Internal: sum over a queue''s lanes of next_seq - claim_seq (no scan).';
 
@@ -498,9 +508,31 @@ CREATE FUNCTION awa._queues()
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
                    completed_retention interval, failed_retention interval)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+BEGIN
+    -- On a Citus cluster: every worker's rows of its own queues (awa._citus_local_queue_rows),
+    -- gathered here; a worker answers for its queues only (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN QUERY EXECUTE $q$
+            SELECT t.* FROM (
+                SELECT awa._citus_local_queue_rows() AS rows
+                 WHERE (SELECT groupid FROM pg_catalog.pg_dist_local_group) <> 0
+                UNION ALL
+                SELECT w.result::jsonb FROM pg_catalog.run_command_on_workers(
+                    'SELECT awa._citus_local_queue_rows()') w
+                 WHERE (SELECT groupid FROM pg_catalog.pg_dist_local_group) = 0 AND w.success) x
+             CROSS JOIN LATERAL jsonb_to_recordset(x.rows) AS t(
+                queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
+                available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
+                failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
+                rate_per_second double precision, rate_burst integer, concurrency_limit integer,
+                completed_retention interval, failed_retention interval)
+             ORDER BY t.queue$q$;
+        RETURN;
+    END IF;
+    RETURN QUERY
     WITH names AS (
         SELECT m.queue FROM awa.queue_meta m
         UNION SELECT h.queue FROM awa.queue_enqueue_heads h
@@ -519,7 +551,8 @@ AS $$
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
-     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c
+     CROSS JOIN LATERAL awa.queue_counts_exact(n.queue) c;
+END
 $$;
 REVOKE ALL ON FUNCTION awa._queues() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._queues() TO awa_admin, pg_monitor;

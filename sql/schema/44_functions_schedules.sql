@@ -45,6 +45,14 @@ AS $$
 DECLARE
     v_next timestamptz;
 BEGIN
+    -- A tick's enqueue and the schedule's update (a reference table, on every node) would be
+    -- one transaction writing on every worker, which an enqueue cannot be (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A tick would enqueue and update the install-wide schedule in one transaction that writes on every node.',
+                  HINT = 'Enqueue the job with p_run_at from a scheduler outside the database, or run awa_shard on one server.';
+    END IF;
     PERFORM awa._check_queue(p_name, 'p_name');
     PERFORM awa._require(p_cron IS NULL, 'p_cron');
     PERFORM awa._require(p_kind IS NULL, 'p_kind');
@@ -176,6 +184,17 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     PERFORM awa._require_read_committed('run_schedules');
+    -- On a Citus cluster no schedule can be made (awa.schedule refuses); one made before
+    -- awa.citus_setup() is refused here once due, rather than left silently unrun.
+    IF awa._citus_group() IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM awa.cron_schedules c WHERE NOT c.paused AND c.next_run_at <= v_now) THEN
+            RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Schedules made before awa.citus_setup() are due and cannot be run here.',
+                      HINT = 'Remove them with awa.unschedule(name) (or pause them) and enqueue with p_run_at from a scheduler outside the database.';
+        END IF;
+        RETURN 0;
+    END IF;
     FOR s IN
         SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
                c.metadata, c.tags, c.next_run_at, c.last_enqueued_at

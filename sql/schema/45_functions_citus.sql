@@ -136,3 +136,293 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa.citus_setup() FROM PUBLIC;
 COMMENT ON FUNCTION awa.citus_setup() IS 'On a Citus coordinator: distribute this install by queue (tables, worker-facing calls, id ranges); idempotent, re-run after citus_add_node. Raises without Citus.';
+
+-- Maintenance on a Citus cluster (docs/scale-out.md, "Maintenance"). Once awa.citus_setup()
+-- has distributed the install, each node runs maintenance for the queues whose shards it
+-- holds, one queue at a time with queue = $n on every statement (Citus runs them on the local
+-- shards); the shared rings (reference tables) are rotated, pruned and expired by the
+-- coordinator alone, whose "slot empty" tests read every worker. Without Citus, or before
+-- awa.citus_setup(), awa._citus_group() is NULL and maintenance is the one-server pass.
+
+-- This node's Citus group (0: the coordinator) once the install is distributed; NULL
+-- without Citus or before awa.citus_setup() (C, src/citus.cpp: one cached test without Citus).
+CREATE FUNCTION awa._citus_group() RETURNS integer
+    AS 'MODULE_PATHNAME', 'awa_citus_group'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._citus_group() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_group() IS 'Internal: this node''s Citus group once the install is distributed by awa.citus_setup(), NULL otherwise.';
+
+-- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
+-- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
+-- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs
+-- nothing). Nothing on a node without shards (the coordinator) or without Citus.
+CREATE FUNCTION awa._citus_local_queues() RETURNS SETOF text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards text[];
+BEGIN
+    IF awa._citus_group() IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE $q$
+        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
+          FROM pg_catalog.pg_dist_shard s
+          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
+          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
+         WHERE s.logicalrelid = ANY (ARRAY['awa.queue_meta', 'awa.queue_enqueue_heads',
+                                           'awa.deferred_jobs', 'awa.dlq_entries']::pg_catalog.regclass[])$q$
+      INTO v_shards;
+    IF v_shards IS NULL THEN
+        RETURN;
+    END IF;
+    -- Each shard's distinct queues by skipping along its index on queue.
+    RETURN QUERY EXECUTE
+        'SELECT DISTINCT q FROM (' ||
+        (SELECT string_agg(format(
+            'SELECT q FROM (WITH RECURSIVE t(q) AS ('
+            '  SELECT min(x.queue) FROM %1$s x '
+            '  UNION ALL SELECT (SELECT min(x.queue) FROM %1$s x WHERE x.queue > t.q) FROM t WHERE t.q IS NOT NULL) '
+            'SELECT t.q FROM t WHERE t.q IS NOT NULL) s', sh), ' UNION ALL ')
+           FROM unnest(v_shards) sh) ||
+        ') u ORDER BY q';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_queues() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_queues() IS 'Internal: the queues whose shards this Citus node holds (none without Citus).';
+
+-- Both rescues of one queue (awa._rescue on a Citus cluster, once per local queue): the
+-- same search, order and outcome as awa._rescue, with queue = p_queue on every statement so
+-- that Citus runs it on the queue's shards. It keeps no watermark: the deadline search reads
+-- the queue's open receipts (awa.rescue_progress is the one-server watermark over all queues).
+CREATE FUNCTION awa._rescue_queue(p_queue text, p_stale interval, p_deadlines boolean, p_limit integer,
+                                  OUT deadline_rescued integer, OUT heartbeat_rescued integer)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_cutoff timestamptz := clock_timestamp() - p_stale;
+    r record;
+    t awa.taken_attempt;
+BEGIN
+    deadline_rescued := 0;
+    heartbeat_rescued := 0;
+    FOR r IN
+        WITH deadlines AS (
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
+             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at < v_now
+            UNION ALL
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
+             WHERE p_deadlines AND l.queue = p_queue AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now
+               AND l.state = 'running'
+            ORDER BY 1 NULLS LAST, 2, 3
+            LIMIT p_limit),
+        stale AS (
+            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
+              LEFT JOIN awa.attempt_state a
+                ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue AND a.queue = p_queue
+             WHERE v_cutoff IS NOT NULL AND c.queue = p_queue AND c.claimed_at < v_cutoff
+               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
+            UNION ALL
+            SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
+             WHERE v_cutoff IS NOT NULL AND l.queue = p_queue AND l.state = 'running' AND l.heartbeat_at < v_cutoff
+            ORDER BY 1 NULLS LAST, 2, 3
+            LIMIT p_limit)
+        SELECT DISTINCT ON (receipt_base, job_id, run_lease) job_id, run_lease, due_deadline
+          FROM (SELECT receipt_base, job_id, run_lease, true AS due_deadline FROM deadlines
+                UNION ALL
+                SELECT receipt_base, job_id, run_lease, false FROM stale) due
+         ORDER BY receipt_base NULLS LAST, job_id, run_lease, due_deadline DESC
+    LOOP
+        t := awa._take_attempt_unless_busy(r.job_id, r.run_lease,
+                                           CASE WHEN r.due_deadline THEN 'deadline_expired' ELSE 'rescued' END,
+                                           p_queue);
+        CONTINUE WHEN t.job_id IS NULL;
+        IF r.due_deadline THEN
+            PERFORM awa._rescue_taken(t, 'hard deadline exceeded');
+            deadline_rescued := deadline_rescued + 1;
+        ELSE
+            PERFORM awa._rescue_taken(t, 'heartbeat stale: worker presumed dead');
+            heartbeat_rescued := heartbeat_rescued + 1;
+        END IF;
+    END LOOP;
+    IF v_cutoff IS NOT NULL THEN
+        -- Stale heartbeat rows of attempts no longer open (as awa._rescue), by key.
+        DELETE FROM awa.attempt_state a
+         WHERE a.queue = p_queue AND a.heartbeat_at < v_cutoff
+           AND (a.job_id, a.run_lease) IN (
+             SELECT s.job_id, s.run_lease FROM awa.attempt_state s
+              WHERE s.queue = p_queue AND s.heartbeat_at < v_cutoff
+                AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
+                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = p_queue)
+                AND NOT EXISTS (SELECT 1 FROM awa.leases l
+                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = p_queue
+                                   AND l.state IN ('running', 'waiting_external'))
+              LIMIT p_limit);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
+
+-- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
+-- steps with queue = p_queue on every statement. Returns the number of heads moved.
+CREATE FUNCTION awa._fold_claim_marks_queue(p_queue text, p_limit bigint) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM awa.claim_marks k
+     WHERE k.queue = p_queue
+       AND (k.priority, k.enqueue_shard, k.claim_seq) IN (
+         SELECT m.priority, m.enqueue_shard, m.claim_seq FROM awa.claim_marks m
+           JOIN awa.queue_claim_heads h
+             ON h.queue = m.queue AND h.priority = m.priority AND h.enqueue_shard = m.enqueue_shard
+          WHERE m.queue = p_queue AND h.queue = p_queue AND m.claim_seq < h.claim_seq
+          LIMIT p_limit);
+    WITH lanes AS (
+        SELECT h.queue, h.priority, h.enqueue_shard, m.claim_seq, m.head_run_at
+          FROM awa.queue_claim_heads h
+         CROSS JOIN LATERAL (
+             SELECT k.claim_seq, k.head_run_at FROM awa.claim_marks k
+              WHERE k.queue = p_queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard
+              ORDER BY k.claim_seq DESC LIMIT 1) m
+         WHERE h.queue = p_queue AND m.claim_seq > h.claim_seq
+         ORDER BY h.priority, h.enqueue_shard
+           FOR UPDATE OF h SKIP LOCKED),
+    moved AS (
+        UPDATE awa.queue_claim_heads h SET claim_seq = l.claim_seq, head_run_at = l.head_run_at
+          FROM lanes l
+         WHERE h.queue = p_queue AND l.queue = p_queue AND h.priority = l.priority
+           AND h.enqueue_shard = l.enqueue_shard AND h.claim_seq < l.claim_seq
+        RETURNING 1)
+    SELECT count(*) INTO v_count FROM moved;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._fold_claim_marks_queue(text, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._fold_claim_marks_queue(text, bigint) IS 'Internal: awa.fold_claim_marks for one queue (maintenance on a Citus cluster).';
+
+-- Whether a queue slot still holds something a reader needs, read across the cluster (the
+-- queue ring's prune on a Citus cluster): an open attempt on one of its ready rows
+-- ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in a lane
+-- without a claim head ('skipped_pending') -- or a finished job its queue keeps past the
+-- slot: a failed job (kept by default) or one within its queue's retention
+-- ('skipped_retained'). NULL when none. Each test is one statement over every worker.
+CREATE FUNCTION awa._citus_queue_slot_busy(p_slot integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = p_slot)
+       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = p_slot) THEN
+        RETURN 'skipped_running';
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.ready_entries r
+                 LEFT JOIN awa.lane_cursors h
+                   ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
+                WHERE r.ready_slot = p_slot AND r.lane_seq >= coalesce(h.claim_seq, 0)) THEN
+        RETURN 'skipped_pending';
+    END IF;
+    -- What awa._retainable keeps: a failed job of a queue without a failed retention, or a
+    -- finished job whose retention has not run out (awa._retention_deadline is not NULL).
+    IF EXISTS (SELECT 1 FROM awa.done_entries d
+                 LEFT JOIN awa.queue_meta m ON m.queue = d.queue
+                WHERE d.ready_slot = p_slot
+                  AND ((d.state = 'failed' AND m.failed_retention IS NULL)
+                       OR d.finalized_at + CASE WHEN d.state = 'completed' THEN m.completed_retention
+                                                ELSE m.failed_retention END > clock_timestamp()))
+       OR EXISTS (SELECT 1 FROM awa.completion_batches b
+                    JOIN awa.queue_meta m ON m.queue = b.queue
+                   WHERE b.ready_slot = p_slot AND b.finalized_at + m.completed_retention > clock_timestamp()) THEN
+        RETURN 'skipped_retained';
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_queue_slot_busy(integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_queue_slot_busy(integer) IS 'Internal: what a queue slot still holds that a reader needs, across the Citus cluster; NULL when nothing.';
+
+-- The queue ring's prune on a Citus cluster (awa.prune_queue_ring on the coordinator;
+-- docs/scale-out.md, "Maintenance"): the oldest sealed slot is truncated, on every worker,
+-- once awa._citus_queue_slot_busy finds nothing in it across the cluster, tested again once
+-- its partitions are locked against writers (a producer that read the ring before the slot
+-- was sealed may still write there). Pending rows are not moved forward and finished jobs
+-- not copied to the retained partition or a retention bucket on a cluster (the move needs
+-- every pending lane's claim head locked, a row lock Citus refuses across shards): such a
+-- slot is left until its rows are claimed and finished. Returns pruned / skipped_running /
+-- skipped_pending / skipped_retained / skipped_locked.
+CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reason text;
+BEGIN
+    v_reason := awa._citus_queue_slot_busy(p_slot);
+    IF v_reason IS NOT NULL THEN
+        RETURN v_reason;
+    END IF;
+    BEGIN
+        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
+                                               'completion_batches_' || p_slot], p_budget_ms, true) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        v_reason := awa._citus_queue_slot_busy(p_slot);
+        IF v_reason IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
+        END IF;
+        IF NOT awa._free_queue_slot(p_slot, p_budget_ms) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    RETURN 'pruned';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer) IS 'Internal: the queue ring''s prune on a Citus cluster: truncate the oldest sealed slot once nothing in it is needed anywhere.';
+
+-- Cross-queue views on a Citus cluster (docs/scale-out.md, "Views and counts"). The rows of
+-- awa.queues for the queues whose shards this node holds (awa._citus_local_queues), as a
+-- JSON array: each row is read with queue = $n on every statement, so Citus answers it from
+-- the local shards; the lane sequences (the cheap depth) exist only here.
+CREATE FUNCTION awa._citus_local_queue_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+    v_row jsonb;
+BEGIN
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        SELECT to_jsonb(x) INTO v_row FROM (
+            SELECT v_queue AS queue, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards,
+                   coalesce(m.paused, false) AS paused,
+                   coalesce(m.dlq_enabled, (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s)) AS dlq_enabled,
+                   awa._queue_depth(v_queue) AS depth,
+                   c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
+                   (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+                      FROM awa.lane_cursors h
+                      JOIN awa.ready_entries r
+                        ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+                       AND r.lane_seq >= h.claim_seq
+                     WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
+                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+              FROM awa.queue_counts_exact(v_queue) c
+              LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
+        v_rows := v_rows || jsonb_build_array(v_row);
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_queue_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_queue_rows() IS 'Internal: the awa.queues rows of the queues whose shards this Citus node holds, as a JSON array.';

@@ -152,9 +152,109 @@ check "a worker refuses an undelegated call for another worker's queue (0A000)" 
 check "a worker takes a direct call for its own queue" \
   "$(q 1 "SELECT cardinality(awa.insert_jobs('$qa', '{direct}'))")" "1"
 
-# -- Maintenance on the cluster (a pass per node for its local queues, rotation of the shared
-#    rings by one node, a cluster-wide "slot empty" test before a prune's truncate) is not
-#    built yet (docs/scale-out.md, "Status"). No check claims it.
+# -- Maintenance on the cluster (docs/scale-out.md, "Maintenance"): a pass per node for the
+#    queues whose shards it holds, the shared rings rotated and pruned by the coordinator alone.
+#    On each worker's queue: two jobs past their deadline (one at its last attempt) and a
+#    scheduled job that falls due.
+mq=""
+for want in 1 2; do
+  for i in $(seq 1 40); do
+    [ "$(q 0 "$(printf "$placement" "'m$i'")")" = $((port0 + want)) ] && { mq="$mq m$i"; break; }
+  done
+done
+set -- $mq; ma=${1:-}; mb=${2:-}
+check "two maintenance queues found on the two workers" "$([ -n "$ma" ] && [ -n "$mb" ] && echo yes)" "yes"
+declare -A late
+for queue in $ma $mb; do
+  q 0 "SELECT awa.insert_jobs('$queue', '{late,last}', p_max_attempts => ARRAY[25, 1])" >/dev/null
+  late[$queue]=$(q 0 "SELECT job_id FROM awa.claim_ready_runtime('$queue', 2, 0.001)" | head -n 1)
+  q 0 "SELECT awa.insert_jobs('$queue', '{due}', p_run_ats => ARRAY[now() + interval '1 second'])" >/dev/null
+done
+sleep 1.5
+pass() { q "$1" "SELECT r->>'promoted', r->>'deadline_rescued', r->>'queue_ring', r->>'claim_ring', r->>'queue_prune' FROM awa.run_maintenance() r" | tr '|' ' '; }
+out=$(pass 0)
+check "a pass on the coordinator promotes and rescues nothing (it holds no queue's shards)" "$(echo "$out" | cut -d' ' -f1-2)" "0 0"
+check "... and rotates the shared rings itself" "$(echo "$out" | grep -c skipped_not_coordinator)" "0"
+for w in 1 2; do
+  if [ $w = 1 ]; then queue=$ma; else queue=$mb; fi
+  out=$(pass $w)
+  check "a pass on worker $w promotes its queue's due job and rescues its expired deadlines" "$(echo "$out" | cut -d' ' -f1-2)" "1 2"
+  check "... and leaves the shared rings to the coordinator" "$(echo "$out" | cut -d' ' -f3-4)" "skipped_not_coordinator skipped_not_coordinator"
+  check "$queue: the due job is available, seen on the coordinator" \
+    "$(q 0 "SELECT string_agg(state::text, ',') FROM awa.jobs WHERE queue = '$queue' AND kind = 'due'")" "available"
+  # (A retried job comes back after a backoff of 2-2.5 s: retryable, or available again.)
+  check "$queue: the rescued jobs are retried, or failed at their last attempt" \
+    "$(q 0 "SELECT string_agg(kind || ':' || CASE WHEN state IN ('retryable', 'available') THEN 'retried' ELSE state::text END || '/' || attempt, ',' ORDER BY kind) FROM awa.jobs WHERE queue = '$queue' AND kind IN ('late', 'last')")" \
+    "last:failed/1,late:retried/1"
+  check "$queue: get_job through the coordinator finds the rescued job" \
+    "$(q 0 "SELECT attempt FROM awa.get_job('$queue', ${late[$queue]})")" "1"
+  check "a second pass on worker $w rescues nothing more" "$(pass $w | cut -d' ' -f2)" "0"
+done
+check "the due job is claimable on its worker after promotion" \
+  "$(q 0 "SELECT kind FROM awa.claim_ready_runtime('$ma', 1)")" "due"
+check "awa.fold_claim_marks on a worker folds its queues' marks" \
+  "$(q 1 "SELECT awa.fold_claim_marks() >= 0")" "t"
+# (The rescued jobs come back after a backoff of 2-2.5 s: what promote_due finds by now varies.)
+check "awa.promote_due, rescue_expired_deadlines on a worker run for its queues" \
+  "$(q 1 "SELECT (awa.promote_due() >= 0) || '/' || awa.rescue_expired_deadlines()")" "true/0"
+# The prune's "slot empty" test reads every worker: sealed slots still hold pending jobs of
+# both workers ('u', never claimed), so the coordinator's prunes stop at one of them and no
+# job is lost.
+pending=$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")
+q 0 "SELECT awa.rotate_queue_ring()" >/dev/null
+result=""
+for i in $(seq 1 20); do
+  result=$(q 0 "SELECT awa.prune_queue_ring()")
+  [ "$result" = pruned ] || break
+done
+check "the coordinator's prune refuses a slot with open attempts or pending jobs on a worker" \
+  "$(echo "$result" | grep -cE '^skipped_(running|pending)$')" "1"
+check "... its cluster-wide test finds the slot of a worker's pending job busy" \
+  "$(q 0 "SELECT awa._citus_queue_slot_busy((SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u')) IS NOT NULL")" "t"
+check "... and every pending job is still there" \
+  "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
+check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
+check "periodic jobs are refused on the cluster (0A000), not left unrun" \
+  "$(q 0 "SELECT awa.schedule('tick', '* * * * *', 'k', '$ma')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+
+# -- Cross-queue views and counts, answered on the coordinator.
+check "awa.jobs on the coordinator shows both workers' queues" \
+  "$(q 0 "SELECT count(DISTINCT queue) FROM awa.jobs WHERE queue IN ('$ma', '$mb')")" "2"
+check "awa.queues on the coordinator lists both workers' queues with their counts" \
+  "$(q 0 "SELECT string_agg(queue || ':' || running || ':' || (available + retryable), ',' ORDER BY queue) FROM awa.queues WHERE queue IN ('$ma', '$mb')")" \
+  "$(printf '%s\n' "$ma:1:1" "$mb:0:2" | sort | paste -sd, -)"
+check "... and the failed ones" \
+  "$(q 0 "SELECT sum(failed) FROM awa.queues WHERE queue IN ('$ma', '$mb')")" "2"
+check "awa.queues on a worker lists its own queues only" \
+  "$(q 1 "SELECT count(*) FILTER (WHERE queue = '$ma') || '/' || count(*) FILTER (WHERE queue = '$mb') FROM awa.queues")" "1/0"
+check "awa.queue_depth through the coordinator (delegated to the queue's worker)" \
+  "$(q 0 "SELECT awa.queue_depth('$mb') >= 1")" "t"
+check "awa.get_job by id alone on the coordinator finds a job of a worker" \
+  "$(q 0 "SELECT queue FROM awa.get_job(${late[$mb]})")" "$mb"
+
+# Freeing a slot drops the unique claims of its finished jobs on every worker: a completed
+# unique job's slot freed in a transaction rolled back (the slot is the current one).
+uid=$(q 0 "SELECT awa.insert_jobs('$mb', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}')
+ulease=$(q 0 "SELECT job_id, run_lease FROM awa.claim_ready_runtime('$mb', 10)" | awk -F'|' -v id="$uid" '$1 == id {print $2}')
+q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[$uid]::bigint[], ARRAY[${ulease:-0}]::bigint[], p_queue => '$mb')" >/dev/null
+uslot=$(q 0 "SELECT ready_slot FROM awa.ready_entries WHERE queue = '$mb' AND job_id = $uid")
+check "a freed slot drops the unique claims of its finished jobs on the workers" \
+  "$(q 0 "BEGIN; SELECT awa._free_queue_slot(${uslot:-0}, 1000); SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'; ROLLBACK;" | paste -sd' ' -)" "t 0"
+check "... (rolled back: the claim is there again)" "$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'")" "1"
+
+# The background maintenance worker of a worker node (awa_shard.maintenance, off in this
+# cluster until now) runs the same steps: it promotes a due job of its queue.
+q 1 "ALTER SYSTEM SET awa_shard.maintenance = on" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
+q 0 "SELECT awa.insert_jobs('$ma', '{bg}', p_run_ats => ARRAY[now() + interval '1 second'])" >/dev/null
+state=""
+for i in $(seq 1 60); do
+  state=$(q 0 "SELECT string_agg(state::text, ',') FROM awa.jobs WHERE queue = '$ma' AND kind = 'bg'")
+  [ "$state" = available ] && break
+  sleep 0.5
+done
+check "worker 1's background maintenance promotes its queue's due job" "$state" "available"
+check "... and reports no error" "$(q 1 "SELECT count(*) FROM awa.maintenance_status WHERE database = current_database() AND served_by = 'worker' AND last_error IS NULL")" "1"
+q 1 "ALTER SYSTEM RESET awa_shard.maintenance" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
 
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
