@@ -5,7 +5,9 @@
  * limits pays one look-up in a backend hash table; and the concurrency limit's room: claims
  * of a limited queue take a lock of the queue held to the end of their transaction, then
  * count its running attempts on the latest committed state, so no two claims ever count
- * without seeing each other's attempts, whatever their isolation level.
+ * without seeing each other's attempts, whatever their isolation level. A per-key limit takes
+ * the same lock; the claim then counts the running attempts of the keys at the start of its
+ * lane's window only, and stops before the first job whose key is at its cap.
  */
 #include "flow_control.hpp"
 #include "lane_key.hpp"
@@ -45,10 +47,16 @@ struct LimitsEntry
 HTAB *limits_cache = nullptr;
 SPIPlanPtr limits_plan = nullptr;
 SPIPlanPtr running_plan = nullptr;
+SPIPlanPtr key_room_plan = nullptr;
+
+/* The queue whose claim was last held back by per-key caps in this backend (note_key_capped). */
+std::uint32_t key_capped_queue = 0;
+bool key_capped = false;
 
 /* The queue's limits as awa.queue_meta holds them (set_rate_limit, set_concurrency_limit). */
 const char *const kLimitsSql =
-	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit FROM awa.queue_meta m WHERE m.queue = $1";
+	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit, m.key_concurrency_limit FROM awa.queue_meta m "
+	"WHERE m.queue = $1";
 
 /*
  * The queue's running attempts: open receipts and running leases, what
@@ -78,6 +86,50 @@ const char *const kRunningSql =
 		"") ") "
 			"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', "
 			"'waiting_external'))";
+
+/*
+ * The room of a lane's window under a per-key limit ($11): the window is the drain's
+ * (claim.cpp, AWA_DRAIN_PICK: $1 queue, $2 priority, $3 shard, lane_seq in [$4, $5) in the
+ * live slots $6..$9, lane order, the first $10); the keys at its start are counted as
+ * kRunningSql counts the queue (open receipts through the queue's claim batches, running
+ * leases), but only attempts of those keys; each row of a key then takes the key's next
+ * place, and the room is the number of rows before the first one past its key's cap. A window
+ * without keys counts nothing. Returns (rows of the window, room).
+ */
+const char *const kKeyRoomSql =
+	"WITH window_ AS MATERIALIZED (SELECT r.lane_seq, r.concurrency_key FROM awa.ready_entries r "
+	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
+	"    AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) ORDER BY r.lane_seq LIMIT $10), "
+	"keys AS MATERIALIZED (SELECT array_agg(DISTINCT w.concurrency_key) AS k FROM window_ w "
+	"   WHERE w.concurrency_key IS NOT NULL), "
+	"done AS MATERIALIZED (SELECT f.priority, f.enqueue_shard, f.lane_block, f.ready_slot, f.ready_generation, "
+	"    array_agg(f_o) AS offsets FROM awa.completion_batches f CROSS JOIN LATERAL unnest(f.lane_offsets) AS f_o "
+	"   WHERE f.queue = $1 AND (SELECT k FROM keys) IS NOT NULL GROUP BY 1, 2, 3, 4, 5), "
+	"pending AS MATERIALIZED (SELECT b.* FROM awa.claim_batches b LEFT JOIN done d "
+	"    ON d.priority = b.priority AND d.enqueue_shard = b.enqueue_shard AND d.lane_block = b.lane_block "
+	"   AND d.ready_slot = b.ready_slot AND d.ready_generation = b.ready_generation "
+	"   WHERE b.queue = $1 AND (SELECT k FROM keys) IS NOT NULL "
+	"     AND NOT (b.lane_offsets <@ coalesce(d.offsets, '{}'::int2[]))), "
+	"running AS MATERIALIZED (SELECT c.concurrency_key AS k, count(*) AS n FROM pending b "
+	"  CROSS JOIN LATERAL unnest(b.lane_offsets) AS o(off) "
+	"  CROSS JOIN LATERAL (SELECT b.claim_slot, r.job_id, r.run_lease + 1 AS run_lease, r.queue, r.priority, "
+	"      r.enqueue_shard, r.lane_seq, r.ready_slot, r.ready_generation, r.concurrency_key FROM awa.ready_entries r "
+	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
+	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
+	"      AND r.ready_generation = b.ready_generation AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) OFFSET 0) c "
+	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(
+		"") " GROUP BY 1 "
+			"UNION ALL SELECT r.concurrency_key, count(*) FROM awa.leases l JOIN awa.ready_entries r "
+			"    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue "
+			"   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq "
+			"  WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external') "
+			"    AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) GROUP BY 1), "
+			"ranked AS MATERIALIZED (SELECT w.lane_seq, w.concurrency_key IS NOT NULL AND coalesce((SELECT sum(x.n) "
+			"    FROM running x WHERE x.k = w.concurrency_key), 0) "
+			"    + row_number() OVER (PARTITION BY w.concurrency_key ORDER BY w.lane_seq) > $11 AS over "
+			"  FROM window_ w) "
+			"SELECT (SELECT count(*) FROM window_), (SELECT count(*) FROM ranked WHERE lane_seq < "
+			"  coalesce((SELECT min(y.lane_seq) FROM ranked y WHERE y.over), 9223372036854775807))";
 
 /*
  * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)
@@ -125,6 +177,8 @@ read_limits(const char *queue, int queue_len, QueueLimits *out)
 	Datum rate = SPI_getbinval(row, desc, 1, &null_rate);
 	Datum burst = SPI_getbinval(row, desc, 2, &null_burst);
 	Datum limit = SPI_getbinval(row, desc, 3, &null_limit);
+	bool null_key_limit;
+	Datum key_limit = SPI_getbinval(row, desc, 4, &null_key_limit);
 
 	if (!null_rate && !null_burst)
 	{
@@ -137,6 +191,19 @@ read_limits(const char *queue, int queue_len, QueueLimits *out)
 		out->concurrency = true;
 		out->concurrency_limit = DatumGetInt32(limit);
 	}
+	if (!null_key_limit)
+	{
+		out->key_concurrency = true;
+		out->key_concurrency_limit = DatumGetInt32(key_limit);
+	}
+}
+
+/* The hash that names a queue in the limit lock and in note_key_capped. */
+uint64
+queue_hash(text *queue)
+{
+	return hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue),
+							   0x617761);
 }
 
 } // namespace
@@ -189,18 +256,53 @@ running_attempts(text *queue)
 	return DatumGetInt64(running);
 }
 
-/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
-int64
-concurrency_room(text *queue, int limit)
+/* Take the queue's limit lock, held to the end of the transaction (flow_control.hpp). */
+void
+take_limit_lock(text *queue)
 {
-	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
-								   VARSIZE_ANY_EXHDR(queue), 0x617761);
+	uint64 h = queue_hash(queue);
 	LOCKTAG tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
 	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+int64
+concurrency_room(text *queue, int limit)
+{
+	take_limit_lock(queue);
 	/* After the lock: every claim that held it before has committed or aborted. */
 	return static_cast<int64>(limit) - running_attempts(queue);
+}
+
+/* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
+int64
+key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+				int64 max_batch, int limit, int64 *seen)
+{
+	static const Oid types[11] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID,
+								  INT4OID, INT4OID, INT4OID, INT8OID, INT4OID};
+	Datum values[11] = {PointerGetDatum(queue),	  Int16GetDatum(priority), Int16GetDatum(shard),
+						Int64GetDatum(claim_seq), Int64GetDatum(bound),	   Int32GetDatum(slot_ranges[0]),
+						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
+						Int64GetDatum(max_batch), Int32GetDatum(limit)};
+	bool isnull;
+
+	keep_plan(&key_room_plan, kKeyRoomSql, 11, types);
+	exec_plan_latest(key_room_plan, values, nullptr, true, 1, SPI_OK_SELECT, "per-key room");
+	if (SPI_processed != 1)
+		elog(ERROR, "awa_shard: per-key room of a lane returned %d rows", static_cast<int>(SPI_processed));
+	*seen = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+}
+
+/* Remember that a claim of the queue was held back by per-key caps only (flow_control.hpp). */
+void
+note_key_capped(text *queue)
+{
+	key_capped_queue = static_cast<std::uint32_t>(queue_hash(queue));
+	key_capped = true;
 }
 
 /* Whether, and how long, the queue's limits hold a waiting worker back (flow_control.hpp). */
@@ -218,6 +320,11 @@ limits_hold_ms(text *queue)
 	/* No lock: a worker that sees a place claims, and its claim decides under the lock. */
 	if (hold == 0 && limits.concurrency && running_attempts(queue) >= limits.concurrency_limit)
 		hold = kCapPollMs;
+	/* The last claim of this queue here found only keys at their cap: look again later. */
+	if (hold == 0 && limits.key_concurrency && key_capped &&
+		key_capped_queue == static_cast<std::uint32_t>(queue_hash(queue)))
+		hold = kCapPollMs;
+	key_capped = false;
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return hold;

@@ -21,6 +21,8 @@ struct QueueLimits
 	int burst;
 	bool concurrency;
 	int concurrency_limit;
+	bool key_concurrency; /* a cap on the running attempts of each concurrency key */
+	int key_concurrency_limit;
 };
 
 /*
@@ -40,6 +42,30 @@ void forget_queue_limits();
  * connected.
  */
 int64 concurrency_room(text *queue, int limit);
+
+/*
+ * Take the queue's limit lock (as concurrency_room does) without counting: a claim of a
+ * queue with a per-key limit holds it to the end of its transaction.
+ */
+void take_limit_lock(text *queue);
+
+/*
+ * With a per-key limit: how many rows of a lane's window, from its start, a claim holding
+ * the queue's limit lock and the lane's head may take so that no key runs more than
+ * `limit` attempts: the window is the first `max_batch` rows of the lane in
+ * [claim_seq, bound) of the live ready slots (the drain's window), and the claim stops
+ * before the first row whose key is at its cap. *seen: the rows of the window. SPI must be
+ * connected.
+ */
+int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+					  int64 max_batch, int limit, int64 *seen);
+
+/*
+ * A claim of the queue returned nothing because every lane it could take began with a job
+ * whose key was at its cap: wait_for_jobs then polls (limits_hold_ms) instead of reporting
+ * work this backend's claim cannot take.
+ */
+void note_key_capped(text *queue);
 
 /*
  * For awa.wait_for_jobs: 0 when the queue's limits let a claim take a job now; else the
