@@ -515,6 +515,7 @@ enqueue_ready_array(ArrayType *arr)
 	bool *elem_nulls;
 	int n;
 	EnqueueRow *rows;
+	Catalog catalog = Catalog::V1_1; /* a 1.0 catalog's rows have no concurrency key */
 
 	deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
 	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
@@ -527,16 +528,18 @@ enqueue_ready_array(ArrayType *arr)
 
 		require_not_null(elem_nulls[i], "row");
 		tup = DatumGetHeapTupleHeader(elems[i]);
+		if (i == 0 && !has_concurrency_key(tup))
+			catalog = Catalog::V1_0;
 		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
 		for (int c = 0; c < JOB_NCOLUMNS; c++)
-			if (c != JOB_QUEUE && c != JOB_RUN_AT && (c != JOB_CONCURRENCY_KEY || has_concurrency_key(tup)))
+			if (c != JOB_QUEUE && c != JOB_RUN_AT && (c != JOB_CONCURRENCY_KEY || catalog == Catalog::V1_1))
 				row->value[c] = GetAttributeByName(tup, kJobColumns[c].name, &row->null[c]);
 		if (row->null[JOB_ID] || row->job_id() <= 0 || row->null[JOB_KIND])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
 		checked_priority(row->priority(), "priority");
 	}
-	enqueue_rows(rows, n, false, Catalog::V1_1);
+	enqueue_rows(rows, n, false, catalog);
 	return n;
 }
 
