@@ -45,7 +45,7 @@ namespace
 SPIPlanPtr ready_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
 SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
 SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};  /* by awa::Catalog */
-SPIPlanPtr unique_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
+SPIPlanPtr unique_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
 
 Oid job_seq_oid = InvalidOid;
 Oid ready_parent_oid = InvalidOid;

@@ -116,7 +116,8 @@ const char *const kKeyRoomSql =
 	"      r.enqueue_shard, r.lane_seq, r.ready_slot, r.ready_generation, r.concurrency_key FROM awa.ready_entries r "
 	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
 	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
-	"      AND r.ready_generation = b.ready_generation AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) OFFSET 0) c "
+	"      AND r.ready_generation = b.ready_generation AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) "
+	"OFFSET 0) c "
 	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(
 		"") " GROUP BY 1 "
 			"UNION ALL SELECT r.concurrency_key, count(*) FROM awa.leases l JOIN awa.ready_entries r "
@@ -283,10 +284,10 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 {
 	static const Oid types[11] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID,
 								  INT4OID, INT4OID, INT4OID, INT8OID, INT4OID};
-	Datum values[11] = {PointerGetDatum(queue),	  Int16GetDatum(priority), Int16GetDatum(shard),
-						Int64GetDatum(claim_seq), Int64GetDatum(bound),	   Int32GetDatum(slot_ranges[0]),
+	Datum values[11] = {PointerGetDatum(queue),		   Int16GetDatum(priority),		  Int16GetDatum(shard),
+						Int64GetDatum(claim_seq),	   Int64GetDatum(bound),		  Int32GetDatum(slot_ranges[0]),
 						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
-						Int64GetDatum(max_batch), Int32GetDatum(limit)};
+						Int64GetDatum(max_batch),	   Int32GetDatum(limit)};
 	bool isnull;
 
 	keep_plan(&key_room_plan, kKeyRoomSql, 11, types);
