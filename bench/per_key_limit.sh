@@ -7,19 +7,21 @@
 #     reached), each 20000 jobs over 1000 keys on one lane; one client claims 10 and completes
 #     them per transaction; reports the claim statement's median latency (pgbench -r) over
 #     ROUNDS rounds and the ratio.
-#  2. unaffected keys while one key is at its cap: hol_none (S = 4, 8000 'cold' jobs over 200
-#     keys routed off the 'hot' key's shard, no limit) vs hol_cap (the same plus 2000 'hot'
-#     jobs on their own shard, per-key limit 1, one 'hot' attempt left running, so every
-#     claim meets the capped lane first and passes it over); 2 clients claim 10 and complete
+#  2. unaffected keys while one key is at its cap: hol_none (S = 4, 20000 'cold' jobs over 200
+#     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_cap (the
+#     same plus 2000 'hot' jobs on their own shard queued first, per-key limit 10, 10 'hot'
+#     attempts left running, so every claim meets the capped lane first and passes it over;
+#     the cold keys never reach 10); 2 clients claim 10 and complete
 #     for SECS seconds; reports jobs/s (median of ROUNDS) and the ratio.
 # Usage: PGBIN=/usr/lib/postgresql/15/bin bench/per_key_limit.sh
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-ROUNDS=${ROUNDS:-3}; SECS=${SECS:-10}; CLAIMS=${CLAIMS:-400}
+ROUNDS=${ROUNDS:-3}; SECS=${SECS:-5}; CLAIMS=${CLAIMS:-300}
 db=pk_bench
 psql() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
-psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-psql -d $db <<'SQL'
+quiet() { psql "$@" >/dev/null; }
+quiet -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+quiet -d $db <<'SQL'
 CREATE EXTENSION awa_shard;
 SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_none', 'pk_key']) q;
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
@@ -33,18 +35,18 @@ CREATE TABLE cold_keys AS
    LIMIT 200;
 SELECT cardinality(awa.insert_jobs('hol_cap', ARRAY['k'], p_ordering_keys => array_fill('hot'::bytea, ARRAY[2000]),
                                    p_concurrency_keys => array_fill('hot'::text, ARRAY[2000])));
-SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
-         p_ordering_keys => ARRAY(SELECT convert_to(k, 'UTF8') FROM cold_keys, generate_series(1, 40) ORDER BY random()),
-         p_concurrency_keys => ARRAY(SELECT k FROM cold_keys, generate_series(1, 40) ORDER BY random())))
-  FROM unnest(ARRAY['hol_none', 'hol_cap']) q;
-SELECT awa.set_concurrency_limit('hol_cap', 1, p_per_key => true);
+SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_ordering_keys => x.ok, p_concurrency_keys => x.ck))
+  FROM unnest(ARRAY['hol_none', 'hol_cap']) q,
+       (SELECT array_agg(convert_to(k, 'UTF8') ORDER BY o) AS ok, array_agg(k ORDER BY o) AS ck
+          FROM (SELECT k, random() AS o FROM cold_keys, generate_series(1, 100)) y) x;
+SELECT awa.set_concurrency_limit('hol_cap', 10, p_per_key => true);
 SELECT count(*) AS hot_running FROM awa.claim_ready_runtime('hol_cap', 10);
 SQL
 w=$(mktemp -d); trap 'rm -rf $w' EXIT
 for q in pk_none pk_key hol_none hol_cap; do
   cat > $w/$q.sql <<S
-SELECT array_agg(job_id) AS ids, array_agg(run_lease) AS leases FROM awa.claim_ready_runtime('$q', 10) \gset
-SELECT count(*) FROM awa.complete_jobs(:'ids', :'leases');
+SELECT coalesce(quote_literal(array_agg(job_id)), '''{}''') AS ids, coalesce(quote_literal(array_agg(run_lease)), '''{}''') AS leases FROM awa.claim_ready_runtime('$q', 10) \gset
+SELECT count(*) FROM awa.complete_jobs(:ids::bigint[], :leases::bigint[]);
 S
 done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -52,7 +54,7 @@ echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS"
 for r in $(seq 1 $ROUNDS); do
   for q in pk_none pk_key; do
     "$PGBIN/pgbench" -n -r -c 1 -t $CLAIMS -f $w/$q.sql $db 2>/dev/null \
-      | awk '/claim_ready_runtime/ {print $1}' >> $w/$q.lat
+      | awk '/quote_literal/ {print $1}' >> $w/$q.lat
   done
   for q in hol_none hol_cap; do
     before=$(psql -d $db -Atc "SELECT count(*) FROM awa.jobs WHERE queue = '$q' AND state = 'completed'")

@@ -2669,6 +2669,7 @@ BEGIN
          WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    k AS (DELETE FROM awa.key_attempts k WHERE k.queue = p_queue),
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
@@ -4369,6 +4370,28 @@ COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1
 COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of the queue (awa.set_concurrency_limit, 1..1000000); NULL: no cap.';
 COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts of each concurrency key of the queue (awa.set_concurrency_limit p_per_key => true, 1..1000000); NULL: no per-key cap.';
 
+-- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
+-- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
+-- testing each entry as awa._open_receipts (or the lease) tests an attempt, instead of
+-- walking every claim batch of the queue; it removes the entries it finds ended.
+-- set_concurrency_limit(..., p_per_key => true) records the attempts already running.
+CREATE TABLE awa.key_attempts (
+    queue text NOT NULL,
+    concurrency_key text NOT NULL,
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    claim_slot integer,
+    lease_slot integer,
+    PRIMARY KEY (queue, concurrency_key, job_id, run_lease));
+SELECT pg_catalog.pg_extension_config_dump('awa.key_attempts', '');
+GRANT SELECT ON awa.key_attempts TO awa_admin;
+COMMENT ON TABLE awa.key_attempts IS 'Attempts of keyed jobs started under a per-key concurrency limit, counted by the claims of their queue; an entry whose attempt has ended is removed by the next claim that counts its key.';
+
 -- Flow control (docs/api.md, "Flow control"). Whether claims can keep rate limits: their
 -- token buckets live in shared memory, so only when the library is preloaded.
 CREATE FUNCTION awa._rate_limits_available() RETURNS boolean
@@ -4461,6 +4484,7 @@ BEGIN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_concurrency_limit = NULL
              WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            DELETE FROM awa.key_attempts WHERE queue = p_queue;
         ELSE
             UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
         END IF;
@@ -4474,6 +4498,22 @@ BEGIN
     IF p_per_key THEN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
+        -- The keyed attempts already running count from now on (claims record the others).
+        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
+                                      ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+               c.ready_slot, c.ready_generation, c.claim_slot, NULL
+          FROM awa._open_receipts c
+         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+        UNION ALL
+        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+               l.ready_slot, l.ready_generation, NULL, l.lease_slot
+          FROM awa.leases l
+          JOIN awa.ready_entries r
+            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        ON CONFLICT DO NOTHING;
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;

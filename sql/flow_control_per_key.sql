@@ -101,7 +101,29 @@ SELECT cardinality(awa.insert_jobs('pk_lanes', ARRAY['k'], p_ordering_keys => AR
     p_concurrency_keys => ARRAY['z'])) AS z_behind_x;
 SELECT count(*) AS z_held_back FROM awa.claim_ready_runtime('pk_lanes', 10);
 
--- 5. Who may do what: producers give keys, only awa_admin sets limits (42501 otherwise).
+-- 5. Attempts already running when the limit is set count against it, in both modes: with
+--    leases (a lease row per attempt) and with receipts.
+SELECT awa.create_queue('pk_set', 1);
+UPDATE awa.plane_settings SET receipts = false;
+SELECT cardinality(awa.insert_jobs('pk_set', ARRAY['k'], p_concurrency_keys => array_fill('s'::text, ARRAY[6]))) AS enqueued;
+SELECT count(*) AS leased_before_limit FROM awa.claim_ready_runtime('pk_set', 2);
+UPDATE awa.plane_settings SET receipts = true;
+SELECT count(*) AS receipts_before_limit FROM awa.claim_ready_runtime('pk_set', 1);
+SELECT awa.set_concurrency_limit('pk_set', 3, p_per_key => true);
+SELECT count(*) AS recorded FROM awa.key_attempts WHERE queue = 'pk_set';
+SELECT count(*) AS claimed_at_cap FROM awa.claim_ready_runtime('pk_set', 5);
+-- The lease's completion frees one place; the entry of the ended attempt goes.
+SELECT count(*) AS completed FROM awa.complete_jobs(
+    ARRAY(SELECT job_id FROM awa.leases WHERE queue = 'pk_set' ORDER BY job_id LIMIT 1),
+    ARRAY(SELECT run_lease FROM awa.leases WHERE queue = 'pk_set' ORDER BY job_id LIMIT 1));
+SELECT count(*) AS claimed_after_lease_exit FROM awa.claim_ready_runtime('pk_set', 5);
+SELECT count(*) AS recorded FROM awa.key_attempts WHERE queue = 'pk_set';
+-- Removing the limit forgets the entries; drop_queue too.
+SELECT awa.set_concurrency_limit('pk_set', NULL, p_per_key => true);
+SELECT count(*) AS recorded_after_removal FROM awa.key_attempts WHERE queue = 'pk_set';
+SELECT awa.drop_queue('pk_set', true) >= 0 AS dropped;
+
+-- 6. Who may do what: producers give keys, only awa_admin sets limits (42501 otherwise).
 CREATE ROLE pk_producer IN ROLE awa_producer;
 CREATE ROLE pk_worker IN ROLE awa_worker;
 CREATE ROLE pk_admin IN ROLE awa_admin;
@@ -120,3 +142,4 @@ DROP ROLE pk_admin;
 SELECT queue, key_concurrency_limit FROM awa.queues WHERE queue = 'pk_cap';
 
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_cap', 'pk_lanes']) q;
+SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';

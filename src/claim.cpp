@@ -583,6 +583,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	awa::QueueLimits limits = {};
 	int64 tokens = 0; /* taken from the rate limit's bucket */
 	int64 lane_batch;
+	uint64 claimed;
 
 	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
 	deadline_secs = awa::seconds_arg(fcinfo, 2, "p_deadline_secs", 0);
@@ -599,8 +600,6 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	/* Flow control: at most the room under the concurrency limit, then the rate's tokens. */
 	if (limits.concurrency)
 		max_batch = std::min(max_batch, awa::concurrency_room(queue, limits.concurrency_limit));
-	else if (limits.key_concurrency)
-		awa::take_limit_lock(queue);
 	passed_lanes.n = 0;
 	if (limits.rate && max_batch > 0)
 	{
@@ -658,15 +657,16 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		if (limits.key_concurrency)
 		{
 			int64 seen;
+			bool stop;
 
 			lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, DatumGetInt64(drain_values[13]),
-											  slot_ranges, max_batch, limits.key_concurrency_limit, &seen);
+											  slot_ranges, max_batch, limits.key_concurrency_limit, &seen, &stop);
 			if (seen > 0 && lane_batch == 0)
 			{
 				/* The lane begins with a job whose key is at its cap: try the other lanes. */
 				passed_lanes.priority[passed_lanes.n] = priority;
 				passed_lanes.shard[passed_lanes.n] = shard;
-				passed_lanes.n++;
+				passed_lanes.n = stop ? lengthof(passed_lanes.priority) : passed_lanes.n + 1;
 				attempt--;
 				continue;
 			}
@@ -740,11 +740,15 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	claimed = SPI_processed;
+	/* Under a per-key limit the keyed attempts are recorded for the next claims' counts. */
+	if (limits.key_concurrency)
+		awa::record_key_attempts(queue, priority, shard, SPI_tuptable, claimed);
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed,
-				   static_cast<int64>(SPI_processed));
+				   static_cast<int64>(claimed));
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
-						tokens - static_cast<int64>(SPI_processed));
+						tokens - static_cast<int64>(claimed));
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

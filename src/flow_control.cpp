@@ -6,8 +6,10 @@
  * of a limited queue take a lock of the queue held to the end of their transaction, then
  * count its running attempts on the latest committed state, so no two claims ever count
  * without seeing each other's attempts, whatever their isolation level. A per-key limit takes
- * the same lock; the claim then counts the running attempts of the keys at the start of its
- * lane's window only, and stops before the first job whose key is at its cap.
+ * a lock per (queue, key) instead, for the keys at the start of the lane's window it takes,
+ * in one order; it counts those keys' running attempts (from awa.key_attempts, where such
+ * claims record their keyed attempts) after the locks, and stops before the first job whose
+ * key is at its cap.
  */
 #include "flow_control.hpp"
 #include "lane_key.hpp"
@@ -22,7 +24,10 @@ extern "C"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
@@ -47,7 +52,9 @@ struct LimitsEntry
 HTAB *limits_cache = nullptr;
 SPIPlanPtr limits_plan = nullptr;
 SPIPlanPtr running_plan = nullptr;
-SPIPlanPtr key_room_plan = nullptr;
+SPIPlanPtr window_plan = nullptr;
+SPIPlanPtr key_count_plans[2] = {nullptr, nullptr};
+SPIPlanPtr record_key_plan = nullptr;
 
 /* The queue whose claim was last held back by per-key caps in this backend (note_key_capped). */
 std::uint32_t key_capped_queue = 0;
@@ -88,49 +95,66 @@ const char *const kRunningSql =
 			"'waiting_external'))";
 
 /*
- * The room of a lane's window under a per-key limit ($11): the window is the drain's
- * (claim.cpp, AWA_DRAIN_PICK: $1 queue, $2 priority, $3 shard, lane_seq in [$4, $5) in the
- * live slots $6..$9, lane order, the first $10); the keys at its start are counted as
- * kRunningSql counts the queue (open receipts through the queue's claim batches, running
- * leases), but only attempts of those keys; each row of a key then takes the key's next
- * place, and the room is the number of rows before the first one past its key's cap. A window
- * without keys counts nothing. Returns (rows of the window, room).
+ * The window of a lane a claim drains (claim.cpp, AWA_DRAIN_PICK): $1 queue, $2 priority,
+ * $3 shard, lane_seq in [$4, $5) in the live slots $6..$9, lane order, the first $10; the
+ * concurrency key of each row.
  */
-const char *const kKeyRoomSql =
-	"WITH window_ AS MATERIALIZED (SELECT r.lane_seq, r.concurrency_key FROM awa.ready_entries r "
-	"  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
-	"    AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) ORDER BY r.lane_seq LIMIT $10), "
-	"keys AS MATERIALIZED (SELECT array_agg(DISTINCT w.concurrency_key) AS k FROM window_ w "
-	"   WHERE w.concurrency_key IS NOT NULL), "
-	"done AS MATERIALIZED (SELECT f.priority, f.enqueue_shard, f.lane_block, f.ready_slot, f.ready_generation, "
-	"    array_agg(f_o) AS offsets FROM awa.completion_batches f CROSS JOIN LATERAL unnest(f.lane_offsets) AS f_o "
-	"   WHERE f.queue = $1 AND (SELECT k FROM keys) IS NOT NULL GROUP BY 1, 2, 3, 4, 5), "
-	"pending AS MATERIALIZED (SELECT b.* FROM awa.claim_batches b LEFT JOIN done d "
-	"    ON d.priority = b.priority AND d.enqueue_shard = b.enqueue_shard AND d.lane_block = b.lane_block "
-	"   AND d.ready_slot = b.ready_slot AND d.ready_generation = b.ready_generation "
-	"   WHERE b.queue = $1 AND (SELECT k FROM keys) IS NOT NULL "
-	"     AND NOT (b.lane_offsets <@ coalesce(d.offsets, '{}'::int2[]))), "
-	"running AS MATERIALIZED (SELECT c.concurrency_key AS k, count(*) AS n FROM pending b "
-	"  CROSS JOIN LATERAL unnest(b.lane_offsets) AS o(off) "
-	"  CROSS JOIN LATERAL (SELECT b.claim_slot, r.job_id, r.run_lease + 1 AS run_lease, r.queue, r.priority, "
-	"      r.enqueue_shard, r.lane_seq, r.ready_slot, r.ready_generation, r.concurrency_key FROM awa.ready_entries r "
-	"    WHERE r.ready_slot = b.ready_slot AND r.queue = b.queue AND r.priority = b.priority "
-	"      AND r.enqueue_shard = b.enqueue_shard AND r.lane_seq = b.lane_block * 64 + o.off "
-	"      AND r.ready_generation = b.ready_generation AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) "
-	"OFFSET 0) c "
-	"  WHERE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(
-		"") " GROUP BY 1 "
-			"UNION ALL SELECT r.concurrency_key, count(*) FROM awa.leases l JOIN awa.ready_entries r "
-			"    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue "
-			"   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq "
-			"  WHERE l.queue = $1 AND l.state IN ('running', 'waiting_external') "
-			"    AND r.concurrency_key = ANY ((SELECT k FROM keys)::text[]) GROUP BY 1), "
-			"ranked AS MATERIALIZED (SELECT w.lane_seq, w.concurrency_key IS NOT NULL AND coalesce((SELECT sum(x.n) "
-			"    FROM running x WHERE x.k = w.concurrency_key), 0) "
-			"    + row_number() OVER (PARTITION BY w.concurrency_key ORDER BY w.lane_seq) > $11 AS over "
-			"  FROM window_ w) "
-			"SELECT (SELECT count(*) FROM window_), (SELECT count(*) FROM ranked WHERE lane_seq < "
-			"  coalesce((SELECT min(y.lane_seq) FROM ranked y WHERE y.over), 9223372036854775807))";
+const char *const kWindowSql =
+	"SELECT r.concurrency_key FROM awa.ready_entries r "
+	"WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
+	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) ORDER BY r.lane_seq LIMIT $10";
+
+/*
+ * The running attempts of the keys $2 of queue $1, in the order of $2: their entries in
+ * awa.key_attempts that are still open, tested as awa._open_receipts tests a receipt (the
+ * fragments of receipt_sql.hpp, and the ready row still there with the entry's job) or, in
+ * leases mode, by the running lease. [1]: also remove the entries found ended (only under the
+ * keys' locks, so no two claims remove one entry).
+ */
+#define AWA_KEY_ENTRIES                                                                                                \
+	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                         \
+	"    EXISTS (SELECT 1 FROM awa.ready_entries e WHERE e.ready_slot = c.ready_slot AND e.queue = c.queue "           \
+	"      AND e.priority = c.priority AND e.enqueue_shard = c.enqueue_shard AND e.lane_seq = c.lane_seq "             \
+	"      AND e.ready_generation = c.ready_generation AND e.job_id = c.job_id) "                                      \
+	"    AND CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "      \
+	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "             \
+	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                     \
+	"      AND l.state IN ('running', 'waiting_external')) "                                                           \
+	"    ELSE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(   \
+		"") " END AS open "                                                                                            \
+			"  FROM awa.key_attempts c WHERE c.queue = $1 AND c.concurrency_key = ANY ($2::text[])) "
+#define AWA_KEY_COUNTS                                                                                                 \
+	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
+	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
+const char *const kKeyCountSql[2] = {
+	AWA_KEY_ENTRIES AWA_KEY_COUNTS,
+	AWA_KEY_ENTRIES ", ended AS (DELETE FROM awa.key_attempts d USING entries x WHERE NOT x.open "
+					"  AND d.queue = x.queue AND d.concurrency_key = x.concurrency_key AND d.job_id = x.job_id "
+					"  AND d.run_lease = x.run_lease) " AWA_KEY_COUNTS};
+
+/* At most this many distinct keys in the part of a window one claim takes (their locks). */
+constexpr int kMaxKeysPerClaim = 32;
+
+/* Advisory-lock field of the lock of one (queue, concurrency key): next to the limit lock's. */
+constexpr uint16 kKeyLockField = 4;
+
+/*
+ * Record the attempts a claim of a queue with a per-key limit started for keyed jobs: $1
+ * queue, $2 priority, $3 shard of the lane, then the claimed rows as arrays (job_id,
+ * run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot); the key is the
+ * ready row's.
+ */
+const char *const kRecordKeySql =
+	"INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq, "
+	"  ready_slot, ready_generation, claim_slot, lease_slot) "
+	"SELECT $1, r.concurrency_key, d.job_id, d.run_lease, $2, $3, d.lane_seq, d.ready_slot, d.ready_generation, "
+	"  d.claim_slot, d.lease_slot "
+	"  FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[], $9::int[], $10::int[]) "
+	"    AS d(job_id, run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot) "
+	"  CROSS JOIN LATERAL (SELECT e.concurrency_key FROM awa.ready_entries e WHERE e.ready_slot = d.ready_slot "
+	"    AND e.queue = $1 AND e.priority = $2 AND e.enqueue_shard = $3 AND e.lane_seq = d.lane_seq "
+	"    AND e.job_id = d.job_id OFFSET 0) r "
+	" WHERE r.concurrency_key IS NOT NULL";
 
 /*
  * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)
@@ -257,8 +281,8 @@ running_attempts(text *queue)
 	return DatumGetInt64(running);
 }
 
-/* Take the queue's limit lock, held to the end of the transaction (flow_control.hpp). */
-void
+/* Take the queue's limit lock, held to the end of the transaction. */
+static void
 take_limit_lock(text *queue)
 {
 	uint64 h = queue_hash(queue);
@@ -277,25 +301,162 @@ concurrency_room(text *queue, int limit)
 	return static_cast<int64>(limit) - running_attempts(queue);
 }
 
+/* The running attempts of each of n keys of the queue into counts[] (kKeyCountSql). */
+static void
+count_key_attempts(text *queue, Datum *keys, int n, bool remove_ended, int64 *counts)
+{
+	static const Oid types[2] = {TEXTOID, TEXTARRAYOID};
+	Datum values[2] = {PointerGetDatum(queue),
+					   PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT))};
+	bool isnull;
+
+	keep_plan(&key_count_plans[remove_ended], kKeyCountSql[remove_ended], 2, types);
+	exec_plan_latest(key_count_plans[remove_ended], values, nullptr, !remove_ended, 0, SPI_OK_SELECT,
+					 "per-key running attempts");
+	if (SPI_processed != static_cast<uint64>(n))
+		elog(ERROR, "awa_shard: per-key count returned %d rows for %d keys", static_cast<int>(SPI_processed), n);
+	for (int k = 0; k < n; k++)
+		counts[k] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Rows of the window before the first one whose key would pass its cap (row_key: -1 keyless). */
+static int64
+window_room(const int *row_key, int64 rows, const int64 *counts, int nkeys, int limit)
+{
+	int64 *taken = static_cast<int64 *>(palloc0(sizeof(int64) * nkeys));
+
+	for (int64 i = 0; i < rows; i++)
+		if (row_key[i] >= 0 && counts[row_key[i]] + ++taken[row_key[i]] > limit)
+			return i;
+	return rows;
+}
+
+/* Order of key locks: by their lock tag. */
+static int
+compare_uint64(const void *a, const void *b)
+{
+	uint64 x = *static_cast<const uint64 *>(a);
+	uint64 y = *static_cast<const uint64 *>(b);
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
 /* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
 int64
 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-				int64 max_batch, int limit, int64 *seen)
+				int64 max_batch, int limit, int64 *seen, bool *stop)
 {
-	static const Oid types[11] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID, INT4OID,
-								  INT4OID, INT4OID, INT4OID, INT8OID, INT4OID};
-	Datum values[11] = {PointerGetDatum(queue),		   Int16GetDatum(priority),		  Int16GetDatum(shard),
+	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
+								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
+	Datum values[10] = {PointerGetDatum(queue),		   Int16GetDatum(priority),		  Int16GetDatum(shard),
 						Int64GetDatum(claim_seq),	   Int64GetDatum(bound),		  Int32GetDatum(slot_ranges[0]),
 						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
-						Int64GetDatum(max_batch),	   Int32GetDatum(limit)};
-	bool isnull;
+						Int64GetDatum(max_batch)};
+	Datum keys[kMaxKeysPerClaim];
+	uint64 tags[kMaxKeysPerClaim];
+	int64 counts[kMaxKeysPerClaim];
+	int nkeys = 0;
+	int64 rows;
+	int *row_key;
+	int64 room;
 
-	keep_plan(&key_room_plan, kKeyRoomSql, 11, types);
-	exec_plan_latest(key_room_plan, values, nullptr, true, 1, SPI_OK_SELECT, "per-key room");
-	if (SPI_processed != 1)
-		elog(ERROR, "awa_shard: per-key room of a lane returned %d rows", static_cast<int>(SPI_processed));
-	*seen = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	*stop = false;
+	keep_plan(&window_plan, kWindowSql, 10, types);
+	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
+	*seen = static_cast<int64>(SPI_processed);
+	rows = *seen;
+	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
+	/* The distinct keys of the window's first rows, up to kMaxKeysPerClaim (rows after: not now). */
+	for (int64 i = 0; i < rows; i++)
+	{
+		bool isnull;
+		Datum key = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		int k = -1;
+
+		if (!isnull)
+		{
+			for (k = 0; k < nkeys; k++)
+				if (datumIsEqual(keys[k], key, false, -1))
+					break;
+			if (k == nkeys)
+			{
+				if (nkeys == kMaxKeysPerClaim)
+				{
+					rows = i;
+					break;
+				}
+				keys[nkeys++] = datumCopy(key, false, -1);
+			}
+		}
+		row_key[i] = k;
+	}
+	if (nkeys == 0)
+		return rows;
+	/* Without locks first: a lane that begins with a capped key is passed over, locking nothing. */
+	count_key_attempts(queue, keys, nkeys, false, counts);
+	if (window_room(row_key, rows, counts, nkeys, limit) == 0)
+		return 0;
+	/* Then each key's lock, in one order, and the exact count under them (latest committed state). */
+	for (int k = 0; k < nkeys; k++)
+	{
+		text *t = DatumGetTextPP(keys[k]);
+		uint64 h = queue_hash(queue);
+
+		tags[k] = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)), VARSIZE_ANY_EXHDR(t), h);
+	}
+	qsort(tags, nkeys, sizeof(uint64), compare_uint64);
+	for (int k = 0; k < nkeys; k++)
+	{
+		LOCKTAG tag;
+
+		if (k > 0 && tags[k] == tags[k - 1])
+			continue;
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(tags[k] >> 32), static_cast<uint32>(tags[k]),
+							 kKeyLockField);
+		(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	}
+	count_key_attempts(queue, keys, nkeys, true, counts);
+	room = window_room(row_key, rows, counts, nkeys, limit);
+	/* Capped meanwhile: this claim holds key locks now, so it takes no other lane's (lock order). */
+	if (room == 0)
+		*stop = true;
+	return room;
+}
+
+/* Record the keyed attempts a claim started (flow_control.hpp). */
+void
+record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n)
+{
+	static const Oid types[10] = {TEXTOID,		INT2OID,	  INT2OID,		INT8ARRAYOID, INT8ARRAYOID,
+								  INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	/* Columns of the drain's result (claim_sql.hpp, AWA_DRAIN_RESULT), in the order of kRecordKeySql. */
+	static const int columns[7] = {9, 16, 3, 1, 2, 7, 5};
+	static const Oid elem_types[7] = {INT8OID, INT8OID, INT8OID, INT4OID, INT8OID, INT4OID, INT4OID};
+	Datum values[10];
+
+	if (n == 0)
+		return;
+	values[0] = PointerGetDatum(queue);
+	values[1] = Int16GetDatum(priority);
+	values[2] = Int16GetDatum(shard);
+	for (int c = 0; c < 7; c++)
+	{
+		Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+		bool *nulls = static_cast<bool *>(palloc(sizeof(bool) * n));
+		int dims[1] = {static_cast<int>(n)};
+		int lbs[1] = {1};
+		int16 typlen;
+		bool typbyval;
+		char typalign;
+
+		for (uint64 i = 0; i < n; i++)
+			elems[i] = SPI_getbinval(claimed->vals[i], claimed->tupdesc, columns[c], &nulls[i]);
+		get_typlenbyvalalign(elem_types[c], &typlen, &typbyval, &typalign);
+		values[3 + c] =
+			PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
+	}
+	keep_plan(&record_key_plan, kRecordKeySql, 10, types);
+	exec_plan_latest(record_key_plan, values, nullptr, false, 0, SPI_OK_INSERT, "per-key attempts record");
 }
 
 /* Remember that a claim of the queue was held back by per-key caps only (flow_control.hpp). */

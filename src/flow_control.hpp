@@ -8,6 +8,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "executor/spi.h"
 }
 
 namespace awa
@@ -44,21 +45,26 @@ void forget_queue_limits();
 int64 concurrency_room(text *queue, int limit);
 
 /*
- * Take the queue's limit lock (as concurrency_room does) without counting: a claim of a
- * queue with a per-key limit holds it to the end of its transaction.
- */
-void take_limit_lock(text *queue);
-
-/*
  * With a per-key limit: how many rows of a lane's window, from its start, a claim holding
- * the queue's limit lock and the lane's head may take so that no key runs more than
- * `limit` attempts: the window is the first `max_batch` rows of the lane in
- * [claim_seq, bound) of the live ready slots (the drain's window), and the claim stops
- * before the first row whose key is at its cap. *seen: the rows of the window. SPI must be
+ * the lane's head may take so that no key runs more than `limit` attempts. The window is the
+ * drain's: the first `max_batch` rows of the lane in [claim_seq, bound) of the live ready
+ * slots (*seen: how many), cut before a 33rd distinct key. Counted first without locks: a
+ * window that begins with a capped key gives 0 and locks nothing (pass the lane over). Else
+ * it takes the lock of each key of the window (in one order, to the end of the transaction),
+ * counts again on the latest committed state and stops before the first job whose key is at
+ * its cap; 0 then sets *stop (the claim must not lock another lane's keys). SPI must be
  * connected.
  */
 int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-					  int64 max_batch, int limit, int64 *seen);
+					  int64 max_batch, int limit, int64 *seen, bool *stop);
+
+/*
+ * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
+ * limit has just started: `claimed` holds the drain's n result rows (claim_sql.hpp,
+ * AWA_DRAIN_RESULT) of the lane (priority, shard); they are read before the insert runs,
+ * which replaces SPI_tuptable. SPI must be connected.
+ */
+void record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n);
 
 /*
  * A claim of the queue returned nothing because every lane it could take began with a job

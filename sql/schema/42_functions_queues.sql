@@ -413,6 +413,7 @@ BEGIN
          WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    k AS (DELETE FROM awa.key_attempts k WHERE k.queue = p_queue),
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
@@ -615,6 +616,7 @@ BEGIN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_concurrency_limit = NULL
              WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            DELETE FROM awa.key_attempts WHERE queue = p_queue;
         ELSE
             UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
         END IF;
@@ -628,6 +630,22 @@ BEGIN
     IF p_per_key THEN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
+        -- The keyed attempts already running count from now on (claims record the others).
+        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
+                                      ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+               c.ready_slot, c.ready_generation, c.claim_slot, NULL
+          FROM awa._open_receipts c
+         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+        UNION ALL
+        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+               l.ready_slot, l.ready_generation, NULL, l.lease_slot
+          FROM awa.leases l
+          JOIN awa.ready_entries r
+            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        ON CONFLICT DO NOTHING;
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
