@@ -11,12 +11,12 @@
 #     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_cap (the
 #     same plus 2000 'hot' jobs on their own shard queued first, per-key limit 10, 10 'hot'
 #     attempts left running, so every claim meets the capped lane first and passes it over;
-#     the cold keys never reach 10); 2 clients claim 10 and complete
-#     for SECS seconds; reports jobs/s (median of ROUNDS) and the ratio.
+#     the cold keys never reach 10); 2 clients each run TXS transactions that claim 10 and
+#     complete them; reports completed jobs/s (median of ROUNDS) and the ratio.
 # Usage: PGBIN=/usr/lib/postgresql/15/bin bench/per_key_limit.sh
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-ROUNDS=${ROUNDS:-3}; SECS=${SECS:-5}; CLAIMS=${CLAIMS:-300}
+ROUNDS=${ROUNDS:-5}; TXS=${TXS:-150}; CLAIMS=${CLAIMS:-300}
 db=pk_bench
 psql() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 quiet() { psql "$@" >/dev/null; }
@@ -58,9 +58,11 @@ for r in $(seq 1 $ROUNDS); do
   done
   for q in hol_none hol_cap; do
     before=$(psql -d $db -Atc "SELECT count(*) FROM awa.jobs WHERE queue = '$q' AND state = 'completed'")
-    "$PGBIN/pgbench" -n -c 2 -j 2 -T $SECS -f $w/$q.sql $db >/dev/null 2>&1
+    start=$(date +%s.%N)
+    "$PGBIN/pgbench" -n -c 2 -j 2 -t $TXS -f $w/$q.sql $db >/dev/null 2>&1
+    end=$(date +%s.%N)
     after=$(psql -d $db -Atc "SELECT count(*) FROM awa.jobs WHERE queue = '$q' AND state = 'completed'")
-    echo "scale=1; ($after - $before) / $SECS" | bc >> $w/$q.tps
+    echo "scale=1; ($after - $before) / ($end - $start)" | bc >> $w/$q.tps
   done
 done
 a=$(median < $w/pk_none.lat); b=$(median < $w/pk_key.lat)

@@ -657,16 +657,15 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		if (limits.key_concurrency)
 		{
 			int64 seen;
-			bool stop;
 
 			lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, DatumGetInt64(drain_values[13]),
-											  slot_ranges, max_batch, limits.key_concurrency_limit, &seen, &stop);
+											  slot_ranges, max_batch, limits.key_concurrency_limit, &seen);
 			if (seen > 0 && lane_batch == 0)
 			{
-				/* The lane begins with a job whose key is at its cap: try the other lanes. */
+				/* The lane begins with a job whose key is at its cap (or busy): try the other lanes. */
 				passed_lanes.priority[passed_lanes.n] = priority;
 				passed_lanes.shard[passed_lanes.n] = shard;
-				passed_lanes.n = stop ? lengthof(passed_lanes.priority) : passed_lanes.n + 1;
+				passed_lanes.n++;
 				attempt--;
 				continue;
 			}

@@ -6,10 +6,10 @@
  * of a limited queue take a lock of the queue held to the end of their transaction, then
  * count its running attempts on the latest committed state, so no two claims ever count
  * without seeing each other's attempts, whatever their isolation level. A per-key limit takes
- * a lock per (queue, key) instead, for the keys at the start of the lane's window it takes,
- * in one order; it counts those keys' running attempts (from awa.key_attempts, where such
- * claims record their keyed attempts) after the locks, and stops before the first job whose
- * key is at its cap.
+ * a lock per (queue, key) instead, for the keys at the start of the lane's window it takes
+ * (tried, never waited for: a key another claim holds ends the window there); it counts
+ * those keys' running attempts (from awa.key_attempts, where such claims record their keyed
+ * attempts) after the locks, and stops before the first job whose key is at its cap.
  */
 #include "flow_control.hpp"
 #include "lane_key.hpp"
@@ -53,7 +53,7 @@ HTAB *limits_cache = nullptr;
 SPIPlanPtr limits_plan = nullptr;
 SPIPlanPtr running_plan = nullptr;
 SPIPlanPtr window_plan = nullptr;
-SPIPlanPtr key_count_plans[2] = {nullptr, nullptr};
+SPIPlanPtr key_count_plan = nullptr;
 SPIPlanPtr record_key_plan = nullptr;
 
 /* The queue whose claim was last held back by per-key caps in this backend (note_key_capped). */
@@ -108,8 +108,8 @@ const char *const kWindowSql =
  * The running attempts of the keys $2 of queue $1, in the order of $2: their entries in
  * awa.key_attempts that are still open, tested as awa._open_receipts tests a receipt (the
  * fragments of receipt_sql.hpp, and the ready row still there with the entry's job) or, in
- * leases mode, by the running lease. [1]: also remove the entries found ended (only under the
- * keys' locks, so no two claims remove one entry).
+ * leases mode, by the running lease; the entries found ended are removed (the caller holds
+ * the keys' locks, so no two claims remove one entry).
  */
 #define AWA_KEY_ENTRIES                                                                                                \
 	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                         \
@@ -126,11 +126,10 @@ const char *const kWindowSql =
 #define AWA_KEY_COUNTS                                                                                                 \
 	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
 	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
-const char *const kKeyCountSql[2] = {
-	AWA_KEY_ENTRIES AWA_KEY_COUNTS,
+const char *const kKeyCountSql =
 	AWA_KEY_ENTRIES ", ended AS (DELETE FROM awa.key_attempts d USING entries x WHERE NOT x.open "
 					"  AND d.queue = x.queue AND d.concurrency_key = x.concurrency_key AND d.job_id = x.job_id "
-					"  AND d.run_lease = x.run_lease) " AWA_KEY_COUNTS};
+					"  AND d.run_lease = x.run_lease) " AWA_KEY_COUNTS;
 
 /* At most this many distinct keys in the part of a window one claim takes (their locks). */
 constexpr int kMaxKeysPerClaim = 32;
@@ -303,16 +302,15 @@ concurrency_room(text *queue, int limit)
 
 /* The running attempts of each of n keys of the queue into counts[] (kKeyCountSql). */
 static void
-count_key_attempts(text *queue, Datum *keys, int n, bool remove_ended, int64 *counts)
+count_key_attempts(text *queue, Datum *keys, int n, int64 *counts)
 {
 	static const Oid types[2] = {TEXTOID, TEXTARRAYOID};
 	Datum values[2] = {PointerGetDatum(queue),
 					   PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT))};
 	bool isnull;
 
-	keep_plan(&key_count_plans[remove_ended], kKeyCountSql[remove_ended], 2, types);
-	exec_plan_latest(key_count_plans[remove_ended], values, nullptr, !remove_ended, 0, SPI_OK_SELECT,
-					 "per-key running attempts");
+	keep_plan(&key_count_plan, kKeyCountSql, 2, types);
+	exec_plan_latest(key_count_plan, values, nullptr, false, 0, SPI_OK_SELECT, "per-key running attempts");
 	if (SPI_processed != static_cast<uint64>(n))
 		elog(ERROR, "awa_shard: per-key count returned %d rows for %d keys", static_cast<int>(SPI_processed), n);
 	for (int k = 0; k < n; k++)
@@ -331,20 +329,23 @@ window_room(const int *row_key, int64 rows, const int64 *counts, int nkeys, int 
 	return rows;
 }
 
-/* Order of key locks: by their lock tag. */
-static int
-compare_uint64(const void *a, const void *b)
+/* Take the lock of a (queue, key) unless another transaction holds it (never waits). */
+static bool
+try_key_lock(text *queue, Datum key)
 {
-	uint64 x = *static_cast<const uint64 *>(a);
-	uint64 y = *static_cast<const uint64 *>(b);
+	text *t = DatumGetTextPP(key);
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)), VARSIZE_ANY_EXHDR(t),
+								   queue_hash(queue));
+	LOCKTAG tag;
 
-	return x < y ? -1 : x > y ? 1 : 0;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kKeyLockField);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 /* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
 int64
 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-				int64 max_batch, int limit, int64 *seen, bool *stop)
+				int64 max_batch, int limit, int64 *seen)
 {
 	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
 								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
@@ -353,20 +354,22 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
 						Int64GetDatum(max_batch)};
 	Datum keys[kMaxKeysPerClaim];
-	uint64 tags[kMaxKeysPerClaim];
 	int64 counts[kMaxKeysPerClaim];
 	int nkeys = 0;
 	int64 rows;
 	int *row_key;
-	int64 room;
 
-	*stop = false;
 	keep_plan(&window_plan, kWindowSql, 10, types);
 	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
 	*seen = static_cast<int64>(SPI_processed);
 	rows = *seen;
 	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
-	/* The distinct keys of the window's first rows, up to kMaxKeysPerClaim (rows after: not now). */
+	/*
+	 * The window's rows up to the first one whose key this claim cannot lock now (another
+	 * claim of that key is running: it counts and records first) or that would be its 33rd
+	 * key. Locks are only tried, never waited for, so claims cannot deadlock on keys, whatever
+	 * order they meet them in.
+	 */
 	for (int64 i = 0; i < rows; i++)
 	{
 		bool isnull;
@@ -380,7 +383,7 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 					break;
 			if (k == nkeys)
 			{
-				if (nkeys == kMaxKeysPerClaim)
+				if (nkeys == kMaxKeysPerClaim || !try_key_lock(queue, key))
 				{
 					rows = i;
 					break;
@@ -392,35 +395,9 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	}
 	if (nkeys == 0)
 		return rows;
-	/* Without locks first: a lane that begins with a capped key is passed over, locking nothing. */
-	count_key_attempts(queue, keys, nkeys, false, counts);
-	if (window_room(row_key, rows, counts, nkeys, limit) == 0)
-		return 0;
-	/* Then each key's lock, in one order, and the exact count under them (latest committed state). */
-	for (int k = 0; k < nkeys; k++)
-	{
-		text *t = DatumGetTextPP(keys[k]);
-		uint64 h = queue_hash(queue);
-
-		tags[k] = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)), VARSIZE_ANY_EXHDR(t), h);
-	}
-	qsort(tags, nkeys, sizeof(uint64), compare_uint64);
-	for (int k = 0; k < nkeys; k++)
-	{
-		LOCKTAG tag;
-
-		if (k > 0 && tags[k] == tags[k - 1])
-			continue;
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(tags[k] >> 32), static_cast<uint32>(tags[k]),
-							 kKeyLockField);
-		(void)LockAcquire(&tag, ExclusiveLock, false, false);
-	}
-	count_key_attempts(queue, keys, nkeys, true, counts);
-	room = window_room(row_key, rows, counts, nkeys, limit);
-	/* Capped meanwhile: this claim holds key locks now, so it takes no other lane's (lock order). */
-	if (room == 0)
-		*stop = true;
-	return room;
+	/* Under the keys' locks: every claim that held one before has ended, so its attempts count. */
+	count_key_attempts(queue, keys, nkeys, counts);
+	return window_room(row_key, rows, counts, nkeys, limit);
 }
 
 /* Record the keyed attempts a claim started (flow_control.hpp). */

@@ -48,15 +48,15 @@ int64 concurrency_room(text *queue, int limit);
  * With a per-key limit: how many rows of a lane's window, from its start, a claim holding
  * the lane's head may take so that no key runs more than `limit` attempts. The window is the
  * drain's: the first `max_batch` rows of the lane in [claim_seq, bound) of the live ready
- * slots (*seen: how many), cut before a 33rd distinct key. Counted first without locks: a
- * window that begins with a capped key gives 0 and locks nothing (pass the lane over). Else
- * it takes the lock of each key of the window (in one order, to the end of the transaction),
- * counts again on the latest committed state and stops before the first job whose key is at
- * its cap; 0 then sets *stop (the claim must not lock another lane's keys). SPI must be
+ * slots (*seen: how many). The claim takes the lock of each key of the window in turn (to
+ * the end of the transaction; tried, never waited for), up to the first key another claim
+ * holds or a 33rd key; then it counts those keys' running attempts on the latest committed
+ * state and stops before the first job whose key is at its cap. 0 with *seen > 0: the lane
+ * begins with a job whose key is at its cap or busy (pass the lane over). SPI must be
  * connected.
  */
 int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-					  int64 max_batch, int limit, int64 *seen, bool *stop);
+					  int64 max_batch, int limit, int64 *seen);
 
 /*
  * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
