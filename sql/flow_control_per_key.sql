@@ -118,6 +118,10 @@ SELECT count(*) AS completed FROM awa.complete_jobs(
     ARRAY(SELECT run_lease FROM awa.leases WHERE queue = 'pk_set' ORDER BY job_id LIMIT 1));
 SELECT count(*) AS claimed_after_lease_exit FROM awa.claim_ready_runtime('pk_set', 5);
 SELECT count(*) AS recorded FROM awa.key_attempts WHERE queue = 'pk_set';
+-- An entry whose claim batch is gone (as when its claim-ring slot is pruned) has ended: the
+-- two receipts' places are free again (the lease still holds one).
+DELETE FROM awa.claim_batches WHERE queue = 'pk_set';
+SELECT count(*) AS claimed_after_batches_gone FROM awa.claim_ready_runtime('pk_set', 5);
 -- Removing the limit forgets the entries; drop_queue too.
 SELECT awa.set_concurrency_limit('pk_set', NULL, p_per_key => true);
 SELECT count(*) AS recorded_after_removal FROM awa.key_attempts WHERE queue = 'pk_set';

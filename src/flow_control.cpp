@@ -106,23 +106,26 @@ const char *const kWindowSql =
 
 /*
  * The running attempts of the keys $2 of queue $1, in the order of $2: their entries in
- * awa.key_attempts that are still open, tested as awa._open_receipts tests a receipt (the
- * fragments of receipt_sql.hpp, and the ready row still there with the entry's job) or, in
- * leases mode, by the running lease; the entries found ended are removed (the caller holds
- * the keys' locks, so no two claims remove one entry).
+ * awa.key_attempts whose attempt is still open. In receipts mode that is the receipt as
+ * awa._open_receipts finds it (its ready row, the claim batch naming the row, the attempt's
+ * run lease) with the open-receipt test of receipt_sql.hpp: an entry whose batch was pruned
+ * with its claim slot, or whose ready row went with its queue slot, has ended. In leases mode
+ * it is the running lease. The entries found ended are removed (the caller holds the keys'
+ * locks, so no two claims remove one entry).
  */
 #define AWA_KEY_ENTRIES                                                                                                \
 	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                         \
-	"    EXISTS (SELECT 1 FROM awa.ready_entries e WHERE e.ready_slot = c.ready_slot AND e.queue = c.queue "           \
-	"      AND e.priority = c.priority AND e.enqueue_shard = c.enqueue_shard AND e.lane_seq = c.lane_seq "             \
-	"      AND e.ready_generation = c.ready_generation AND e.job_id = c.job_id) "                                      \
-	"    AND CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "      \
+	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "          \
 	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "             \
 	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                     \
 	"      AND l.state IN ('running', 'waiting_external')) "                                                           \
-	"    ELSE " AWA_RECEIPT_NO_TERMINAL_ROW("") " AND " AWA_RECEIPT_NOT_IN_BATCH("") " AND " AWA_RECEIPT_NO_CLOSURE(   \
-		"") " END AS open "                                                                                            \
-			"  FROM awa.key_attempts c WHERE c.queue = $1 AND c.concurrency_key = ANY ($2::text[])) "
+	"    ELSE EXISTS (SELECT 1 FROM " AWA_RECEIPT_FROM_READY " WHERE r.ready_slot = c.ready_slot "                     \
+	"      AND r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard "                   \
+	"      AND r.lane_seq = c.lane_seq AND r.ready_generation = c.ready_generation AND b.claim_slot = c.claim_slot "   \
+	"      AND " AWA_RECEIPT_IS(                                                                                       \
+		"c.job_id",                                                                                                    \
+		"c.run_lease") " AND " AWA_READY_RECEIPT_OPEN ") END AS open "                                                 \
+					   "  FROM awa.key_attempts c WHERE c.queue = $1 AND c.concurrency_key = ANY ($2::text[])) "
 #define AWA_KEY_COUNTS                                                                                                 \
 	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
 	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
