@@ -119,7 +119,7 @@ SELECT is((SELECT array_agg(DISTINCT proparallel::text) FROM pg_proc
           ARRAY['s'], 'the hash functions are parallel safe');
 SELECT volatility_is('awa', 'insert_job_compat',
     ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'bigint', 'bigint', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'volatile', 'insert_job_compat is volatile');
+          'text[]', 'bytea', 'bit', 'bytea', 'text'], 'volatile', 'insert_job_compat is volatile');
 SELECT volatility_is('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'], 'volatile',
                      'claim_ready_runtime is volatile');
 SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'bigint', 'bytea'], 'volatile',
