@@ -4548,7 +4548,7 @@ DECLARE
         'queue_meta', 'queue_enqueue_heads', 'queue_claim_heads', 'claim_marks',
         'ready_entries', 'done_entries', 'completion_batches', 'leases', 'claim_batches',
         'lease_claim_closures', 'attempt_state', 'deferred_jobs', 'dlq_entries',
-        'job_unique_claims'];
+        'job_unique_claims', 'key_attempts'];
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
