@@ -112,24 +112,40 @@ const char *const kWindowSql =
  * run lease) with the open-receipt test of receipt_sql.hpp: an entry whose batch was pruned
  * with its claim slot, or whose ready row went with its queue slot, has ended. In leases mode
  * it is the running lease. Each probe names its ring's live arc ($3..$6 the queue ring's,
- * $7..$10 the claim ring's), so a plan run with them starts only the live partitions; a
- * receipt outside them is gone. The entries found ended are removed (the caller holds the
+ * $7..$10 the claim ring's, $11..$14 the lease ring's), so a plan run with them starts only
+ * the live partitions; an attempt outside them is gone. The entries found ended are removed (the caller holds the
  * keys' locks, so no two claims remove one entry).
  */
-#define AWA_KEY_ENTRIES                                                                                                \
-	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                         \
-	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "          \
-	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "             \
-	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                     \
-	"      AND l.state IN ('running', 'waiting_external')) "                                                           \
-	"    ELSE EXISTS (SELECT 1 FROM " AWA_RECEIPT_FROM_READY_ON(                                                       \
-		"AND (b.claim_slot BETWEEN $7 AND $8 OR b.claim_slot BETWEEN $9 AND $10)") " WHERE r.ready_slot = c.ready_slot " \
-		"      AND (r.ready_slot BETWEEN $3 AND $4 OR r.ready_slot BETWEEN $5 AND $6) "                                 \
-		"      AND r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard "                \
-		"      AND r.lane_seq = c.lane_seq AND r.ready_generation = c.ready_generation "                                \
-		"      AND b.claim_slot = c.claim_slot AND " AWA_RECEIPT_IS("c.job_id", "c.run_lease") " AND "                  \
-			AWA_READY_RECEIPT_OPEN_LIVE("7", "8", "9", "10", "3", "4", "5", "6") ") END AS open "                       \
-			"  FROM awa.key_attempts c WHERE c.queue = $1 AND c.concurrency_key = ANY ($2::text[])) "
+#define AWA_KEY_ENTRIES                                                                                                                                                               \
+	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                                                                                        \
+	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "                                                                         \
+	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "                                                                            \
+	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                                                                                    \
+	"      AND (l.lease_slot BETWEEN $11 AND $12 OR l.lease_slot BETWEEN $13 AND $14) "                                                                                               \
+	"      AND l.state IN ('running', 'waiting_external')) "                                                                                                                          \
+	"    ELSE EXISTS (SELECT 1 FROM " AWA_RECEIPT_FROM_READY_ON(                                                                                                                      \
+		"AND (b.claim_slot BETWEEN $7 AND $8 OR b.claim_slot BETWEEN $9 AND $10)") " WHERE r.ready_slot = "                                                                           \
+																				   "c.ready_slot "                                                                                    \
+																				   "      AND (r.ready_slot BETWEEN "                                                                 \
+																				   "$3 AND $4 OR r.ready_slot "                                                                       \
+																				   "BETWEEN $5 AND $6) "                                                                              \
+																				   "      AND r.queue = c.queue AND "                                                                 \
+																				   "r.priority = c.priority AND "                                                                     \
+																				   "r.enqueue_shard = "                                                                               \
+																				   "c.enqueue_shard "                                                                                 \
+																				   "      AND r.lane_seq = "                                                                          \
+																				   "c.lane_seq AND "                                                                                  \
+																				   "r.ready_generation = "                                                                            \
+																				   "c.ready_generation "                                                                              \
+																				   "      AND b.claim_slot = "                                                                        \
+																				   "c.claim_slot AND " AWA_RECEIPT_IS("c.job_id", "c.run_lease") " AND " AWA_READY_RECEIPT_OPEN_LIVE( \
+																					   "7", "8", "9", "10", "3", "4",                                                                 \
+																					   "5",                                                                                           \
+																					   "6") ") END AS open "                                                                          \
+																							"  FROM awa.key_attempts "                                                                \
+																							"c WHERE c.queue = $1 "                                                                   \
+																							"AND c.concurrency_key = "                                                                \
+																							"ANY ($2::text[])) "
 #define AWA_KEY_COUNTS                                                                                                 \
 	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
 	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
@@ -309,26 +325,30 @@ concurrency_room(text *queue, int limit)
 
 /*
  * The running attempts of each of n keys of the queue into counts[] (kKeyCountSql), with the
- * queue ring's live arc the claim read (queue_arc) and the claim ring's.
+ * queue ring's live arc the claim read (queue_arc: the drain's) and the claim and lease
+ * rings' read now.
  */
 static void
 count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts)
 {
-	static const Oid types[10] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID,
-								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID};
-	Datum values[10];
+	static const Oid types[14] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
+								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum values[14];
+	int unused_arc[4];
 	int claim_arc[4];
+	int lease_arc[4];
 	bool isnull;
 
-	live_slot_ranges(Ring::Claim, claim_arc);
+	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
 	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
 	for (int k = 0; k < 4; k++)
 	{
 		values[2 + k] = Int32GetDatum(queue_arc[k]);
 		values[6 + k] = Int32GetDatum(claim_arc[k]);
+		values[10 + k] = Int32GetDatum(lease_arc[k]);
 	}
-	keep_plan(&key_count_plan, kKeyCountSql, 10, types);
+	keep_plan(&key_count_plan, kKeyCountSql, 14, types);
 	exec_plan_latest(key_count_plan, values, nullptr, false, 0, SPI_OK_SELECT, "per-key running attempts");
 	if (SPI_processed != static_cast<uint64>(n))
 		elog(ERROR, "awa_shard: per-key count returned %d rows for %d keys", static_cast<int>(SPI_processed), n);
