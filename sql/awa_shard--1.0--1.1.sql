@@ -2035,7 +2035,8 @@ DROP FUNCTION awa.move_queue(bigint, text, smallint);
 DROP FUNCTION awa.retry_from_dlq(bigint, text, smallint, timestamptz);
 DROP FUNCTION awa._check_priority(smallint, text);
 
--- Enqueue one job (the reference's 12-argument signature, integer priority and attempts).
+-- Enqueue one job (the reference's 12-argument signature, integer priority and attempts,
+-- then the job's concurrency key).
 CREATE FUNCTION awa.insert_job_compat(
     p_kind text,
     p_queue text DEFAULT 'default',
@@ -2048,7 +2049,8 @@ CREATE FUNCTION awa.insert_job_compat(
     p_tags text[] DEFAULT '{}',
     p_unique_key bytea DEFAULT NULL,
     p_unique_states bit(8) DEFAULT NULL,
-    p_ordering_key bytea DEFAULT NULL)
+    p_ordering_key bytea DEFAULT NULL,
+    p_concurrency_key text DEFAULT NULL)
     RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
@@ -2068,7 +2070,8 @@ CREATE FUNCTION awa.insert_jobs(
     p_metadata jsonb[] DEFAULT NULL,
     p_unique_keys bytea[] DEFAULT NULL,
     p_unique_states bit(8)[] DEFAULT NULL,
-    p_spread_keyless boolean DEFAULT false)
+    p_spread_keyless boolean DEFAULT false,
+    p_concurrency_keys text[] DEFAULT NULL)
     RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
@@ -2251,8 +2254,8 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION
-    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea),
-    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text),
+    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]),
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint),
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint),
     awa._check_priority(bigint, text), awa.move_queue(bigint, text, bigint, text),
@@ -2262,8 +2265,8 @@ GRANT EXECUTE ON FUNCTION
     awa.lane_sequence_name(text, bigint, bigint), awa.lane_lock_key(text, bigint, bigint)
     TO awa_producer, awa_worker, awa_admin;
 GRANT EXECUTE ON FUNCTION
-    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea),
-    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean),
+    awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text),
+    awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]),
     awa.shard_for_enqueue(text, bigint, bytea), awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
     TO awa_producer, awa_admin;
 GRANT EXECUTE ON FUNCTION
@@ -2744,6 +2747,7 @@ BEGIN
          WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    k AS (DELETE FROM awa.key_attempts k WHERE k.queue = p_queue),
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
@@ -2819,6 +2823,15 @@ $$;
 ALTER TYPE awa.job_row ADD ATTRIBUTE progress jsonb;
 ALTER TYPE awa.job_row ADD ATTRIBUTE result jsonb;
 
+-- A job's concurrency key (docs/api.md, "Flow control"): a job attribute, so every table
+-- holding jobs carries it and every path that moves a job keeps it (awa.job_template).
+ALTER TABLE awa.ready_entries ADD COLUMN concurrency_key text;
+ALTER TABLE awa.done_entries ADD COLUMN concurrency_key text;
+ALTER TABLE awa.deferred_jobs ADD COLUMN concurrency_key text;
+ALTER TABLE awa.dlq_entries ADD COLUMN concurrency_key text;
+ALTER TYPE awa.taken_attempt ADD ATTRIBUTE concurrency_key text;
+ALTER TYPE awa.job_row ADD ATTRIBUTE concurrency_key text;
+
 -- awa.jobs shows what awa.job_row documents: metadata and tags '{}' and errors '[]' when
 -- the job has none (stored as NULL), as insert_job_compat returns them.
 CREATE OR REPLACE VIEW awa.jobs AS
@@ -2826,7 +2839,8 @@ CREATE OR REPLACE VIEW awa.jobs AS
            r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
            r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
            coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
-           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress, NULL::jsonb AS result
+           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress, NULL::jsonb AS result,
+           r.concurrency_key
       FROM awa.ready_entries r
       JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
@@ -2835,20 +2849,23 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
            j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
            coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
-           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb,
+           j.concurrency_key
       FROM awa.deferred_jobs j
     UNION ALL
     SELECT c.job_id, (c.ready).kind, c.queue, (c.ready).args, 'running'::awa.job_state, c.priority, c.attempt,
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb,
+           (c.ready).concurrency_key
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb,
+           r.concurrency_key
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -2861,7 +2878,8 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result,
+           coalesce(d.concurrency_key, r.concurrency_key)
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -2875,7 +2893,8 @@ CREATE OR REPLACE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb,
+           coalesce(d.concurrency_key, r.concurrency_key)
       FROM awa.ready_entries r
       JOIN awa.done_entries d
         ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
@@ -2890,7 +2909,8 @@ CREATE OR REPLACE VIEW awa.jobs AS
            (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
            b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
            coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states, r.ordering_key, b.enqueue_shard,
-           r.lane_seq, NULL::jsonb, b.results[x.k]
+           r.lane_seq, NULL::jsonb, b.results[x.k],
+           r.concurrency_key
       FROM awa.ready_entries r
       JOIN awa.completion_batches b
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
@@ -2902,7 +2922,8 @@ CREATE OR REPLACE VIEW awa.jobs AS
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
            coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
-           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb,
+           e.concurrency_key
       FROM awa.dlq_entries e;
 
 -- 1.0's receipts table, converted to claim batches above, and its partitions.
@@ -2963,7 +2984,7 @@ CREATE FUNCTION awa._queues()
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                   completed_retention interval, failed_retention interval)
+                   completed_retention interval, failed_retention interval, key_concurrency_limit integer)
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -2984,7 +3005,7 @@ BEGIN
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                 rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                completed_retention interval, failed_retention interval)
+                completed_retention interval, failed_retention interval, key_concurrency_limit integer)
              ORDER BY t.queue$q$;
         RETURN;
     END IF;
@@ -3003,7 +3024,8 @@ BEGIN
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
-           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
+           m.key_concurrency_limit
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -3014,7 +3036,8 @@ $$;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention,
+           key_concurrency_limit
       FROM awa._queues();
 
 REVOKE ALL ON FUNCTION
@@ -3166,10 +3189,10 @@ COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the q
 COMMENT ON SCHEMA awa IS 'awa_shard: a sharded, vacuum-aware job queue (docs/api.md).';
 
 -- Producing and routing.
-COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea)
-    IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
-COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean)
-    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text)
+    IS 'Enqueue one job (the reference''s 12-argument signature, then p_concurrency_key) and return it as awa.job_row. Role: awa_producer, awa_admin.';
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[])
+    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. p_concurrency_keys: the jobs'' concurrency keys. Role: awa_producer, awa_admin.';
 COMMENT ON FUNCTION awa.shard_for_enqueue(text, bigint, bytea)
     IS 'The shard a job of (queue, priority, key) would be enqueued to now in this transaction. Role: awa_producer, awa_admin.';
 COMMENT ON FUNCTION awa.reserve_enqueue_seq(text, bigint, bigint, bigint)
@@ -3443,7 +3466,7 @@ CREATE TYPE awa.job_template AS (
     job_id bigint, kind text, queue text, args jsonb, priority smallint, attempt smallint,
     run_lease bigint, max_attempts smallint, run_at timestamptz, attempted_at timestamptz,
     created_at timestamptz, unique_key bytea, unique_states bit(8), ordering_key bytea,
-    metadata jsonb, tags text[], errors jsonb);
+    metadata jsonb, tags text[], errors jsonb, concurrency_key text);
 
 -- The job attributes of any row that has them (a job table's row, awa.taken_attempt), by
 -- name; a NULL row gives a job with every attribute NULL.
@@ -4513,12 +4536,37 @@ ALTER TABLE awa.queue_meta
     ADD COLUMN rate_per_second double precision,
     ADD COLUMN rate_burst integer,
     ADD COLUMN concurrency_limit integer,
+    ADD COLUMN key_concurrency_limit integer,
     ADD CONSTRAINT queue_meta_rate_limit CHECK ((rate_per_second IS NULL) = (rate_burst IS NULL)
         AND rate_per_second > 0 AND rate_per_second <= 1e9 AND rate_burst BETWEEN 1 AND 1000000),
-    ADD CONSTRAINT queue_meta_concurrency_limit CHECK (concurrency_limit BETWEEN 1 AND 1000000);
+    ADD CONSTRAINT queue_meta_concurrency_limit CHECK (concurrency_limit BETWEEN 1 AND 1000000),
+    ADD CONSTRAINT queue_meta_key_concurrency_limit CHECK (key_concurrency_limit BETWEEN 1 AND 1000000);
 COMMENT ON COLUMN awa.queue_meta.rate_per_second IS 'Rate limit (awa.set_rate_limit): claims hand out at most rate_burst + rate_per_second x t jobs in t seconds; NULL: none.';
 COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1..1000000); NULL when the queue has none.';
 COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of the queue (awa.set_concurrency_limit, 1..1000000); NULL: no cap.';
+COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts of each concurrency key of the queue (awa.set_concurrency_limit p_per_key => true, 1..1000000); NULL: no per-key cap.';
+
+-- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
+-- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
+-- testing each entry as awa._open_receipts (or the lease) tests an attempt, instead of
+-- walking every claim batch of the queue; it removes the entries it finds ended.
+-- set_concurrency_limit(..., p_per_key => true) records the attempts already running.
+CREATE TABLE awa.key_attempts (
+    queue text NOT NULL,
+    concurrency_key text NOT NULL,
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    claim_slot integer,
+    lease_slot integer,
+    PRIMARY KEY (queue, concurrency_key, job_id, run_lease));
+SELECT pg_catalog.pg_extension_config_dump('awa.key_attempts', '');
+GRANT SELECT ON awa.key_attempts TO awa_admin;
+COMMENT ON TABLE awa.key_attempts IS 'Attempts of keyed jobs started under a per-key concurrency limit, counted by the claims of their queue; an entry whose attempt has ended is removed by the next claim that counts its key.';
 
 -- Flow control (docs/api.md, "Flow control"). Whether claims can keep rate limits: their
 -- token buckets live in shared memory, so only when the library is preloaded.
@@ -4538,7 +4586,7 @@ CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
 
--- Per-key limits are not supported yet: 0A000 naming the argument.
+-- Per-key rate limits are not supported yet: 0A000 naming the argument.
 CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
@@ -4547,13 +4595,13 @@ BEGIN
     PERFORM awa._require(p_per_key IS NULL, p_name);
     IF p_per_key THEN
         RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
-            DETAIL = 'Limits apply to the whole queue; jobs carry no concurrency key yet.',
-            HINT = 'Give the jobs that share a limit a queue of their own and set the limit on that queue.';
+            DETAIL = 'Rate limits apply to the whole queue.',
+            HINT = 'Give the jobs that share a rate limit a queue of their own, or cap each key''s running jobs with set_concurrency_limit(..., p_per_key => true).';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key limit (not yet supported).';
+COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key rate limit (not yet supported).';
 
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
@@ -4597,18 +4645,25 @@ COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
     IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
 
 -- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
--- attempts, whatever the number and isolation level of the claimers. Claims of a limited
--- queue serialise on a lock of the queue held until they commit and count its running
--- attempts on the latest committed state (docs/design.md §4, "Flow control").
+-- attempts, whatever the number and isolation level of the claimers; with p_per_key, at
+-- most p_limit running attempts of each concurrency key (the two limits are independent).
+-- Claims of a limited queue serialise on a lock of the queue held until they commit and
+-- count its running attempts on the latest committed state (docs/design.md §4, "Flow control").
 CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit bigint, p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
-    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
     IF p_limit IS NULL THEN
-        UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        IF p_per_key THEN
+            UPDATE awa.queue_meta SET key_concurrency_limit = NULL
+             WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            DELETE FROM awa.key_attempts WHERE queue = p_queue;
+        ELSE
+            UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        END IF;
         RETURN;
     END IF;
     IF p_limit NOT BETWEEN 1 AND 1000000 THEN
@@ -4616,14 +4671,35 @@ BEGIN
             DETAIL = format('The value is %s.', p_limit),
             HINT = 'Pass NULL to remove the limit; pause the queue to stop its claims.';
     END IF;
-    INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
-    ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+    IF p_per_key THEN
+        INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
+        ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
+        -- The keyed attempts already running count from now on (claims record the others).
+        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
+                                      ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+               c.ready_slot, c.ready_generation, c.claim_slot, NULL
+          FROM awa._open_receipts c
+         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+        UNION ALL
+        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+               l.ready_slot, l.ready_generation, NULL, l.lease_slot
+          FROM awa.leases l
+          JOIN awa.ready_entries r
+            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    ELSE
+        INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
+        ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
-    IS 'Set (NULL: remove) a known queue''s cap on running attempts, exact for any number of claimers. Role: awa_admin.';
+    IS 'Set (NULL: remove) a known queue''s cap on running attempts (p_per_key: on the running attempts of each concurrency key), exact for any number of claimers. Role: awa_admin.';
 
 -- Scale-out on Citus (docs/scale-out.md): awa.citus_setup(), run on the coordinator.
 
@@ -4648,7 +4724,7 @@ DECLARE
         'queue_meta', 'queue_enqueue_heads', 'queue_claim_heads', 'claim_marks',
         'ready_entries', 'done_entries', 'completion_batches', 'leases', 'claim_batches',
         'lease_claim_closures', 'attempt_state', 'deferred_jobs', 'dlq_entries',
-        'job_unique_claims'];
+        'job_unique_claims', 'key_attempts'];
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
@@ -5044,7 +5120,8 @@ BEGIN
                         ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                        AND r.lane_seq >= h.claim_seq
                      WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
-                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
+                   m.key_concurrency_limit
               FROM awa.queue_counts_exact(v_queue) c
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);

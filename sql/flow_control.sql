@@ -25,7 +25,7 @@ SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
     ($$SELECT awa.set_concurrency_limit('fc_rate', 0)$$),
     ($$SELECT awa.set_concurrency_limit('fc_rate', -5)$$),
     ($$SELECT awa.set_concurrency_limit('fc_rate', 1000001)$$),
-    ($$SELECT awa.set_concurrency_limit('fc_rate', 1, true)$$),
+    ($$SELECT awa.set_concurrency_limit('fc_rate', 1, NULL)$$),
     ($$SELECT awa.set_concurrency_limit('fc_nope', 1)$$)) a(call);
 -- A failed call changed nothing.
 SELECT queue, rate_per_second, rate_burst, concurrency_limit FROM awa.queues WHERE queue = 'fc_rate';

@@ -34,7 +34,7 @@ RESET client_min_messages;
 SELECT pg_temp.sqlstate_of($$SELECT awa._count_failed(repeat('x', 10 * 1024 * 1024), 0::smallint)$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa._count_failed(repeat(U&'\+01F600', 201), 0::smallint)$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa._enqueue_ready(ARRAY[ROW(1, 'k', repeat('q', 10 * 1024 * 1024), '{}', 'scheduled',
-    2, 0, 0, 25, now(), NULL, NULL, now(), NULL, NULL, NULL, NULL, NULL, NULL)::awa.deferred_jobs])$$);
+    2, 0, 0, 25, now(), NULL, NULL, now(), NULL, NULL, NULL, NULL, NULL, NULL, NULL)::awa.deferred_jobs])$$);
 -- The longest valid name (200 four-byte characters) still counts, and reads back intact.
 SELECT awa._count_failed(repeat(U&'\+01F600', 200), 0::smallint);
 SELECT length(queue) AS chars, octet_length(queue) AS bytes, failed FROM awa.shard_stats WHERE failed > 0;

@@ -56,7 +56,7 @@ SPIPlanPtr heartbeat_leases_plan[2];
 	" ROW(" A ".job_id, r.kind, " A ".queue, r.args, " A ".priority, " A ".attempt, " A ".run_lease, " A               \
 	".max_attempts, r.run_at, " ATTEMPTED_AT ", r.created_at, r.unique_key, r.unique_states, r.ordering_key, "         \
 	"r.metadata, r.tags, r.errors, " A ".ready_slot, " A ".ready_generation, " A ".enqueue_shard, " A                  \
-	".lane_seq)::awa.taken_attempt "
+	".lane_seq, r.concurrency_key)::awa.taken_attempt "
 
 /*
  * Every take statement has the parameters ($1 job_id, $2 run_lease, $3 outcome, $4 queue)

@@ -21,7 +21,9 @@
  * a visible N+1 already proves that N has ended.
  * Flow control (flow_control.cpp, rate_limit.cpp): before the walk, a queue with limits
  * lowers max_batch to the room left under its concurrency limit and to the tokens of its
- * rate limit; a queue without limits pays one look-up in a backend cache.
+ * rate limit; a queue without limits pays one look-up in a backend cache. With a per-key
+ * limit the drain of a lane stops before the first job whose key is at its cap, and a lane
+ * that begins with such a job is passed over for the rest of the claim (passed_lanes).
  */
 #include "catalog_version.hpp"
 #include "citus.hpp"
@@ -197,6 +199,28 @@ promote_own_queue(text *queue)
 	 */
 	(void)awa::run_unless_serialization_failure(
 		[](void *arg) { (void)awa::promote_due_queue(static_cast<text *>(arg), kClaimPromoteLimit); }, queue);
+}
+
+/*
+ * Lanes this claim has locked and passed over because their first job's key was at its
+ * per-key cap: the walk skips them (its own head locks would not be skipped by SKIP LOCKED).
+ * Reset at the start of every claim; when full, the walk finds nothing more.
+ */
+struct PassedLanes
+{
+	int n;
+	int16 priority[64];
+	int16 shard[64];
+} passed_lanes;
+
+/* Whether the claim has passed over this lane (per-key caps). */
+bool
+lane_passed(int16 priority, int16 shard)
+{
+	for (int i = 0; i < passed_lanes.n; i++)
+		if (passed_lanes.priority[i] == priority && passed_lanes.shard[i] == shard)
+			return true;
+	return false;
 }
 
 /* The lane a claim drains: its head is locked by this transaction. */
@@ -421,7 +445,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 	Head *heads;
 	int n_heads = 0;
 
-	if (n_lanes == 0)
+	if (n_lanes == 0 || passed_lanes.n == lengthof(passed_lanes.priority))
 		return false;
 	values[0] = PointerGetDatum(queue);
 	heads = static_cast<Head *>(palloc(sizeof(Head) * n_lanes));
@@ -431,6 +455,8 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 
 		h.priority = lanes[i].priority;
 		h.shard = lanes[i].shard;
+		if (passed_lanes.n > 0 && lane_passed(h.priority, h.shard))
+			continue;
 		h.claim_seq = lanes[i].claim_seq;
 		h.seq_oid = lanes[i].seq_oid;
 		h.head_xmin = lanes[i].head_xmin;
@@ -618,6 +644,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	int planner_level;
 	awa::QueueLimits limits = {};
 	int64 tokens = 0; /* taken from the rate limit's bucket */
+	int64 lane_batch;
 
 	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
 	deadline_secs = awa::seconds_arg(fcinfo, 2, "p_deadline_secs", 0);
@@ -634,6 +661,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	/* Flow control: at most the room under the concurrency limit, then the rate's tokens. */
 	if (limits.concurrency)
 		max_batch = std::min(max_batch, awa::concurrency_room(queue, limits.concurrency_limit));
+	passed_lanes.n = 0;
 	if (limits.rate && max_batch > 0)
 	{
 		max_batch =
@@ -657,6 +685,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 
 		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
 		{
+			if (passed_lanes.n > 0)
+				awa::note_key_capped(queue);
 			awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst, tokens);
 			awa::pop_hot_path_planner(planner_level);
 			if (SPI_finish() != SPI_OK_FINISH)
@@ -674,7 +704,24 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		 * it moved is in this arc.
 		 */
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
-		bound = awa::claim_bound(cand.seq_oid); /* before the drain's snapshot */
+		bound = awa::claim_bound(cand.seq_oid); /* before the drain's snapshot, and before a per-key count */
+		lane_batch = max_batch;
+		if (limits.key_concurrency)
+		{
+			int64 seen;
+
+			lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch,
+											  limits.key_concurrency_limit, &seen);
+			if (seen > 0 && lane_batch == 0)
+			{
+				/* The lane begins with a job whose key is at its cap (or busy): try the other lanes. */
+				passed_lanes.priority[passed_lanes.n] = priority;
+				passed_lanes.shard[passed_lanes.n] = shard;
+				passed_lanes.n++;
+				attempt--;
+				continue;
+			}
+		}
 		/*
 		 * A claim with a deadline holds its transaction id before the drain reads the clock
 		 * (the head lock has taken one already; this says so): deadline rescue trusts that a
@@ -683,17 +730,20 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		 */
 		if (deadline_secs > 0)
 			(void)GetTopTransactionId();
-		/* The receipts-mode drain of the 1.1 catalog runs without a planned statement when it can. */
+		/*
+		 * The receipts-mode drain of the 1.1 catalog runs without a planned statement when it
+		 * can; under a per-key limit the statement runs, whose rows record_key_attempts reads.
+		 */
 		direct = false;
-		if (catalog == Catalog::V1_1 && receipts)
+		if (catalog == Catalog::V1_1 && receipts && !limits.key_concurrency)
 		{
-			awa::DrainRequest req = {queue, priority,	   shard,	   claim_seq,	max_batch,
+			awa::DrainRequest req = {queue, priority,	   shard,	   claim_seq,	lane_batch,
 									 bound, deadline_secs, aging_secs, slot_ranges, ring};
 
 			direct = awa::drain_direct(req, rsinfo->setResult, rsinfo->setDesc, &outcome);
 		}
 		if (!direct)
-			drain_statement(queue, catalog, receipts, priority, shard, claim_seq, max_batch, deadline_secs, aging_secs,
+			drain_statement(queue, catalog, receipts, priority, shard, claim_seq, lane_batch, deadline_secs, aging_secs,
 							slot_ranges, ring, bound, &outcome);
 		if (outcome.claimed > 0)
 		{
@@ -738,6 +788,10 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	claimed = outcome.claimed;
+	/* Under a per-key limit the keyed attempts are recorded for the next claims' counts (its
+	 * drain is the statement, whose rows are in SPI_tuptable). */
+	if (limits.key_concurrency)
+		awa::record_key_attempts(queue, priority, shard, SPI_tuptable, static_cast<uint64>(claimed));
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed, claimed);
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,

@@ -42,10 +42,10 @@ namespace awa
 namespace
 {
 
-SPIPlanPtr ready_plan = nullptr;
-SPIPlanPtr ready_one_plan = nullptr;
-SPIPlanPtr deferred_plan = nullptr;
-SPIPlanPtr unique_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
+SPIPlanPtr ready_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
+SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
+SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};  /* by awa::Catalog */
+SPIPlanPtr unique_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
 
 Oid job_seq_oid = InvalidOid;
 Oid ready_parent_oid = InvalidOid;
@@ -267,11 +267,21 @@ row_column(const InsertShape &shape, int k)
 }
 
 /*
+ * Whether the statements of a catalog name job attribute k: a 1.0 catalog's job tables have
+ * no concurrency_key (its parameter stays, unused, so the parameter numbers are the same).
+ */
+bool
+catalog_has_column(Catalog catalog, int k)
+{
+	return catalog == Catalog::V1_1 || k != JOB_CONCURRENCY_KEY;
+}
+
+/*
  * Prepare (once per backend) the insert of one row with scalar parameters, or of a batch:
  * one array parameter per row column, unnested. Returns the number of parameters.
  */
 int
-prepare_insert(SPIPlanPtr *slot, const InsertShape &shape, bool batch)
+prepare_insert(SPIPlanPtr *slot, const InsertShape &shape, bool batch, Catalog catalog)
 {
 	int nrow = JOB_NCOLUMNS + shape.nown;
 	int nparams = nrow + shape.nshared;
@@ -284,25 +294,27 @@ prepare_insert(SPIPlanPtr *slot, const InsertShape &shape, bool batch)
 	initStringInfo(&sql);
 	initStringInfo(&unnest);
 	appendStringInfo(&sql, "INSERT INTO %s (", shape.table);
-	for (int k = 0; k < nparams; k++)
-		appendStringInfo(&sql, "%s%s", k > 0 ? ", " : "",
-						 k < nrow ? row_column(shape, k).name : shape.shared[k - nrow].name);
+	for (int k = 0, named = 0; k < nparams; k++)
+		if (k >= nrow || catalog_has_column(catalog, k))
+			appendStringInfo(&sql, "%s%s", named++ > 0 ? ", " : "",
+							 k < nrow ? row_column(shape, k).name : shape.shared[k - nrow].name);
 	appendStringInfoString(&sql, batch ? ") SELECT " : ") VALUES (");
-	for (int k = 0; k < nrow; k++)
+	for (int k = 0, named = 0; k < nrow; k++)
 	{
 		const JobColumnDef &c = row_column(shape, k);
+		bool used = catalog_has_column(catalog, k);
+		const char *sep = used && named++ > 0 ? ", " : "";
 
+		types[k] = batch ? get_array_type(c.elem_type) : c.type;
+		if (!used)
+			continue;
 		if (batch)
 		{
-			appendStringInfo(&sql, "%su.%s::%s", k > 0 ? ", " : "", c.name, c.sql_type);
-			appendStringInfo(&unnest, "%s$%d::%s[]", k > 0 ? ", " : "", k + 1, c.elem_sql);
-			types[k] = get_array_type(c.elem_type);
+			appendStringInfo(&sql, "%su.%s::%s", sep, c.name, c.sql_type);
+			appendStringInfo(&unnest, "%s$%d::%s[]", sep, k + 1, c.elem_sql);
 		}
 		else
-		{
-			appendStringInfo(&sql, "%s$%d::%s", k > 0 ? ", " : "", k + 1, c.sql_type);
-			types[k] = c.type;
-		}
+			appendStringInfo(&sql, "%s$%d::%s", sep, k + 1, c.sql_type);
 	}
 	for (int k = nrow; k < nparams; k++)
 	{
@@ -312,8 +324,9 @@ prepare_insert(SPIPlanPtr *slot, const InsertShape &shape, bool batch)
 	if (batch)
 	{
 		appendStringInfo(&sql, " FROM unnest(%s) AS u(", unnest.data);
-		for (int k = 0; k < nrow; k++)
-			appendStringInfo(&sql, "%s%s", k > 0 ? ", " : "", row_column(shape, k).name);
+		for (int k = 0, named = 0; k < nrow; k++)
+			if (catalog_has_column(catalog, k))
+				appendStringInfo(&sql, "%s%s", named++ > 0 ? ", " : "", row_column(shape, k).name);
 	}
 	appendStringInfoChar(&sql, ')');
 	keep_plan(slot, sql.data, nparams, types);
@@ -369,12 +382,13 @@ exec_batch(SPIPlanPtr plan, const InsertShape &shape, Column *cols, int m, const
 
 /* Insert a single ready row with scalar parameters (the common single-job path). */
 void
-insert_one_ready(const EnqueueRow &r, const RingSlot &ring)
+insert_one_ready(const EnqueueRow &r, const RingSlot &ring, Catalog catalog)
 {
 	Datum values[kMaxParams];
 	char nulls[kMaxParams];
+	SPIPlanPtr *plan = &ready_one_plan[static_cast<int>(catalog)];
 
-	prepare_insert(&ready_one_plan, kReadyShape, false);
+	prepare_insert(plan, kReadyShape, false, catalog);
 	for (int c = 0; c < JOB_NCOLUMNS; c++)
 	{
 		values[c] = r.value[c];
@@ -386,7 +400,7 @@ insert_one_ready(const EnqueueRow &r, const RingSlot &ring)
 	values[READY_RING_GENERATION] = Int64GetDatum(ring.generation);
 	for (int k = JOB_NCOLUMNS; k <= READY_RING_GENERATION; k++)
 		nulls[k] = ' ';
-	exec_plan(ready_one_plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
+	exec_plan(*plan, values, nulls, false, 0, SPI_OK_INSERT, "ready insert");
 }
 
 /*
@@ -465,7 +479,7 @@ reserve_lanes(EnqueueRow *rows, int n, int *nready)
 
 /* Insert the ready rows (in lane order) into the queue ring's write slot. */
 void
-insert_ready(const EnqueueRow *rows, const int *order, int nready)
+insert_ready(const EnqueueRow *rows, const int *order, int nready, Catalog catalog)
 {
 	RingSlot ring;
 	Column cols[kMaxRowColumns];
@@ -478,10 +492,10 @@ insert_ready(const EnqueueRow *rows, const int *order, int nready)
 		return;
 	if (nready == 1)
 	{
-		insert_one_ready(rows[order[0]], ring);
+		insert_one_ready(rows[order[0]], ring, catalog);
 		return;
 	}
-	prepare_insert(&ready_plan, kReadyShape, true);
+	prepare_insert(&ready_plan[static_cast<int>(catalog)], kReadyShape, true, catalog);
 	fill_job_columns(cols, rows, order, nready);
 	cols[READY_LANE_SEQ] = new_column(nready);
 	cols[READY_ENQUEUE_SHARD] = new_column(nready);
@@ -492,7 +506,7 @@ insert_ready(const EnqueueRow *rows, const int *order, int nready)
 	}
 	shared[0] = Int32GetDatum(ring.slot);
 	shared[1] = Int64GetDatum(ring.generation);
-	exec_batch(ready_plan, kReadyShape, cols, nready, shared, "ready insert");
+	exec_batch(ready_plan[static_cast<int>(catalog)], kReadyShape, cols, nready, shared, "ready insert");
 }
 
 /*
@@ -525,7 +539,7 @@ announce(const EnqueueRow *rows, const int *order, int nready)
 
 /* Insert the scheduled and retryable rows into deferred_jobs. */
 void
-insert_deferred(const EnqueueRow *rows, int n)
+insert_deferred(const EnqueueRow *rows, int n, Catalog catalog)
 {
 	int *pick = static_cast<int *>(palloc(sizeof(int) * n));
 	Column cols[kMaxRowColumns];
@@ -536,12 +550,12 @@ insert_deferred(const EnqueueRow *rows, int n)
 			pick[m++] = i;
 	if (m == 0)
 		return;
-	prepare_insert(&deferred_plan, kDeferredShape, true);
+	prepare_insert(&deferred_plan[static_cast<int>(catalog)], kDeferredShape, true, catalog);
 	fill_job_columns(cols, rows, pick, m);
 	cols[kDeferredState] = new_column(m);
 	for (int k = 0; k < m; k++)
 		cols[kDeferredState].values[k] = CStringGetTextDatum(rows[pick[k]].deferred_state);
-	exec_batch(deferred_plan, kDeferredShape, cols, m, nullptr, "deferred insert");
+	exec_batch(deferred_plan[static_cast<int>(catalog)], kDeferredShape, cols, m, nullptr, "deferred insert");
 }
 
 } // namespace
@@ -574,9 +588,9 @@ enqueue_rows(EnqueueRow *rows, int n, bool claim_unique_keys_flag, Catalog catal
 	if (claim_unique_keys_flag)
 		claim_unique_keys(rows, n, catalog);
 	order = reserve_lanes(rows, n, &nready);
-	insert_ready(rows, order, nready);
+	insert_ready(rows, order, nready, catalog);
 	announce(rows, order, nready);
-	insert_deferred(rows, n);
+	insert_deferred(rows, n, catalog);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 }

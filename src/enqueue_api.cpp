@@ -24,6 +24,7 @@ extern "C"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/typcache.h"
 #include "utils/varbit.h"
 }
 
@@ -93,6 +94,17 @@ set_tags(EnqueueRow *row, Datum tags, bool isnull, const char *argname)
 	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	if (n > 0)
 		row->set(awa::JOB_TAGS, PointerGetDatum(arr));
+}
+
+/* Concurrency key (checked by check_concurrency_key); NULL is none. */
+void
+set_concurrency_key(EnqueueRow *row, Datum key, bool isnull, const char *argname)
+{
+	row->set_null(awa::JOB_CONCURRENCY_KEY);
+	if (isnull)
+		return;
+	awa::check_concurrency_key(key, argname);
+	row->set(awa::JOB_CONCURRENCY_KEY, key);
 }
 
 /* Ordering key (checked by check_ordering_key); empty is a key, NULL is none. */
@@ -246,7 +258,8 @@ enum CompatArg
 	ARG_TAGS,
 	ARG_UNIQUE_KEY,
 	ARG_UNIQUE_STATES,
-	ARG_ORDERING_KEY
+	ARG_ORDERING_KEY,
+	ARG_CONCURRENCY_KEY /* 1.1 only */
 };
 
 /* The job insert_job_compat's arguments describe, every argument checked. */
@@ -284,6 +297,9 @@ compat_row(FunctionCallInfo fcinfo, TimestampTz now)
 	set_unique(row, PG_GETARG_DATUM(ARG_UNIQUE_KEY), PG_ARGISNULL(ARG_UNIQUE_KEY), PG_GETARG_DATUM(ARG_UNIQUE_STATES),
 			   PG_ARGISNULL(ARG_UNIQUE_STATES), "p_unique_key", "p_unique_states");
 	set_ordering_key(row, PG_GETARG_DATUM(ARG_ORDERING_KEY), PG_ARGISNULL(ARG_ORDERING_KEY), "p_ordering_key");
+	if (PG_NARGS() > ARG_CONCURRENCY_KEY)
+		set_concurrency_key(row, PG_GETARG_DATUM(ARG_CONCURRENCY_KEY), PG_ARGISNULL(ARG_CONCURRENCY_KEY),
+							"p_concurrency_key");
 	settle_run_at(row, now);
 	return row;
 }
@@ -368,10 +384,10 @@ AWA_SQL_FUNCTION(awa_insert_job_compat_1_1)
 
 /*
  * awa.insert_jobs(queue, kinds[], args[], priorities[], run_ats[], ordering_keys[],
- * max_attempts[], metadata[], unique_keys[], unique_states[], spread_keyless) -> bigint[] of job
+ * max_attempts[], metadata[], unique_keys[], unique_states[], spread_keyless, concurrency_keys[]) -> bigint[] of job
  * ids in input order. A one-element p_kinds is the kind of every job; the batch then has as
  * many jobs as the first optional array given (one when none is). The 1.0 catalog's
- * function has no spread_keyless argument.
+ * function has no spread_keyless and no concurrency_keys argument.
  */
 Datum
 awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
@@ -401,7 +417,10 @@ awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	OptionalArray metas = optional_array(fcinfo, 7, "p_metadata");
 	OptionalArray ukeys = optional_array(fcinfo, 8, "p_unique_keys");
 	OptionalArray umasks = optional_array(fcinfo, 9, "p_unique_states");
-	OptionalArray *optional[] = {&args, &prios, &run_ats, &keys, &maxes, &metas, &ukeys, &umasks};
+	OptionalArray ckeys = {"p_concurrency_keys", nullptr, nullptr, 0, InvalidOid};
+	if (PG_NARGS() > 11)
+		ckeys = optional_array(fcinfo, 11, "p_concurrency_keys");
+	OptionalArray *optional[] = {&args, &prios, &run_ats, &keys, &maxes, &metas, &ukeys, &umasks, &ckeys};
 
 	/* The batch size: p_kinds, or with one kind the first optional array given. */
 	n = nkinds;
@@ -442,6 +461,8 @@ awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 																			  "p_run_ats element")));
 		if (keys.values)
 			set_ordering_key(row, keys.values[i], keys.nulls[i], "p_ordering_keys element");
+		if (ckeys.values)
+			set_concurrency_key(row, ckeys.values[i], ckeys.nulls[i], "p_concurrency_keys element");
 		if (maxes.values && !maxes.nulls[i])
 			row->set(awa::JOB_MAX_ATTEMPTS,
 					 Int16GetDatum(awa::checked_max_attempts(awa::int_array_element(maxes.values[i], maxes.elemtype),
@@ -466,6 +487,20 @@ awa::insert_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 namespace awa
 {
 
+/* Whether a job row's type has a concurrency key (a 1.0 catalog's job tables have none). */
+static bool
+has_concurrency_key(HeapTupleHeader tup)
+{
+	TupleDesc desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(tup), HeapTupleHeaderGetTypMod(tup));
+	bool found = false;
+
+	for (int a = 0; a < desc->natts && !found; a++)
+		found = !TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), kJobColumns[JOB_CONCURRENCY_KEY].name) == 0;
+	ReleaseTupleDesc(desc);
+	return found;
+}
+
 /*
  * Put existing jobs (rows of a job table's type: ids, attempts, keys and bodies kept) back
  * on the ready plane with the destination queue's current width. Keyed rows go to their
@@ -480,6 +515,7 @@ enqueue_ready_array(ArrayType *arr)
 	bool *elem_nulls;
 	int n;
 	EnqueueRow *rows;
+	Catalog catalog = Catalog::V1_1; /* a 1.0 catalog's rows have no concurrency key */
 
 	deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
 	rows = static_cast<EnqueueRow *>(palloc(sizeof(EnqueueRow) * (n > 0 ? n : 1)));
@@ -492,16 +528,18 @@ enqueue_ready_array(ArrayType *arr)
 
 		require_not_null(elem_nulls[i], "row");
 		tup = DatumGetHeapTupleHeader(elems[i]);
+		if (i == 0 && !has_concurrency_key(tup))
+			catalog = Catalog::V1_0;
 		queue = DatumGetTextPP(GetAttributeByName(tup, "queue", &isnull));
 		init_row(row, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), now);
 		for (int c = 0; c < JOB_NCOLUMNS; c++)
-			if (c != JOB_QUEUE && c != JOB_RUN_AT)
+			if (c != JOB_QUEUE && c != JOB_RUN_AT && (c != JOB_CONCURRENCY_KEY || catalog == Catalog::V1_1))
 				row->value[c] = GetAttributeByName(tup, kJobColumns[c].name, &row->null[c]);
 		if (row->null[JOB_ID] || row->job_id() <= 0 || row->null[JOB_KIND])
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("row %d has no job id or kind", i + 1)));
 		checked_priority(row->priority(), "priority");
 	}
-	enqueue_rows(rows, n, false, Catalog::V1_1);
+	enqueue_rows(rows, n, false, catalog);
 	return n;
 }
 

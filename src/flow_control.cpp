@@ -5,13 +5,18 @@
  * limits pays one look-up in a backend hash table; and the concurrency limit's room: claims
  * of a limited queue take a lock of the queue held to the end of their transaction, then
  * count its running attempts on the latest committed state, so no two claims ever count
- * without seeing each other's attempts, whatever their isolation level.
+ * without seeing each other's attempts, whatever their isolation level. A per-key limit takes
+ * a lock per (queue, key) instead, for the keys at the start of the lane's window it takes
+ * (tried, never waited for: a key another claim holds ends the window there); it counts
+ * those keys' running attempts (from awa.key_attempts, where such claims record their keyed
+ * attempts) after the locks, and stops before the first job whose key is at its cap.
  */
 #include "flow_control.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
 #include "receipt_sql.hpp"
+#include "ring.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -20,7 +25,10 @@ extern "C"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
@@ -45,10 +53,18 @@ struct LimitsEntry
 HTAB *limits_cache = nullptr;
 SPIPlanPtr limits_plan = nullptr;
 SPIPlanPtr running_plan = nullptr;
+SPIPlanPtr window_plan = nullptr;
+SPIPlanPtr key_count_plan = nullptr;
+SPIPlanPtr record_key_plan = nullptr;
+
+/* The queue whose claim was last held back by per-key caps in this backend (note_key_capped). */
+std::uint32_t key_capped_queue = 0;
+bool key_capped = false;
 
 /* The queue's limits as awa.queue_meta holds them (set_rate_limit, set_concurrency_limit). */
 const char *const kLimitsSql =
-	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit FROM awa.queue_meta m WHERE m.queue = $1";
+	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit, m.key_concurrency_limit FROM awa.queue_meta m "
+	"WHERE m.queue = $1";
 
 /*
  * The queue's running attempts: open receipts and running leases, what
@@ -78,6 +94,89 @@ const char *const kRunningSql =
 		"") ") "
 			"     + (SELECT count(*) FROM awa.leases l WHERE l.queue = $1 AND l.state IN ('running', "
 			"'waiting_external'))";
+
+/*
+ * The window of a lane a claim drains (claim.cpp, AWA_DRAIN_PICK): $1 queue, $2 priority,
+ * $3 shard, lane_seq in [$4, $5) in the live slots $6..$9, lane order, the first $10; the
+ * concurrency key of each row.
+ */
+const char *const kWindowSql =
+	"SELECT r.concurrency_key FROM awa.ready_entries r "
+	"WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3 AND r.lane_seq >= $4 AND r.lane_seq < $5 "
+	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) ORDER BY r.lane_seq LIMIT $10";
+
+/*
+ * The running attempts of the keys $2 of queue $1, in the order of $2: their entries in
+ * awa.key_attempts whose attempt is still open. In receipts mode that is the receipt as
+ * awa._open_receipts finds it (its ready row, the claim batch naming the row, the attempt's
+ * run lease) with the open-receipt test of receipt_sql.hpp: an entry whose batch was pruned
+ * with its claim slot, or whose ready row went with its queue slot, has ended. In leases mode
+ * it is the running lease. Each probe names its ring's live arc ($3..$6 the queue ring's,
+ * $7..$10 the claim ring's, $11..$14 the lease ring's), so a plan run with them starts only
+ * the live partitions; an attempt outside them is gone. The entries found ended are removed (the caller holds the
+ * keys' locks, so no two claims remove one entry).
+ */
+#define AWA_KEY_ENTRIES                                                                                                                                                               \
+	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                                                                                        \
+	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "                                                                         \
+	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "                                                                            \
+	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                                                                                    \
+	"      AND (l.lease_slot BETWEEN $11 AND $12 OR l.lease_slot BETWEEN $13 AND $14) "                                                                                               \
+	"      AND l.state IN ('running', 'waiting_external')) "                                                                                                                          \
+	"    ELSE EXISTS (SELECT 1 FROM " AWA_RECEIPT_FROM_READY_ON(                                                                                                                      \
+		"AND (b.claim_slot BETWEEN $7 AND $8 OR b.claim_slot BETWEEN $9 AND $10)") " WHERE r.ready_slot = "                                                                           \
+																				   "c.ready_slot "                                                                                    \
+																				   "      AND (r.ready_slot BETWEEN "                                                                 \
+																				   "$3 AND $4 OR r.ready_slot "                                                                       \
+																				   "BETWEEN $5 AND $6) "                                                                              \
+																				   "      AND r.queue = c.queue AND "                                                                 \
+																				   "r.priority = c.priority AND "                                                                     \
+																				   "r.enqueue_shard = "                                                                               \
+																				   "c.enqueue_shard "                                                                                 \
+																				   "      AND r.lane_seq = "                                                                          \
+																				   "c.lane_seq AND "                                                                                  \
+																				   "r.ready_generation = "                                                                            \
+																				   "c.ready_generation "                                                                              \
+																				   "      AND b.claim_slot = "                                                                        \
+																				   "c.claim_slot AND " AWA_RECEIPT_IS("c.job_id", "c.run_lease") " AND " AWA_READY_RECEIPT_OPEN_LIVE( \
+																					   "7", "8", "9", "10", "3", "4",                                                                 \
+																					   "5",                                                                                           \
+																					   "6") ") END AS open "                                                                          \
+																							"  FROM awa.key_attempts "                                                                \
+																							"c WHERE c.queue = $1 "                                                                   \
+																							"AND c.concurrency_key = "                                                                \
+																							"ANY ($2::text[])) "
+#define AWA_KEY_COUNTS                                                                                                 \
+	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
+	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
+const char *const kKeyCountSql =
+	AWA_KEY_ENTRIES ", ended AS (DELETE FROM awa.key_attempts d USING entries x WHERE NOT x.open "
+					"  AND d.queue = x.queue AND d.concurrency_key = x.concurrency_key AND d.job_id = x.job_id "
+					"  AND d.run_lease = x.run_lease) " AWA_KEY_COUNTS;
+
+/* At most this many distinct keys in the part of a window one claim takes (their locks). */
+constexpr int kMaxKeysPerClaim = 32;
+
+/* Advisory-lock field of the lock of one (queue, concurrency key): next to the limit lock's. */
+constexpr uint16 kKeyLockField = 4;
+
+/*
+ * Record the attempts a claim of a queue with a per-key limit started for keyed jobs: $1
+ * queue, $2 priority, $3 shard of the lane, then the claimed rows as arrays (job_id,
+ * run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot); the key is the
+ * ready row's.
+ */
+const char *const kRecordKeySql =
+	"INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq, "
+	"  ready_slot, ready_generation, claim_slot, lease_slot) "
+	"SELECT $1, r.concurrency_key, d.job_id, d.run_lease, $2, $3, d.lane_seq, d.ready_slot, d.ready_generation, "
+	"  d.claim_slot, d.lease_slot "
+	"  FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[], $9::int[], $10::int[]) "
+	"    AS d(job_id, run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot) "
+	"  CROSS JOIN LATERAL (SELECT e.concurrency_key FROM awa.ready_entries e WHERE e.ready_slot = d.ready_slot "
+	"    AND e.queue = $1 AND e.priority = $2 AND e.enqueue_shard = $3 AND e.lane_seq = d.lane_seq "
+	"    AND e.job_id = d.job_id OFFSET 0) r "
+	" WHERE r.concurrency_key IS NOT NULL";
 
 /*
  * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)
@@ -125,6 +224,8 @@ read_limits(const char *queue, int queue_len, QueueLimits *out)
 	Datum rate = SPI_getbinval(row, desc, 1, &null_rate);
 	Datum burst = SPI_getbinval(row, desc, 2, &null_burst);
 	Datum limit = SPI_getbinval(row, desc, 3, &null_limit);
+	bool null_key_limit;
+	Datum key_limit = SPI_getbinval(row, desc, 4, &null_key_limit);
 
 	if (!null_rate && !null_burst)
 	{
@@ -137,6 +238,19 @@ read_limits(const char *queue, int queue_len, QueueLimits *out)
 		out->concurrency = true;
 		out->concurrency_limit = DatumGetInt32(limit);
 	}
+	if (!null_key_limit)
+	{
+		out->key_concurrency = true;
+		out->key_concurrency_limit = DatumGetInt32(key_limit);
+	}
+}
+
+/* The hash that names a queue in the limit lock and in note_key_capped. */
+uint64
+queue_hash(text *queue)
+{
+	return hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue),
+							   0x617761);
 }
 
 } // namespace
@@ -189,18 +303,184 @@ running_attempts(text *queue)
 	return DatumGetInt64(running);
 }
 
-/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
-int64
-concurrency_room(text *queue, int limit)
+/* Take the queue's limit lock, held to the end of the transaction. */
+static void
+take_limit_lock(text *queue)
 {
-	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
-								   VARSIZE_ANY_EXHDR(queue), 0x617761);
+	uint64 h = queue_hash(queue);
 	LOCKTAG tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
 	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+int64
+concurrency_room(text *queue, int limit)
+{
+	take_limit_lock(queue);
 	/* After the lock: every claim that held it before has committed or aborted. */
 	return static_cast<int64>(limit) - running_attempts(queue);
+}
+
+/*
+ * The running attempts of each of n keys of the queue into counts[] (kKeyCountSql), with the
+ * queue ring's live arc the claim read (queue_arc: the drain's) and the claim and lease
+ * rings' read now.
+ */
+static void
+count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts)
+{
+	static const Oid types[14] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
+								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum values[14];
+	int unused_arc[4];
+	int claim_arc[4];
+	int lease_arc[4];
+	bool isnull;
+
+	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
+	values[0] = PointerGetDatum(queue);
+	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+	for (int k = 0; k < 4; k++)
+	{
+		values[2 + k] = Int32GetDatum(queue_arc[k]);
+		values[6 + k] = Int32GetDatum(claim_arc[k]);
+		values[10 + k] = Int32GetDatum(lease_arc[k]);
+	}
+	keep_plan(&key_count_plan, kKeyCountSql, 14, types);
+	exec_plan_latest(key_count_plan, values, nullptr, false, 0, SPI_OK_SELECT, "per-key running attempts");
+	if (SPI_processed != static_cast<uint64>(n))
+		elog(ERROR, "awa_shard: per-key count returned %d rows for %d keys", static_cast<int>(SPI_processed), n);
+	for (int k = 0; k < n; k++)
+		counts[k] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Rows of the window before the first one whose key would pass its cap (row_key: -1 keyless). */
+static int64
+window_room(const int *row_key, int64 rows, const int64 *counts, int nkeys, int limit)
+{
+	int64 *taken = static_cast<int64 *>(palloc0(sizeof(int64) * nkeys));
+
+	for (int64 i = 0; i < rows; i++)
+		if (row_key[i] >= 0 && counts[row_key[i]] + ++taken[row_key[i]] > limit)
+			return i;
+	return rows;
+}
+
+/* Take the lock of a (queue, key) unless another transaction holds it (never waits). */
+static bool
+try_key_lock(text *queue, Datum key)
+{
+	text *t = DatumGetTextPP(key);
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)), VARSIZE_ANY_EXHDR(t),
+								   queue_hash(queue));
+	LOCKTAG tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kKeyLockField);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
+int64
+key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+				int64 max_batch, int limit, int64 *seen)
+{
+	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
+								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
+	Datum values[10] = {PointerGetDatum(queue),		   Int16GetDatum(priority),		  Int16GetDatum(shard),
+						Int64GetDatum(claim_seq),	   Int64GetDatum(bound),		  Int32GetDatum(slot_ranges[0]),
+						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
+						Int64GetDatum(max_batch)};
+	Datum keys[kMaxKeysPerClaim];
+	int64 counts[kMaxKeysPerClaim];
+	int nkeys = 0;
+	int64 rows;
+	int *row_key;
+
+	keep_plan(&window_plan, kWindowSql, 10, types);
+	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
+	*seen = static_cast<int64>(SPI_processed);
+	rows = *seen;
+	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
+	/*
+	 * The window's rows up to the first one whose key this claim cannot lock now (another
+	 * claim of that key is running: it counts and records first) or that would be its 33rd
+	 * key. Locks are only tried, never waited for, so claims cannot deadlock on keys, whatever
+	 * order they meet them in.
+	 */
+	for (int64 i = 0; i < rows; i++)
+	{
+		bool isnull;
+		Datum key = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		int k = -1;
+
+		if (!isnull)
+		{
+			for (k = 0; k < nkeys; k++)
+				if (datumIsEqual(keys[k], key, false, -1))
+					break;
+			if (k == nkeys)
+			{
+				if (nkeys == kMaxKeysPerClaim || !try_key_lock(queue, key))
+				{
+					rows = i;
+					break;
+				}
+				keys[nkeys++] = datumCopy(key, false, -1);
+			}
+		}
+		row_key[i] = k;
+	}
+	if (nkeys == 0)
+		return rows;
+	/* Under the keys' locks: every claim that held one before has ended, so its attempts count. */
+	count_key_attempts(queue, keys, nkeys, slot_ranges, counts);
+	return window_room(row_key, rows, counts, nkeys, limit);
+}
+
+/* Record the keyed attempts a claim started (flow_control.hpp). */
+void
+record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n)
+{
+	static const Oid types[10] = {TEXTOID,		INT2OID,	  INT2OID,		INT8ARRAYOID, INT8ARRAYOID,
+								  INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	/* Columns of the drain's result (claim_sql.hpp, AWA_DRAIN_RESULT), in the order of kRecordKeySql. */
+	static const int columns[7] = {9, 16, 3, 1, 2, 7, 5};
+	static const Oid elem_types[7] = {INT8OID, INT8OID, INT8OID, INT4OID, INT8OID, INT4OID, INT4OID};
+	Datum values[10];
+
+	if (n == 0)
+		return;
+	values[0] = PointerGetDatum(queue);
+	values[1] = Int16GetDatum(priority);
+	values[2] = Int16GetDatum(shard);
+	for (int c = 0; c < 7; c++)
+	{
+		Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+		bool *nulls = static_cast<bool *>(palloc(sizeof(bool) * n));
+		int dims[1] = {static_cast<int>(n)};
+		int lbs[1] = {1};
+		int16 typlen;
+		bool typbyval;
+		char typalign;
+
+		for (uint64 i = 0; i < n; i++)
+			elems[i] = SPI_getbinval(claimed->vals[i], claimed->tupdesc, columns[c], &nulls[i]);
+		get_typlenbyvalalign(elem_types[c], &typlen, &typbyval, &typalign);
+		values[3 + c] =
+			PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
+	}
+	keep_plan(&record_key_plan, kRecordKeySql, 10, types);
+	exec_plan_latest(record_key_plan, values, nullptr, false, 0, SPI_OK_INSERT, "per-key attempts record");
+}
+
+/* Remember that a claim of the queue was held back by per-key caps only (flow_control.hpp). */
+void
+note_key_capped(text *queue)
+{
+	key_capped_queue = static_cast<std::uint32_t>(queue_hash(queue));
+	key_capped = true;
 }
 
 /* Whether, and how long, the queue's limits hold a waiting worker back (flow_control.hpp). */
@@ -218,6 +498,11 @@ limits_hold_ms(text *queue)
 	/* No lock: a worker that sees a place claims, and its claim decides under the lock. */
 	if (hold == 0 && limits.concurrency && running_attempts(queue) >= limits.concurrency_limit)
 		hold = kCapPollMs;
+	/* The last claim of this queue here found only keys at their cap: look again later. */
+	if (hold == 0 && limits.key_concurrency && key_capped &&
+		key_capped_queue == static_cast<std::uint32_t>(queue_hash(queue)))
+		hold = kCapPollMs;
+	key_capped = false;
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 	return hold;

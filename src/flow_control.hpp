@@ -8,6 +8,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "executor/spi.h"
 }
 
 namespace awa
@@ -21,6 +22,8 @@ struct QueueLimits
 	int burst;
 	bool concurrency;
 	int concurrency_limit;
+	bool key_concurrency; /* a cap on the running attempts of each concurrency key */
+	int key_concurrency_limit;
 };
 
 /*
@@ -40,6 +43,35 @@ void forget_queue_limits();
  * connected.
  */
 int64 concurrency_room(text *queue, int limit);
+
+/*
+ * With a per-key limit: how many rows of a lane's window, from its start, a claim holding
+ * the lane's head may take so that no key runs more than `limit` attempts. The window is the
+ * drain's: the first `max_batch` rows of the lane in [claim_seq, bound) of the live ready
+ * slots (*seen: how many). The claim takes the lock of each key of the window in turn (to
+ * the end of the transaction; tried, never waited for), up to the first key another claim
+ * holds or a 33rd key; then it counts those keys' running attempts on the latest committed
+ * state and stops before the first job whose key is at its cap. 0 with *seen > 0: the lane
+ * begins with a job whose key is at its cap or busy (pass the lane over). SPI must be
+ * connected.
+ */
+int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+					  int64 max_batch, int limit, int64 *seen);
+
+/*
+ * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
+ * limit has just started: `claimed` holds the drain's n result rows (claim_sql.hpp,
+ * AWA_DRAIN_RESULT) of the lane (priority, shard); they are read before the insert runs,
+ * which replaces SPI_tuptable. SPI must be connected.
+ */
+void record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n);
+
+/*
+ * A claim of the queue returned nothing because every lane it could take began with a job
+ * whose key was at its cap: wait_for_jobs then polls (limits_hold_ms) instead of reporting
+ * work this backend's claim cannot take.
+ */
+void note_key_capped(text *queue);
 
 /*
  * For awa.wait_for_jobs: 0 when the queue's limits let a claim take a job now; else the

@@ -37,7 +37,8 @@ extern "C"
 	X(ORDERING_KEY, ordering_key, "bytea", BYTEAOID, "bytea", BYTEAOID)                                                \
 	X(METADATA, metadata, "jsonb", JSONBOID, "jsonb", JSONBOID)                                                        \
 	X(TAGS, tags, "text[]", TEXTARRAYOID, "text", TEXTOID)                                                             \
-	X(ERRORS, errors, "jsonb", JSONBOID, "jsonb", JSONBOID)
+	X(ERRORS, errors, "jsonb", JSONBOID, "jsonb", JSONBOID)                                                            \
+	X(CONCURRENCY_KEY, concurrency_key, "text", TEXTOID, "text", TEXTOID)
 
 namespace awa
 {

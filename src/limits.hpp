@@ -33,6 +33,8 @@ constexpr int kDefaultMaxAttempts = 25;
 
 /* Ordering keys: at most 1024 bytes. Tags: at most 20 a job. */
 constexpr int kMaxOrderingKeyBytes = 1024;
+/* A concurrency key (docs/api.md, "Flow control"): 1..200 bytes; NULL is no key. */
+constexpr int kMaxConcurrencyKeyBytes = 200;
 constexpr int kMaxTags = 20;
 
 /* Unique-state masks: one bit per awa.job_state, leftmost = the first state of the enum. */

@@ -349,6 +349,18 @@ check_ordering_key(Datum key, const char *argname)
 						errmsg("%s must be at most %d bytes", argname, kMaxOrderingKeyBytes)));
 }
 
+/* A concurrency key is 1..kMaxConcurrencyKeyBytes bytes; NULL (no key) is checked by the caller. */
+void
+check_concurrency_key(Datum key, const char *argname)
+{
+	int len = VARSIZE_ANY_EXHDR(DatumGetTextPP(key));
+
+	if (len < 1 || len > kMaxConcurrencyKeyBytes)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("%s must be between 1 and %d bytes", argname, kMaxConcurrencyKeyBytes),
+						errdetail("The value has %d bytes.", len), errhint("Pass NULL for a job without a key.")));
+}
+
 /* A unique key and its mask: no mask without a key, no empty key, kUniqueMaskBits bits (22023). */
 void
 check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg, const char *mask_arg)

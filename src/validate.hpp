@@ -80,6 +80,9 @@ void check_json_object(Jsonb *jb, const char *argname);
 void check_json_size(Datum value, const char *argname);
 void check_tags(ArrayType *arr, const char *argname);
 void check_ordering_key(Datum key, const char *argname);
+
+/* A concurrency key: 1..kMaxConcurrencyKeyBytes bytes (22023). */
+void check_concurrency_key(Datum key, const char *argname);
 void check_unique(Datum key, bool key_null, Datum mask, bool mask_null, const char *key_arg, const char *mask_arg);
 const char *checked_enqueue_state(Datum state, const char *argname);
 

@@ -30,7 +30,8 @@ CREATE TYPE awa.job_row AS (
     enqueue_shard smallint,
     lane_seq bigint,
     progress jsonb,
-    result jsonb);
+    result jsonb,
+    concurrency_key text);
 COMMENT ON TYPE awa.job_row IS 'A job as callers see it: returned by insert_job_compat, get_job and list_jobs; the columns of awa.jobs.';
 
 -- An attempt an exit has just ended (taken out of the running set), with its ready row's body.
@@ -39,7 +40,8 @@ CREATE TYPE awa.taken_attempt AS (
     run_lease bigint, max_attempts smallint, run_at timestamptz, attempted_at timestamptz,
     created_at timestamptz, unique_key bytea, unique_states bit(8), ordering_key bytea,
     metadata jsonb, tags text[], errors jsonb,
-    ready_slot integer, ready_generation bigint, enqueue_shard smallint, lane_seq bigint);
+    ready_slot integer, ready_generation bigint, enqueue_shard smallint, lane_seq bigint,
+    concurrency_key text);
 COMMENT ON TYPE awa.taken_attempt IS 'Internal: an attempt an exit has just ended (taken out of the running set), with its ready row''s body.';
 
 -- =========================================================================================
@@ -57,6 +59,6 @@ CREATE TYPE awa.job_template AS (
     job_id bigint, kind text, queue text, args jsonb, priority smallint, attempt smallint,
     run_lease bigint, max_attempts smallint, run_at timestamptz, attempted_at timestamptz,
     created_at timestamptz, unique_key bytea, unique_states bit(8), ordering_key bytea,
-    metadata jsonb, tags text[], errors jsonb);
+    metadata jsonb, tags text[], errors jsonb, concurrency_key text);
 
 COMMENT ON TYPE awa.job_template IS 'The attributes of a job, as every table holding jobs names them (one definition; src/job_columns.hpp is the same list).';

@@ -74,6 +74,7 @@ CREATE TABLE awa.ready_entries (
     metadata jsonb,
     tags text[],
     errors jsonb,
+    concurrency_key text,
     PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot))
     PARTITION BY LIST (ready_slot);
 CREATE INDEX ready_entries_job_idx ON awa.ready_entries (job_id);
@@ -107,6 +108,7 @@ CREATE TABLE awa.done_entries (
     tags text[],
     errors jsonb,
     result jsonb,
+    concurrency_key text,
     PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot))
     PARTITION BY LIST (ready_slot);
 CREATE INDEX done_entries_job_idx ON awa.done_entries (job_id);

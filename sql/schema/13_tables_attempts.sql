@@ -135,3 +135,25 @@ CREATE TABLE awa.attempt_state (
 SELECT pg_catalog.pg_extension_config_dump('awa.attempt_state', '');
 GRANT SELECT ON awa.attempt_state TO awa_admin;
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
+
+-- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
+-- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
+-- testing each entry as awa._open_receipts (or the lease) tests an attempt, instead of
+-- walking every claim batch of the queue; it removes the entries it finds ended.
+-- set_concurrency_limit(..., p_per_key => true) records the attempts already running.
+CREATE TABLE awa.key_attempts (
+    queue text NOT NULL,
+    concurrency_key text NOT NULL,
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    priority smallint NOT NULL,
+    enqueue_shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    claim_slot integer,
+    lease_slot integer,
+    PRIMARY KEY (queue, concurrency_key, job_id, run_lease));
+SELECT pg_catalog.pg_extension_config_dump('awa.key_attempts', '');
+GRANT SELECT ON awa.key_attempts TO awa_admin;
+COMMENT ON TABLE awa.key_attempts IS 'Attempts of keyed jobs started under a per-key concurrency limit, counted by the claims of their queue; an entry whose attempt has ended is removed by the next claim that counts its key.';

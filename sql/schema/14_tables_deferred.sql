@@ -22,6 +22,7 @@ CREATE TABLE awa.deferred_jobs (
     metadata jsonb,
     tags text[],
     errors jsonb,
+    concurrency_key text,
     PRIMARY KEY (job_id, queue));
 CREATE INDEX deferred_jobs_due_idx ON awa.deferred_jobs (run_at, priority, job_id);
 CREATE INDEX deferred_jobs_queue_idx ON awa.deferred_jobs (queue, state);
@@ -56,6 +57,7 @@ CREATE TABLE awa.dlq_entries (
     dlq_reason text NOT NULL,
     dlq_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     original_run_lease bigint NOT NULL,
+    concurrency_key text,
     PRIMARY KEY (job_id, queue));
 CREATE INDEX dlq_entries_queue_idx ON awa.dlq_entries (queue, dlq_at DESC);
 SELECT pg_catalog.pg_extension_config_dump('awa.dlq_entries', '');

@@ -1,6 +1,7 @@
 -- Producer functions (C++: src/enqueue_api.cpp) and the way back onto the ready plane.
 
--- Enqueue one job (the reference's 12-argument signature, integer priority and attempts).
+-- Enqueue one job (the reference's 12-argument signature, integer priority and attempts,
+-- then the job's concurrency key).
 CREATE FUNCTION awa.insert_job_compat(
     p_kind text,
     p_queue text DEFAULT 'default',
@@ -13,15 +14,16 @@ CREATE FUNCTION awa.insert_job_compat(
     p_tags text[] DEFAULT '{}',
     p_unique_key bytea DEFAULT NULL,
     p_unique_states bit(8) DEFAULT NULL,
-    p_ordering_key bytea DEFAULT NULL)
+    p_ordering_key bytea DEFAULT NULL,
+    p_concurrency_key text DEFAULT NULL)
     RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea)
-    IS 'Enqueue one job (the reference''s 12-argument signature) and return it as awa.job_row. Role: awa_producer, awa_admin.';
+REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text)
+    IS 'Enqueue one job (the reference''s 12-argument signature, then p_concurrency_key) and return it as awa.job_row. Role: awa_producer, awa_admin.';
 
 -- Enqueue a batch into one queue. Arrays are NULL or as long as the batch; a one-element
 -- p_kinds is the kind of every job. Keyless rows of a priority share one rotor pick, or
@@ -37,15 +39,16 @@ CREATE FUNCTION awa.insert_jobs(
     p_metadata jsonb[] DEFAULT NULL,
     p_unique_keys bytea[] DEFAULT NULL,
     p_unique_states bit(8)[] DEFAULT NULL,
-    p_spread_keyless boolean DEFAULT false)
+    p_spread_keyless boolean DEFAULT false,
+    p_concurrency_keys text[] DEFAULT NULL)
     RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
-REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean) TO awa_producer, awa_admin;
-COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean)
-    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. Role: awa_producer, awa_admin.';
+REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]) TO awa_producer, awa_admin;
+COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[])
+    IS 'Enqueue a batch into one queue; returns the job ids in input order. One-element p_kinds: one kind for every job. p_spread_keyless: spread keyless rows over the shards. p_concurrency_keys: the jobs'' concurrency keys. Role: awa_producer, awa_admin.';
 
 -- Put existing jobs back on the ready plane (promotion, DLQ retry, aging, moves): ids,
 -- attempts and keys are kept; the destination queue's current width picks the shard.

@@ -426,6 +426,7 @@ BEGIN
          WHERE b.queue = p_queue AND b.priority = l.priority AND b.enqueue_shard = l.enqueue_shard),
     j AS (DELETE FROM awa.deferred_jobs j WHERE j.queue = p_queue RETURNING j.job_id),
     e AS (DELETE FROM awa.dlq_entries e WHERE e.queue = p_queue RETURNING e.job_id),
+    k AS (DELETE FROM awa.key_attempts k WHERE k.queue = p_queue),
     u AS (DELETE FROM awa.job_unique_claims u
            USING (SELECT job_id FROM r UNION SELECT job_id FROM d UNION SELECT job_id FROM j
                   UNION SELECT job_id FROM e) g
@@ -507,7 +508,7 @@ CREATE FUNCTION awa._queues()
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                   completed_retention interval, failed_retention interval)
+                   completed_retention interval, failed_retention interval, key_concurrency_limit integer)
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -528,7 +529,7 @@ BEGIN
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                 rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                completed_retention interval, failed_retention interval)
+                completed_retention interval, failed_retention interval, key_concurrency_limit integer)
              ORDER BY t.queue$q$;
         RETURN;
     END IF;
@@ -547,7 +548,8 @@ BEGIN
                 ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
-           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+           m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
+           m.key_concurrency_limit
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -576,7 +578,7 @@ CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
 
--- Per-key limits are not supported yet: 0A000 naming the argument.
+-- Per-key rate limits are not supported yet: 0A000 naming the argument.
 CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
@@ -585,13 +587,13 @@ BEGIN
     PERFORM awa._require(p_per_key IS NULL, p_name);
     IF p_per_key THEN
         RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
-            DETAIL = 'Limits apply to the whole queue; jobs carry no concurrency key yet.',
-            HINT = 'Give the jobs that share a limit a queue of their own and set the limit on that queue.';
+            DETAIL = 'Rate limits apply to the whole queue.',
+            HINT = 'Give the jobs that share a rate limit a queue of their own, or cap each key''s running jobs with set_concurrency_limit(..., p_per_key => true).';
     END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key limit (not yet supported).';
+COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key rate limit (not yet supported).';
 
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
@@ -635,18 +637,25 @@ COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
     IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
 
 -- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
--- attempts, whatever the number and isolation level of the claimers. Claims of a limited
--- queue serialise on a lock of the queue held until they commit and count its running
--- attempts on the latest committed state (docs/design.md §4, "Flow control").
+-- attempts, whatever the number and isolation level of the claimers; with p_per_key, at
+-- most p_limit running attempts of each concurrency key (the two limits are independent).
+-- Claims of a limited queue serialise on a lock of the queue held until they commit and
+-- count its running attempts on the latest committed state (docs/design.md §4, "Flow control").
 CREATE FUNCTION awa.set_concurrency_limit(p_queue text, p_limit bigint, p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
-    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
     IF p_limit IS NULL THEN
-        UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        IF p_per_key THEN
+            UPDATE awa.queue_meta SET key_concurrency_limit = NULL
+             WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            DELETE FROM awa.key_attempts WHERE queue = p_queue;
+        ELSE
+            UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
+        END IF;
         RETURN;
     END IF;
     IF p_limit NOT BETWEEN 1 AND 1000000 THEN
@@ -654,11 +663,32 @@ BEGIN
             DETAIL = format('The value is %s.', p_limit),
             HINT = 'Pass NULL to remove the limit; pause the queue to stop its claims.';
     END IF;
-    INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
-    ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+    IF p_per_key THEN
+        INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
+        ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
+        -- The keyed attempts already running count from now on (claims record the others).
+        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
+                                      ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+               c.ready_slot, c.ready_generation, c.claim_slot, NULL
+          FROM awa._open_receipts c
+         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+        UNION ALL
+        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+               l.ready_slot, l.ready_generation, NULL, l.lease_slot
+          FROM awa.leases l
+          JOIN awa.ready_entries r
+            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    ELSE
+        INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
+        ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
-    IS 'Set (NULL: remove) a known queue''s cap on running attempts, exact for any number of claimers. Role: awa_admin.';
+    IS 'Set (NULL: remove) a known queue''s cap on running attempts (p_per_key: on the running attempts of each concurrency key), exact for any number of claimers. Role: awa_admin.';

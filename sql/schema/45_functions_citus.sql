@@ -20,7 +20,7 @@ DECLARE
         'queue_meta', 'queue_enqueue_heads', 'queue_claim_heads', 'claim_marks',
         'ready_entries', 'done_entries', 'completion_batches', 'leases', 'claim_batches',
         'lease_claim_closures', 'attempt_state', 'deferred_jobs', 'dlq_entries',
-        'job_unique_claims'];
+        'job_unique_claims', 'key_attempts'];
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
@@ -416,7 +416,8 @@ BEGIN
                         ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
                        AND r.lane_seq >= h.claim_seq
                      WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
-                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention
+                   m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
+                   m.key_concurrency_limit
               FROM awa.queue_counts_exact(v_queue) c
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);

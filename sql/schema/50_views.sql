@@ -7,7 +7,8 @@ CREATE VIEW awa.jobs AS
            r.attempt, r.run_lease, r.max_attempts, r.run_at, r.attempted_at, NULL::timestamptz AS finalized_at,
            r.created_at, coalesce(r.metadata, '{}'::jsonb) AS metadata, coalesce(r.tags, '{}'::text[]) AS tags,
            coalesce(r.errors, '[]'::jsonb) AS errors, r.unique_key, r.unique_states, r.ordering_key,
-           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress, NULL::jsonb AS result
+           r.enqueue_shard, r.lane_seq, NULL::jsonb AS progress, NULL::jsonb AS result,
+           r.concurrency_key
       FROM awa.ready_entries r
       JOIN awa.lane_cursors h
         ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
@@ -16,20 +17,23 @@ CREATE VIEW awa.jobs AS
     SELECT j.job_id, j.kind, j.queue, j.args, j.state, j.priority, j.attempt, j.run_lease, j.max_attempts,
            j.run_at, j.attempted_at, j.finalized_at, j.created_at, coalesce(j.metadata, '{}'::jsonb),
            coalesce(j.tags, '{}'::text[]), coalesce(j.errors, '[]'::jsonb), j.unique_key,
-           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
+           j.unique_states, j.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb,
+           j.concurrency_key
       FROM awa.deferred_jobs j
     UNION ALL
     SELECT c.job_id, (c.ready).kind, c.queue, (c.ready).args, 'running'::awa.job_state, c.priority, c.attempt,
            c.run_lease, c.max_attempts, (c.ready).run_at, c.claimed_at, NULL::timestamptz, (c.ready).created_at,
            coalesce((c.ready).metadata, '{}'::jsonb), coalesce((c.ready).tags, '{}'::text[]),
            coalesce((c.ready).errors, '[]'::jsonb), (c.ready).unique_key, (c.ready).unique_states,
-           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb
+           (c.ready).ordering_key, c.enqueue_shard, c.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue), NULL::jsonb,
+           (c.ready).concurrency_key
       FROM awa._open_receipts c
     UNION ALL
     SELECT l.job_id, r.kind, l.queue, r.args, l.state, l.priority, l.attempt, l.run_lease, l.max_attempts,
            r.run_at, l.attempted_at, NULL::timestamptz, r.created_at, coalesce(r.metadata, '{}'::jsonb),
            coalesce(r.tags, '{}'::text[]), coalesce(r.errors, '[]'::jsonb),
-           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb
+           r.unique_key, r.unique_states, r.ordering_key, l.enqueue_shard, l.lane_seq, (SELECT a.progress FROM awa.attempt_state a WHERE a.job_id = l.job_id AND a.run_lease = l.run_lease AND a.queue = l.queue), NULL::jsonb,
+           r.concurrency_key
       FROM awa.leases l
       JOIN awa.ready_entries r
         ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
@@ -42,7 +46,8 @@ CREATE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, d.result,
+           coalesce(d.concurrency_key, r.concurrency_key)
       FROM awa.done_entries d
       LEFT JOIN awa.ready_entries r
         ON r.ready_slot = d.ready_slot AND r.ready_generation = d.ready_generation AND r.queue = d.queue
@@ -56,7 +61,8 @@ CREATE VIEW awa.jobs AS
            coalesce(d.metadata, r.metadata, '{}'::jsonb), coalesce(d.tags, r.tags, '{}'::text[]),
            coalesce(d.errors, r.errors, '[]'::jsonb), coalesce(d.unique_key, r.unique_key),
            coalesce(d.unique_states, r.unique_states), coalesce(d.ordering_key, r.ordering_key),
-           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb
+           CASE WHEN d.lane_seq > 0 THEN d.enqueue_shard END, CASE WHEN d.lane_seq > 0 THEN d.lane_seq END, NULL::jsonb, NULL::jsonb,
+           coalesce(d.concurrency_key, r.concurrency_key)
       FROM awa.ready_entries r
       JOIN awa.done_entries d
         ON d.ready_slot = r.ready_slot AND d.ready_generation = r.ready_generation AND d.queue = r.queue
@@ -71,7 +77,8 @@ CREATE VIEW awa.jobs AS
            (r.attempt + 1)::smallint, r.run_lease + 1, r.max_attempts, r.run_at, b.attempted_at[x.k],
            b.finalized_at, r.created_at, coalesce(r.metadata, '{}'::jsonb), coalesce(r.tags, '{}'::text[]),
            coalesce(r.errors, '[]'::jsonb), r.unique_key, r.unique_states, r.ordering_key, b.enqueue_shard,
-           r.lane_seq, NULL::jsonb, b.results[x.k]
+           r.lane_seq, NULL::jsonb, b.results[x.k],
+           r.concurrency_key
       FROM awa.ready_entries r
       JOIN awa.completion_batches b
         ON b.queue = r.queue AND b.priority = r.priority AND b.enqueue_shard = r.enqueue_shard
@@ -83,7 +90,8 @@ CREATE VIEW awa.jobs AS
     SELECT e.job_id, e.kind, e.queue, e.args, e.state, e.priority, e.attempt, e.run_lease, e.max_attempts,
            e.run_at, e.attempted_at, e.finalized_at, e.created_at, coalesce(e.metadata, '{}'::jsonb),
            coalesce(e.tags, '{}'::text[]), coalesce(e.errors, '[]'::jsonb), e.unique_key,
-           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb
+           e.unique_states, e.ordering_key, NULL::smallint, NULL::bigint, NULL::jsonb, NULL::jsonb,
+           e.concurrency_key
       FROM awa.dlq_entries e;
 COMMENT ON VIEW awa.jobs IS 'Every job once, in its current state, with the columns of awa.job_row. Reads every table: filter it.';
 GRANT SELECT ON awa.jobs TO awa_admin, pg_monitor;
@@ -117,7 +125,8 @@ GRANT SELECT ON awa.shard_stats TO awa_admin, pg_monitor;
 -- The queues at a glance (admin and pg_monitor). depth is the cheap signal; the counts scan.
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
-           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention
+           completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention,
+           key_concurrency_limit
       FROM awa._queues();
 COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job, retentions (NULL: the default).';
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;

@@ -9,12 +9,12 @@ SELECT plan(81);
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
     ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'bigint', 'bigint', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'insert_job_compat has the 12-argument signature (bigint priority and attempts)');
+          'text[]', 'bytea', 'bit', 'bytea', 'text'], 'insert_job_compat has the 12-argument signature (bigint priority and attempts), then p_concurrency_key');
 SELECT is((SELECT count(*)::int FROM pg_proc WHERE proname = 'insert_job_compat' AND pronamespace = 'awa'::regnamespace), 1,
           'insert_job_compat has exactly one overload (11-argument calls are not ambiguous)');
 SELECT has_function('awa', 'insert_jobs',
     ARRAY['text', 'text[]', 'jsonb[]', 'bigint[]', 'timestamp with time zone[]', 'bytea[]', 'bigint[]', 'jsonb[]',
-          'bytea[]', 'bit[]', 'boolean'], 'insert_jobs signature');
+          'bytea[]', 'bit[]', 'boolean', 'text[]'], 'insert_jobs signature');
 SELECT has_function('awa', 'reserve_enqueue_seq', ARRAY['text', 'bigint', 'bigint', 'bigint'], 'reserve_enqueue_seq signature');
 SELECT has_function('awa', 'shard_for_enqueue', ARRAY['text', 'bigint', 'bytea'], 'shard_for_enqueue signature');
 SELECT has_function('awa', 'ordering_key_hash', ARRAY['bytea'], 'ordering_key_hash(bytea)');
@@ -68,7 +68,7 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'awa.job_row'::regclass AND attnum > 0 AND NOT attisdropped),
           ARRAY['id', 'kind', 'queue', 'args', 'state', 'priority', 'attempt', 'run_lease', 'max_attempts', 'run_at',
                 'attempted_at', 'finalized_at', 'created_at', 'metadata', 'tags', 'errors', 'unique_key', 'unique_states',
-                'ordering_key', 'enqueue_shard', 'lane_seq', 'progress', 'result'],
+                'ordering_key', 'enqueue_shard', 'lane_seq', 'progress', 'result', 'concurrency_key'],
           'awa.job_row columns');
 SELECT is((SELECT prorettype::regtype::text FROM pg_proc WHERE oid = 'awa.insert_jobs'::regproc), 'bigint[]', 'insert_jobs returns bigint[]');
 SELECT is((SELECT array_agg(n ORDER BY o) FROM pg_proc p,
@@ -96,7 +96,7 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'awa.queues'::regclass AND attnum > 0),
           ARRAY['queue', 'enqueue_shards', 'paused', 'dlq_enabled', 'depth', 'available', 'scheduled', 'retryable', 'running',
                 'completed', 'failed', 'cancelled', 'dlq', 'oldest_waiting_age', 'rate_per_second', 'rate_burst',
-                'concurrency_limit', 'completed_retention', 'failed_retention'],
+                'concurrency_limit', 'completed_retention', 'failed_retention', 'key_concurrency_limit'],
           'awa.queues columns');
 SELECT enum_has_labels('awa', 'job_state',
     ARRAY['scheduled', 'available', 'running', 'completed', 'retryable', 'failed', 'cancelled', 'waiting_external'],
@@ -120,7 +120,7 @@ SELECT is((SELECT array_agg(DISTINCT proparallel::text) FROM pg_proc
           ARRAY['s'], 'the hash functions are parallel safe');
 SELECT volatility_is('awa', 'insert_job_compat',
     ARRAY['text', 'text', 'jsonb', 'awa.job_state', 'bigint', 'bigint', 'timestamp with time zone', 'jsonb',
-          'text[]', 'bytea', 'bit', 'bytea'], 'volatile', 'insert_job_compat is volatile');
+          'text[]', 'bytea', 'bit', 'bytea', 'text'], 'volatile', 'insert_job_compat is volatile');
 SELECT volatility_is('awa', 'claim_ready_runtime', ARRAY['text', 'bigint', 'double precision', 'double precision'], 'volatile',
                      'claim_ready_runtime is volatile');
 SELECT volatility_is('awa', 'shard_for_enqueue', ARRAY['text', 'bigint', 'bytea'], 'volatile',
