@@ -135,5 +135,16 @@ SELECT count(*) FROM awa.claim_ready_runtime('cd_wait', 10);
 ROLLBACK;
 SELECT count(*) AS claimed_after_read_only FROM awa.claim_ready_runtime('cd_wait', 10);
 
+-- REPEATABLE READ and SERIALIZABLE claimers take the same path and commit.
+SELECT awa.create_queue('cd_iso');
+SELECT cardinality(awa.insert_jobs('cd_iso', array_fill('i'::text, ARRAY[4]))) AS enqueued;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) AS claimed_rr FROM awa.claim_ready_runtime('cd_iso', 2);
+COMMIT;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT count(*) AS claimed_serializable, min(lane_seq) AS from_seq FROM awa.claim_ready_runtime('cd_iso', 2);
+COMMIT;
+SELECT state, count(*) FROM awa.jobs WHERE queue = 'cd_iso' GROUP BY state;
+
 -- The heads of this test's queues are folded, as maintenance would, for the tests after it.
-SELECT awa.fold_claim_marks() >= 4 AS folded;
+SELECT awa.fold_claim_marks() >= 5 AS folded;
