@@ -109,8 +109,8 @@ SELECT count(*) AS second_claim, min(lane_seq), max(lane_seq), count(DISTINCT re
   FROM awa.claim_ready_runtime('cd_window', 100);
 SELECT lane_block, cardinality(lane_offsets) AS jobs FROM awa.claim_batches WHERE queue = 'cd_window' ORDER BY claim_slot, receipt_base;
 
--- 5. The heads read, the lane probes of the claim walk and of wait_for_jobs' work check,
---    the head lock and the cursor read run without statements too: none of them is kept.
+-- 5. The lane probes of the claim walk and of wait_for_jobs' work check, the head lock, the
+--    cursor read and (preloaded) the heads read run without statements too: none is kept.
 SELECT awa.create_queue('cd_wait');
 SELECT (awa.insert_job_compat('w', 'cd_wait')).id IS NOT NULL AS enqueued;
 SELECT awa.wait_for_jobs('cd_wait', 0) AS work_seen;
@@ -125,8 +125,11 @@ SELECT count(*) AS probe_statements FROM pg_backend_memory_contexts
  WHERE ident LIKE 'SELECT r.run_at, r.ready_slot, r.lane_seq FROM awa.ready_entries%'
     OR ident LIKE 'SELECT 1 FROM awa.ready_entries r%'
     OR ident LIKE 'SELECT 1 FROM awa.queue_claim_heads h%'
-    OR ident LIKE 'SELECT h.claim_seq FROM awa.lane_cursors h%'
-    OR ident LIKE 'SELECT h.priority, h.enqueue_shard, h.claim_seq%';
+    OR ident LIKE 'SELECT h.claim_seq FROM awa.lane_cursors h%';
+-- The heads read is direct where the cursor board completes it (preloaded); without the
+-- preload it reads the cursors through awa.lane_cursors, a statement.
+SELECT count(*) = 0 OR current_setting('shared_preload_libraries') NOT LIKE '%awa_shard%' AS heads_read_direct_when_preloaded
+  FROM pg_backend_memory_contexts WHERE ident LIKE 'SELECT h.priority, h.enqueue_shard, h.claim_seq%';
 
 -- A read-only transaction gets the statement's error (the head lock steps aside), and nothing is claimed.
 SELECT (awa.insert_job_compat('w3', 'cd_wait')).id IS NOT NULL AS enqueued;
