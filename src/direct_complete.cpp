@@ -38,7 +38,9 @@
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "citus.hpp"
 #include "direct_complete.hpp"
+#include "direct_insert.hpp"
 #include "enqueue_core.hpp"
+#include "ring.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -193,27 +195,6 @@ const char *const kReleaseUniqueSql =
 SPIPlanPtr forget_heartbeats_plan = nullptr;
 SPIPlanPtr release_unique_plan = nullptr;
 
-/* OID of awa.<name> (InvalidOid when missing). */
-Oid
-awa_relid(const char *name)
-{
-	return get_relname_relid(name, get_namespace_oid("awa", false));
-}
-
-/* OID of ring partition awa.<prefix><slot>; a missing partition is a broken install. */
-Oid
-partition_relid(const char *prefix, int slot)
-{
-	char name[NAMEDATALEN];
-	Oid relid;
-
-	snprintf(name, sizeof(name), "%s%d", prefix, slot);
-	relid = awa_relid(name);
-	if (!OidIsValid(relid))
-		elog(ERROR, "awa_shard: ring partition awa.%s is missing", name);
-	return relid;
-}
-
 /* Attribute number of column `name` of `rel`; a missing column is a broken install. */
 AttrNumber
 attnum_of(Relation rel, const char *name)
@@ -275,7 +256,7 @@ open_part(const char *prefix, int slot, LOCKMODE mode, const char *const *cols, 
 	Oid indexoid;
 
 	part->slot = slot;
-	part->rel = table_open(partition_relid(prefix, slot), mode);
+	part->rel = table_open(ring_partition_oid(prefix, slot), mode);
 	part->index = nullptr;
 	indexoid = find_index(part->rel, cols, ncols);
 	if (!OidIsValid(indexoid))
@@ -298,13 +279,6 @@ close_part(Part *part)
 		table_close(part->rel, NoLock);
 	part->index = nullptr;
 	part->rel = nullptr;
-}
-
-/* Whether a table has what a planned statement would add to a direct access (see the file comment). */
-bool
-needs_statement(Relation rel)
-{
-	return rel->trigdesc != nullptr || rel->rd_rules != nullptr || rel->rd_rel->relrowsecurity;
 }
 
 /* The slots of an arc (two inclusive ranges) into slots[]; returns how many. */
@@ -446,7 +420,7 @@ done_order(const void *a, const void *b)
 bool
 may(const char *table, AclMode mode)
 {
-	Oid relid = awa_relid(table);
+	Oid relid = get_relname_relid(table, get_namespace_oid("awa", false));
 
 	return OidIsValid(relid) && pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
 }
@@ -582,15 +556,16 @@ open_pass(Pass *pass, const int queue_arc[4], const int claim_arc[4], bool compl
 
 	pass->nready = arc_size(queue_arc);
 	pass->nclaim = arc_size(claim_arc);
-	pass->ready_parent = table_open(awa_relid("ready_entries"), AccessShareLock);
-	pass->claim_parent = table_open(awa_relid("claim_batches"), completing ? RowShareLock : AccessShareLock);
-	pass->done_parent = table_open(awa_relid("done_entries"), AccessShareLock);
-	pass->batches_parent = table_open(awa_relid("completion_batches"), completing ? RowExclusiveLock : AccessShareLock);
-	pass->closures_parent = table_open(awa_relid("lease_claim_closures"), AccessShareLock);
-	pass->state_rel = table_open(awa_relid("attempt_state"), AccessShareLock);
-	ok = !needs_statement(pass->ready_parent) && !needs_statement(pass->claim_parent) &&
-		 !needs_statement(pass->done_parent) && !needs_statement(pass->batches_parent) &&
-		 !needs_statement(pass->closures_parent) && !needs_statement(pass->state_rel);
+	pass->ready_parent = table_open(awa_relation("ready_entries"), AccessShareLock);
+	pass->claim_parent = table_open(awa_relation("claim_batches"), completing ? RowShareLock : AccessShareLock);
+	pass->done_parent = table_open(awa_relation("done_entries"), AccessShareLock);
+	pass->batches_parent =
+		table_open(awa_relation("completion_batches"), completing ? RowExclusiveLock : AccessShareLock);
+	pass->closures_parent = table_open(awa_relation("lease_claim_closures"), AccessShareLock);
+	pass->state_rel = table_open(awa_relation("attempt_state"), AccessShareLock);
+	ok = !needs_planned_statement(pass->ready_parent) && !needs_planned_statement(pass->claim_parent) &&
+		 !needs_planned_statement(pass->done_parent) && !needs_planned_statement(pass->batches_parent) &&
+		 !needs_planned_statement(pass->closures_parent) && !needs_planned_statement(pass->state_rel);
 
 	pass->ready_slots = static_cast<int *>(palloc(sizeof(int) * (pass->nready + 1)));
 	pass->claim_slots = static_cast<int *>(palloc(sizeof(int) * (pass->nclaim + 1)));
@@ -626,7 +601,7 @@ open_pass(Pass *pass, const int queue_arc[4], const int claim_arc[4], bool compl
 		if (ok && completing)
 		{
 			t->map = static_cast<int *>(palloc(sizeof(int) * (RelationGetDescr(t->part.rel)->natts + 1)));
-			ok = !needs_statement(t->part.rel) && t->part.rel->rd_rel->relkind == RELKIND_RELATION &&
+			ok = !needs_planned_statement(t->part.rel) && t->part.rel->rd_rel->relkind == RELKIND_RELATION &&
 				 map_batch_columns(t->part.rel, t->map);
 		}
 	}

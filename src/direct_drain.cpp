@@ -191,17 +191,6 @@ SPIPlanPtr unique_release_plan = nullptr;
 const char *const kUniqueReleaseSql =
 	"DELETE FROM awa.job_unique_claims u WHERE u.queue = $1 AND u.job_id = ANY ($2::bigint[])";
 
-/* OID of relation awa.<name>; a missing one is a broken install. */
-Oid
-awa_relation(const char *name)
-{
-	Oid relid = get_relname_relid(name, get_namespace_oid("awa", false));
-
-	if (!OidIsValid(relid))
-		elog(ERROR, "awa_shard: relation awa.%s is missing", name);
-	return relid;
-}
-
 /* Whether a table can be read by index scans as a SELECT would read it (privilege, no row security). */
 bool
 readable_directly(Relation rel)

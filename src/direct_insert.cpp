@@ -22,12 +22,14 @@ extern "C"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parsetree.h"
 #include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/varbit.h"
 }
@@ -51,16 +53,6 @@ struct AttrSource
 	Source source;
 	int index;
 };
-
-/* Whether a planned INSERT would do more on this table than direct_insert does. */
-bool
-needs_planned_statement(Relation rel)
-{
-	TupleConstr *constr = rel->rd_att->constr;
-
-	return rel->trigdesc != nullptr || rel->rd_rules != nullptr || rel->rd_rel->relrowsecurity ||
-		   (constr != nullptr && constr->has_generated_stored);
-}
 
 /*
  * Whether a value of type `type` goes into attribute `att` unchanged, as the statement's
@@ -368,6 +360,27 @@ index_keys_are(Relation rel, Relation index, const char *const *names, int n)
 			return false;
 	}
 	return true;
+}
+
+/* Whether a planned statement would do more on this table than a direct access does. */
+bool
+needs_planned_statement(Relation rel)
+{
+	TupleConstr *constr = rel->rd_att->constr;
+
+	return rel->trigdesc != nullptr || rel->rd_rules != nullptr || rel->rd_rel->relrowsecurity ||
+		   (constr != nullptr && constr->has_generated_stored);
+}
+
+/* OID of relation awa.<name>; a missing one is a broken install. */
+Oid
+awa_relation(const char *name)
+{
+	Oid relid = get_relname_relid(name, get_namespace_oid("awa", false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "awa_shard: relation awa.%s is missing", name);
+	return relid;
 }
 
 } // namespace awa

@@ -78,4 +78,13 @@ void direct_target_close(DirectTarget *t);
  */
 bool index_keys_are(Relation rel, Relation index, const char *const *names, int n);
 
+/*
+ * Whether a planned statement would do more on this table than a direct access does (a
+ * trigger, rule, row security or stored generated column): then the statement runs.
+ */
+bool needs_planned_statement(Relation rel);
+
+/* OID of relation awa.<name>; a missing one is a broken install. */
+Oid awa_relation(const char *name);
+
 } // namespace awa

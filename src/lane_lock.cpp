@@ -59,9 +59,7 @@ open_lane_table(const char *name, LOCKMODE mode, bool update)
 
 	if (citus_present())
 		return nullptr;
-	relid = get_relname_relid(name, get_namespace_oid("awa", false));
-	if (!OidIsValid(relid))
-		elog(ERROR, "awa_shard: table awa.%s is missing", name);
+	relid = awa_relation(name);
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT | (update ? ACL_UPDATE : 0)) != ACLCHECK_OK)
 		return nullptr;
 	rel = table_open(relid, mode);
