@@ -1821,7 +1821,8 @@ COMMENT ON FUNCTION awa.delete_job(bigint, text) IS 'Delete a job in any state a
 -- awa._enqueue_ready in lane order, so the jobs of one key keep their order: keyed rows
 -- keep their key's shard, keyless rows take the rotor, within the queue's current width.
 -- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
--- every queue). Returns how many rows moved up.
+-- every queue; on a Citus cluster p_queue is required, 0A000 without it, and the call must
+-- be delegated to the queue's worker). Returns how many rows moved up.
 DROP FUNCTION awa.age_waiting_priorities(interval, integer, text);
 CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit bigint DEFAULT 1000,
                                                       p_queue text DEFAULT NULL)
@@ -1845,7 +1846,15 @@ BEGIN
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
+    ELSIF awa._citus_group() IS NOT NULL THEN
+        -- Every queue at once would lock lane heads and re-enqueue on several workers in one
+        -- transaction, which a cluster cannot do (docs/scale-out.md): one queue per call.
+        RAISE EXCEPTION 'on a Citus cluster awa.age_waiting_priorities needs p_queue'
+            USING ERRCODE = '0A000',
+                  DETAIL = 'Aging every queue at once would move jobs of several workers in one transaction.',
+                  HINT = 'Call awa.age_waiting_priorities(p_older_than, p_limit, p_queue => ''the queue'') for each queue, alone in its statement.';
     END IF;
+    PERFORM awa._require_queue_local(p_queue);
     v_cutoff := clock_timestamp() - p_older_than;
     SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard)
       INTO v_queues, v_priorities, v_shards
@@ -3231,7 +3240,6 @@ COMMENT ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) IS 'Jobs of a kno
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 COMMENT ON FUNCTION awa.move_queue(bigint, text, bigint, text) IS 'Move a scheduled, retryable or waiting job to another queue and optionally priority. Role: awa_admin.';
 COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) IS 'Bring a job back from the dead-letter queue (attempt 0), optionally elsewhere or later. Role: awa_admin.';
-COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
 COMMENT ON FUNCTION awa.list_dlq(text, bigint) IS 'Dead letters of a queue (every queue when NULL), newest first. Role: awa_admin.';
 COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one queue by state (scans the queue''s rows). Role: awa_admin, pg_monitor.';
 COMMENT ON FUNCTION awa.reset_shard_stats() IS 'Forget the shared-memory per-shard counters of this database; false when not preloaded. Role: awa_admin.';
@@ -3726,30 +3734,54 @@ CREATE OR REPLACE FUNCTION awa._ready_as_deferred(r awa.ready_entries, p_queue t
 
 -- Move a failed terminal job into the dead-letter queue with a reason. The body comes
 -- from the done row or, where that is narrow, from the ready row of the same lane
--- identity (shard included). Returns false when the job has no failed terminal row.
-CREATE OR REPLACE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text) RETURNS boolean
+-- identity (shard included). Returns false when the job has no failed terminal row (in
+-- p_queue, when given). p_queue is the routing argument on a Citus cluster, where a call
+-- without it, or not delegated to the queue's worker, is refused (0A000) before anything
+-- is touched (awa._require_queue_local); by id alone it works on one server. Row by row
+-- through variables: no statement takes a whole row of a table (Citus would hand the
+-- shard's row type to awa._done_job).
+-- p_queue (the routing argument on Citus) is a new trailing argument: the 1.0 signature goes.
+DROP FUNCTION awa.move_failed_to_dlq(bigint, text);
+CREATE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
+DECLARE
+    d awa.done_entries;
+    r awa.ready_entries;
+    j awa.job_template;
+    x awa.dlq_entries;
+    v_moved boolean := false;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    WITH gone AS (
-        DELETE FROM awa.done_entries d WHERE d.job_id = p_job_id AND d.state = 'failed' RETURNING d.*)
-    INSERT INTO awa.dlq_entries
-    SELECT x.*
-      FROM gone g
-      LEFT JOIN awa.ready_entries r
-        ON r.ready_slot = g.ready_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
-       AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard AND r.lane_seq = g.lane_seq
-     CROSS JOIN LATERAL awa._done_job(g, r) j
-     CROSS JOIN LATERAL awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
-         'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
-         'finalized_at', g.finalized_at, 'created_at', coalesce(j.created_at, g.finalized_at),
-         'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', g.run_lease)) x;
-    RETURN FOUND;
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._require_queue_local(p_queue);
+    FOR d IN
+        DELETE FROM awa.done_entries g
+         WHERE g.job_id = p_job_id AND g.state = 'failed' AND (p_queue IS NULL OR g.queue = p_queue)
+        RETURNING g.*
+    LOOP
+        r := NULL;
+        SELECT e.* INTO r FROM awa.ready_entries e
+         WHERE e.ready_slot = d.ready_slot AND e.ready_generation = d.ready_generation AND e.queue = d.queue
+           AND e.priority = d.priority AND e.enqueue_shard = d.enqueue_shard AND e.lane_seq = d.lane_seq;
+        j := awa._done_job(d, r);
+        x := awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
+                 'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
+                 'finalized_at', d.finalized_at, 'created_at', coalesce(j.created_at, d.finalized_at),
+                 'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', d.run_lease));
+        INSERT INTO awa.dlq_entries SELECT (x).*;
+        v_moved := true;
+    END LOOP;
+    RETURN v_moved;
 END
 $$;
+REVOKE ALL ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) TO awa_admin;
+COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) IS 'Move a failed terminal job (in p_queue, when given: the routing argument on Citus) into the dead-letter queue. Role: awa_admin.';
 
 -- A job ended where it was live (cancelled, ...): its terminal row with the job's attributes
 -- on the lane identity p_lane (ready_slot, ready_generation, enqueue_shard, lane_seq), and
@@ -3880,26 +3912,60 @@ $$;
 
 -- One row per lane: enqueue and claim cursors, their distance, the waiting rows and the
 -- oldest waiting run_at, and whether the shard is outside the current width (draining).
+-- One server (and a Citus install before awa.citus_setup()): every lane, in one statement.
+-- On a Citus cluster, once distributed: the lanes of every worker's queues, each worker's
+-- rows read queue by queue on its own shards (awa._citus_local_shard_lag_rows) and gathered
+-- on the coordinator as awa.queues gathers its rows; on a worker, its own queues' lanes
+-- (docs/scale-out.md). A worker that does not answer fails the call (58000): a view that
+-- silently left out a worker's lanes would under-report the lag.
 CREATE OR REPLACE FUNCTION awa._shard_lag()
     RETURNS TABLE (queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
                    claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
                    enqueue_shards smallint, draining boolean)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT e.queue, e.priority, e.enqueue_shard, n.next_seq, h.claim_seq, n.next_seq - h.claim_seq,
-           w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint),
-           e.enqueue_shard >= coalesce(m.enqueue_shards, 1::smallint)
-      FROM awa.queue_enqueue_heads e
-      JOIN awa.lane_cursors h
-        ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-      LEFT JOIN awa.queue_meta m ON m.queue = e.queue
-     CROSS JOIN LATERAL (SELECT awa._lane_next_seq(e.seq_name) AS next_seq) n
-     CROSS JOIN LATERAL (
-        SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
-          FROM awa.ready_entries r
-         WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
-           AND r.lane_seq >= h.claim_seq) w
+DECLARE
+    v_group integer := awa._citus_group();
+    v_rows jsonb := '[]';
+    v_node record;
+BEGIN
+    IF v_group IS NULL THEN
+        RETURN QUERY
+        SELECT e.queue, e.priority, e.enqueue_shard, n.next_seq, h.claim_seq, n.next_seq - h.claim_seq,
+               w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint),
+               e.enqueue_shard >= coalesce(m.enqueue_shards, 1::smallint)
+          FROM awa.queue_enqueue_heads e
+          JOIN awa.lane_cursors h
+            ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+          LEFT JOIN awa.queue_meta m ON m.queue = e.queue
+         CROSS JOIN LATERAL (SELECT awa._lane_next_seq(e.seq_name) AS next_seq) n
+         CROSS JOIN LATERAL (
+            SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
+              FROM awa.ready_entries r
+             WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
+               AND r.lane_seq >= h.claim_seq) w;
+        RETURN;
+    END IF;
+    IF v_group <> 0 THEN
+        v_rows := awa._citus_local_shard_lag_rows();
+    ELSE
+        FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
+                         '''SELECT awa._citus_local_shard_lag_rows()'')' LOOP
+            IF NOT v_node.success THEN
+                RAISE EXCEPTION 'awa.shard_lag: worker %:% did not answer', v_node.nodename, v_node.nodeport
+                    USING ERRCODE = '58000', DETAIL = v_node.result;
+            END IF;
+            v_rows := v_rows || v_node.result::jsonb;
+        END LOOP;
+    END IF;
+    RETURN QUERY
+    SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+        queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
+        claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
+        enqueue_shards smallint, draining boolean)
+     ORDER BY t.queue, t.priority, t.enqueue_shard;
+END
 $$;
 
 -- Counters derived from the tables when the library is not preloaded: enqueued = lane
@@ -4439,14 +4505,16 @@ $$;
 -- NULL when no job has the id. Preloaded, it sleeps until the commit that finishes the job
 -- (src/job_wait.cpp); otherwise it re-reads the job every 100 ms. Reads the latest committed
 -- state whatever the caller's isolation level. For producers, workers and admins (it
--- discloses the job row to any holder of those roles, as get_job does).
-CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint) RETURNS awa.job_row
+-- discloses the job row to any holder of those roles, as get_job does). p_queue: the job's
+-- queue (NULL when not in it); the routing argument on a Citus cluster, where a call
+-- without it is refused (0A000); by id alone it works on one server.
+CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint, p_queue text DEFAULT NULL) RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_wait_for_job'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off;
-REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint) IS 'Wait until a job is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint, text) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint, text) IS 'Wait until a job (of p_queue, when given: the routing argument on Citus) is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
 
 -- Cancel many jobs of a queue (optionally of one kind, of some live states) with the rule of
 -- awa.cancel_job, job by job, at most p_limit (1..10000) jobs a call, oldest lane position
@@ -4516,7 +4584,7 @@ BEGIN
          LIMIT p_limit
     LOOP
         BEGIN
-            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
+            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs', p_queue))
                AND awa.retry_from_dlq(r.id, p_from_queue => p_queue) THEN
                 v_retried := v_retried + 1;
             END IF;
@@ -4857,6 +4925,16 @@ CREATE FUNCTION awa._citus_group() RETURNS integer
 REVOKE ALL ON FUNCTION awa._citus_group() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_group() IS 'Internal: this node''s Citus group once the install is distributed by awa.citus_setup(), NULL otherwise.';
 
+-- The refusal of an undelegated call, for the PL/pgSQL calls that take p_queue (C,
+-- src/citus.cpp, as the C++ entry points check it): under Citus, once distributed, 0A000
+-- with a hint unless p_queue is given and its shard is on this node; nothing without Citus.
+CREATE FUNCTION awa._require_queue_local(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_require_queue_local'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._require_queue_local(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_queue_local(text) IS 'Internal: under Citus, refuse (0A000) a call whose queue is not given or lives on another node.';
+
 -- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
 -- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
 -- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs
@@ -5131,3 +5209,56 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_local_queue_rows() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_local_queue_rows() IS 'Internal: the awa.queues rows of the queues whose shards this Citus node holds, as a JSON array.';
+
+-- The awa.shard_lag rows of one queue: awa._shard_lag's statement with queue = p_queue on
+-- every table, so that Citus runs it on the queue's shards alone (the next value of the lane
+-- sequence is read in the target list: Citus does not push down a lateral subquery without
+-- FROM next to awa.lane_cursors).
+CREATE FUNCTION awa._shard_lag_of(p_queue text)
+    RETURNS TABLE (queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
+                   claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
+                   enqueue_shards smallint, draining boolean)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT x.queue, x.priority, x.enqueue_shard, x.next_seq, x.claim_seq, x.next_seq - x.claim_seq,
+           x.waiting, x.oldest_run_at, x.enqueue_shards, x.enqueue_shard >= x.enqueue_shards
+      FROM (SELECT e.queue, e.priority, e.enqueue_shard, awa._lane_next_seq(e.seq_name) AS next_seq,
+                   h.claim_seq, w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+               AND h.queue = p_queue
+              LEFT JOIN awa.queue_meta m ON m.queue = e.queue AND m.queue = p_queue
+             CROSS JOIN LATERAL (
+                SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
+                  FROM awa.ready_entries r
+                 WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
+                   AND r.lane_seq >= h.claim_seq AND r.queue = p_queue) w
+             WHERE e.queue = p_queue) x;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_lag_of(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._shard_lag_of(text) IS 'Internal: the awa.shard_lag rows of one queue (on a Citus worker, for awa._citus_local_shard_lag_rows).';
+
+-- The awa.shard_lag rows of the queues whose shards this node holds, as a JSON array: each
+-- queue's lanes read with queue = $n on every statement (awa._shard_lag_of), so Citus
+-- answers them from the local shards; the lane sequences exist only here.
+CREATE FUNCTION awa._citus_local_shard_lag_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+BEGIN
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        v_rows := v_rows || coalesce((SELECT jsonb_agg(to_jsonb(l)) FROM awa._shard_lag_of(v_queue) l), '[]');
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_shard_lag_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_shard_lag_rows() IS 'Internal: the awa.shard_lag rows of the queues whose shards this Citus node holds, as a JSON array.';

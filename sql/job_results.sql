@@ -97,6 +97,11 @@ SELECT pg_temp.err($$SELECT awa.wait_for_job(NULL, 1)$$) AS null_job,
        pg_temp.err($$SELECT awa.wait_for_job(1, NULL)$$) AS null_timeout;
 SELECT pg_temp.err($$SELECT awa.wait_for_job(1, -1)$$) AS negative_timeout,
        pg_temp.err($$SELECT awa.wait_for_job(1, 3600001)$$) AS long_timeout;
+-- p_queue (the routing argument on a Citus cluster): the job when it is in that queue, NULL
+-- when it is not; a badly sized queue name is refused.
+SELECT state FROM awa.wait_for_job(:to_cancel, 3600000, 'res_wait');
+SELECT (awa.wait_for_job(:to_cancel, 0, 'res_other')).id IS NULL AS other_queue_is_null;
+SELECT pg_temp.err($$SELECT awa.wait_for_job(1, 0, '')$$) AS empty_queue;
 -- Cancelling the waiting query ends the wait at once (here: its statement timeout).
 SELECT id AS still_live FROM awa.insert_job_compat('res', 'res_wait') \gset
 SET statement_timeout = '200ms';

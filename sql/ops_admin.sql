@@ -144,6 +144,8 @@ SELECT awa.fail_job_to_dlq(job_id, run_lease, 'bad', 'poison') FROM ops_dlq_clai
 SELECT awa.fail_job(job_id, run_lease, 'boom') FROM ops_dlq_claim WHERE n = 'Q-fail';
 SELECT args->>'n' AS n, queue, dlq_reason, attempt FROM awa.list_dlq('ops_dlq') ORDER BY 1;
 SELECT count(*) AS other_queue FROM awa.list_dlq('ops_dlq_nothing');
+-- Told another queue (p_queue, the routing argument on a Citus cluster), it moves nothing.
+SELECT awa.move_failed_to_dlq(pg_temp.ops_id('Q-fail'), 'operator', p_queue => 'ops_dlq_other') AS other_queue;
 SELECT awa.move_failed_to_dlq(pg_temp.ops_id('Q-fail'), 'operator') AS moved,
        awa.move_failed_to_dlq(pg_temp.ops_id('Q-fail'), 'operator') AS again;
 SELECT args->>'n' AS n, kind, dlq_reason, jsonb_array_length(errors) AS errors FROM awa.list_dlq('ops_dlq', 10) ORDER BY 1;
@@ -191,6 +193,7 @@ SELECT awa.age_waiting_priorities(interval '1 second', 0);
 SELECT awa.age_waiting_priorities(interval '1 second', 10, '');
 SELECT awa.retry_from_dlq(1, '');
 SELECT awa.move_failed_to_dlq(1, NULL);
+SELECT awa.move_failed_to_dlq(1, 'x', '');
 SELECT awa.list_dlq('ops_dlq', 0);
 SELECT awa.pause_queue(repeat('x', 201));
 SELECT awa.set_enqueue_shards('ops_bad', 65);

@@ -260,3 +260,15 @@ AWA_SQL_FUNCTION(awa_citus_group)
 		PG_RETURN_NULL();
 	PG_RETURN_INT32(group);
 }
+
+/*
+ * awa._require_queue_local(queue) -> void: the refusal of the C++ entry points
+ * (require_queue_local_or_given) for a PL/pgSQL call that takes p_queue: under Citus, once
+ * distributed, 0A000 with a hint unless the queue is given and its shard is on this node;
+ * nothing without Citus (the queue may then be NULL: a call by id alone).
+ */
+AWA_SQL_FUNCTION(awa_require_queue_local)
+{
+	awa::require_queue_local_or_given(PG_ARGISNULL(0) ? nullptr : PG_GETARG_TEXT_PP(0));
+	PG_RETURN_VOID();
+}

@@ -13,6 +13,7 @@
  * Not preloaded: the waiter re-reads the job every kPollMs milliseconds.
  */
 #include "job_wait.hpp"
+#include "citus.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
@@ -69,6 +70,7 @@ std::uint64_t finished_slots[kJobWaitSlots / 64];
 bool finished_any = false;
 
 SPIPlanPtr job_plan = nullptr;
+SPIPlanPtr job_in_queue_plan = nullptr;
 
 /* The wait slot of a job of this database. */
 int
@@ -89,23 +91,31 @@ signal_slot(int s)
 
 /*
  * The job's row (awa.jobs) on the latest committed state, as a datum of the function's
- * result type, built in memory context `into`; false when no row has the id.
+ * result type, built in memory context `into`; false when no row has the id (in `queue`,
+ * when given: then every statement names the queue, as on a Citus cluster it must).
  * *terminal: whether its state is one a waiter stops at.
  */
 bool
-read_job(int64 job_id, TupleDesc result_desc, MemoryContext into, Datum *row, bool *terminal)
+read_job(int64 job_id, text *queue, TupleDesc result_desc, MemoryContext into, Datum *row, bool *terminal)
 {
-	static const Oid types[1] = {INT8OID};
-	Datum args[1] = {Int64GetDatum(job_id)};
+	static const Oid types[2] = {INT8OID, TEXTOID};
+	Datum args[2] = {Int64GetDatum(job_id), PointerGetDatum(queue)};
+	SPIPlanPtr plan;
 	bool found = false;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::keep_generic_plan(&job_plan,
-						   "SELECT j.*, j.state IN ('completed', 'failed', 'cancelled') AS terminal "
-						   "FROM awa.jobs j WHERE j.id = $1 LIMIT 1",
-						   1, types);
-	awa::exec_plan_latest(job_plan, args, nullptr, true, 1, SPI_OK_SELECT, "job read");
+	if (queue == nullptr)
+		plan = awa::keep_generic_plan(&job_plan,
+									  "SELECT j.*, j.state IN ('completed', 'failed', 'cancelled') AS terminal "
+									  "FROM awa.jobs j WHERE j.id = $1 LIMIT 1",
+									  1, types);
+	else
+		plan = awa::keep_generic_plan(&job_in_queue_plan,
+									  "SELECT j.*, j.state IN ('completed', 'failed', 'cancelled') AS terminal "
+									  "FROM awa.jobs j WHERE j.queue = $2 AND j.id = $1 LIMIT 1",
+									  2, types);
+	awa::exec_plan_latest(plan, args, nullptr, true, 1, SPI_OK_SELECT, "job read");
 	if (SPI_processed == 1)
 	{
 		TupleDesc desc = SPI_tuptable->tupdesc;
@@ -223,14 +233,17 @@ job_wait_shmem_startup()
 } // namespace awa
 
 /*
- * awa.wait_for_job(job_id, timeout_ms) -> awa.job_row: the job as soon as it is terminal
- * (at once if it already is), else its row when the timeout passes; NULL when no job has
- * the id (never enqueued, deleted, or pruned), at once or as soon as it goes.
+ * awa.wait_for_job(job_id, timeout_ms, queue) -> awa.job_row: the job as soon as it is
+ * terminal (at once if it already is), else its row when the timeout passes; NULL when no
+ * job has the id (never enqueued, deleted, or pruned; or not in p_queue when given), at once
+ * or as soon as it goes. p_queue is the routing argument on a Citus cluster, where a call
+ * without it (or not delegated to the queue's worker) is refused before the first read.
  */
 AWA_SQL_FUNCTION(awa_wait_for_job)
 {
 	int64 job_id;
 	int timeout_ms;
+	text *queue = nullptr;
 	TimestampTz deadline;
 	TupleDesc desc;
 	Datum row = (Datum)0;
@@ -242,6 +255,11 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 	awa::require_not_null(PG_ARGISNULL(0), "p_job_id");
 	job_id = PG_GETARG_INT64(0);
 	timeout_ms = awa::timeout_ms_arg(fcinfo, 1, "p_timeout_ms");
+	/* Under Citus: the queue's shard on this node, or the call refused (citus.cpp). */
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		queue = awa::checked_queue_arg(fcinfo, 2, "p_queue");
+	else
+		awa::require_queue_local_or_given(nullptr);
 	if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "awa_shard: wait_for_job must return awa.job_row");
 	desc = BlessTupleDesc(desc);
@@ -255,7 +273,7 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 		std::uint64_t seen = slot != nullptr ? pg_atomic_read_u64(&slot->finishes) : 0;
 
 		MemoryContextReset(reads);
-		if (!awa::read_job(job_id, desc, reads, &row, &terminal))
+		if (!awa::read_job(job_id, queue, desc, reads, &row, &terminal))
 			PG_RETURN_NULL();
 		if (terminal || TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline) <= 0)
 			PG_RETURN_DATUM(datumCopy(row, false, -1));

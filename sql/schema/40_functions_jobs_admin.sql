@@ -228,7 +228,8 @@ COMMENT ON FUNCTION awa.delete_job(bigint, text) IS 'Delete a job in any state a
 -- awa._enqueue_ready in lane order, so the jobs of one key keep their order: keyed rows
 -- keep their key's shard, keyless rows take the rotor, within the queue's current width.
 -- _awa_original_priority is stamped once. p_queue limits the run to one queue (NULL:
--- every queue). Returns how many rows moved up.
+-- every queue; on a Citus cluster p_queue is required, 0A000 without it, and the call must
+-- be delegated to the queue's worker). Returns how many rows moved up.
 CREATE FUNCTION awa.age_waiting_priorities(p_older_than interval, p_limit bigint DEFAULT 1000,
                                                       p_queue text DEFAULT NULL)
     RETURNS integer
@@ -251,7 +252,15 @@ BEGIN
     PERFORM awa._check_between(p_limit, 1, 100000, 'p_limit');
     IF p_queue IS NOT NULL THEN
         PERFORM awa._check_queue(p_queue, 'p_queue');
+    ELSIF awa._citus_group() IS NOT NULL THEN
+        -- Every queue at once would lock lane heads and re-enqueue on several workers in one
+        -- transaction, which a cluster cannot do (docs/scale-out.md): one queue per call.
+        RAISE EXCEPTION 'on a Citus cluster awa.age_waiting_priorities needs p_queue'
+            USING ERRCODE = '0A000',
+                  DETAIL = 'Aging every queue at once would move jobs of several workers in one transaction.',
+                  HINT = 'Call awa.age_waiting_priorities(p_older_than, p_limit, p_queue => ''the queue'') for each queue, alone in its statement.';
     END IF;
+    PERFORM awa._require_queue_local(p_queue);
     v_cutoff := clock_timestamp() - p_older_than;
     SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard)
       INTO v_queues, v_priorities, v_shards
@@ -449,33 +458,52 @@ COMMENT ON FUNCTION awa.retry_from_dlq(bigint, text, bigint, timestamptz, text) 
 
 -- Move a failed terminal job into the dead-letter queue with a reason. The body comes
 -- from the done row or, where that is narrow, from the ready row of the same lane
--- identity (shard included). Returns false when the job has no failed terminal row.
-CREATE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text) RETURNS boolean
+-- identity (shard included). Returns false when the job has no failed terminal row (in
+-- p_queue, when given). p_queue is the routing argument on a Citus cluster, where a call
+-- without it, or not delegated to the queue's worker, is refused (0A000) before anything
+-- is touched (awa._require_queue_local); by id alone it works on one server. Row by row
+-- through variables: no statement takes a whole row of a table (Citus would hand the
+-- shard's row type to awa._done_job).
+CREATE FUNCTION awa.move_failed_to_dlq(p_job_id bigint, p_reason text, p_queue text DEFAULT NULL) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
 AS $$
+DECLARE
+    d awa.done_entries;
+    r awa.ready_entries;
+    j awa.job_template;
+    x awa.dlq_entries;
+    v_moved boolean := false;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
-    WITH gone AS (
-        DELETE FROM awa.done_entries d WHERE d.job_id = p_job_id AND d.state = 'failed' RETURNING d.*)
-    INSERT INTO awa.dlq_entries
-    SELECT x.*
-      FROM gone g
-      LEFT JOIN awa.ready_entries r
-        ON r.ready_slot = g.ready_slot AND r.ready_generation = g.ready_generation AND r.queue = g.queue
-       AND r.priority = g.priority AND r.enqueue_shard = g.enqueue_shard AND r.lane_seq = g.lane_seq
-     CROSS JOIN LATERAL awa._done_job(g, r) j
-     CROSS JOIN LATERAL awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
-         'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
-         'finalized_at', g.finalized_at, 'created_at', coalesce(j.created_at, g.finalized_at),
-         'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', g.run_lease)) x;
-    RETURN FOUND;
+    IF p_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_queue, 'p_queue');
+    END IF;
+    PERFORM awa._require_queue_local(p_queue);
+    FOR d IN
+        DELETE FROM awa.done_entries g
+         WHERE g.job_id = p_job_id AND g.state = 'failed' AND (p_queue IS NULL OR g.queue = p_queue)
+        RETURNING g.*
+    LOOP
+        r := NULL;
+        SELECT e.* INTO r FROM awa.ready_entries e
+         WHERE e.ready_slot = d.ready_slot AND e.ready_generation = d.ready_generation AND e.queue = d.queue
+           AND e.priority = d.priority AND e.enqueue_shard = d.enqueue_shard AND e.lane_seq = d.lane_seq;
+        j := awa._done_job(d, r);
+        x := awa._job_row(NULL::awa.dlq_entries, j, jsonb_build_object(
+                 'args', coalesce(j.args, '{}'), 'state', 'failed', 'max_attempts', coalesce(j.max_attempts, 25),
+                 'finalized_at', d.finalized_at, 'created_at', coalesce(j.created_at, d.finalized_at),
+                 'dlq_reason', p_reason, 'dlq_at', clock_timestamp(), 'original_run_lease', d.run_lease));
+        INSERT INTO awa.dlq_entries SELECT (x).*;
+        v_moved := true;
+    END LOOP;
+    RETURN v_moved;
 END
 $$;
-REVOKE ALL ON FUNCTION awa.move_failed_to_dlq(bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text) TO awa_admin;
-COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text) IS 'Move a failed terminal job into the dead-letter queue. Role: awa_admin.';
+REVOKE ALL ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) TO awa_admin;
+COMMENT ON FUNCTION awa.move_failed_to_dlq(bigint, text, text) IS 'Move a failed terminal job (in p_queue, when given: the routing argument on Citus) into the dead-letter queue. Role: awa_admin.';
 
 -- Cancel many jobs of a queue (optionally of one kind, of some live states) with the rule of
 -- awa.cancel_job, job by job, at most p_limit (1..10000) jobs a call, oldest lane position
@@ -545,7 +573,7 @@ BEGIN
          LIMIT p_limit
     LOOP
         BEGIN
-            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs'))
+            IF (r.dead_lettered OR awa.move_failed_to_dlq(r.id, 'retry_jobs', p_queue))
                AND awa.retry_from_dlq(r.id, p_from_queue => p_queue) THEN
                 v_retried := v_retried + 1;
             END IF;
@@ -624,14 +652,16 @@ COMMENT ON FUNCTION awa.get_job(text, bigint) IS 'One job by queue and id in its
 -- NULL when no job has the id. Preloaded, it sleeps until the commit that finishes the job
 -- (src/job_wait.cpp); otherwise it re-reads the job every 100 ms. Reads the latest committed
 -- state whatever the caller's isolation level. For producers, workers and admins (it
--- discloses the job row to any holder of those roles, as get_job does).
-CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint) RETURNS awa.job_row
+-- discloses the job row to any holder of those roles, as get_job does). p_queue: the job's
+-- queue (NULL when not in it); the routing argument on a Citus cluster, where a call
+-- without it is refused (0A000); by id alone it works on one server.
+CREATE FUNCTION awa.wait_for_job(p_job_id bigint, p_timeout_ms bigint, p_queue text DEFAULT NULL) RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_wait_for_job'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off;
-REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint) TO awa_producer, awa_worker, awa_admin;
-COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint) IS 'Wait until a job is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
+REVOKE ALL ON FUNCTION awa.wait_for_job(bigint, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.wait_for_job(bigint, bigint, text) TO awa_producer, awa_worker, awa_admin;
+COMMENT ON FUNCTION awa.wait_for_job(bigint, bigint, text) IS 'Wait until a job (of p_queue, when given: the routing argument on Citus) is terminal (or the timeout) and return it; NULL when unknown. Role: awa_producer, awa_worker, awa_admin.';
 
 -- Jobs of a known queue, optionally of one state, oldest id first, at most p_limit
 -- (1..10000). Reads like awa.jobs filtered on the queue: it scans that queue's rows.

@@ -114,26 +114,60 @@ COMMENT ON FUNCTION awa.queue_counts_exact(text) IS 'Exact job counts of one que
 
 -- One row per lane: enqueue and claim cursors, their distance, the waiting rows and the
 -- oldest waiting run_at, and whether the shard is outside the current width (draining).
+-- One server (and a Citus install before awa.citus_setup()): every lane, in one statement.
+-- On a Citus cluster, once distributed: the lanes of every worker's queues, each worker's
+-- rows read queue by queue on its own shards (awa._citus_local_shard_lag_rows) and gathered
+-- on the coordinator as awa.queues gathers its rows; on a worker, its own queues' lanes
+-- (docs/scale-out.md). A worker that does not answer fails the call (58000): a view that
+-- silently left out a worker's lanes would under-report the lag.
 CREATE FUNCTION awa._shard_lag()
     RETURNS TABLE (queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
                    claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
                    enqueue_shards smallint, draining boolean)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT e.queue, e.priority, e.enqueue_shard, n.next_seq, h.claim_seq, n.next_seq - h.claim_seq,
-           w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint),
-           e.enqueue_shard >= coalesce(m.enqueue_shards, 1::smallint)
-      FROM awa.queue_enqueue_heads e
-      JOIN awa.lane_cursors h
-        ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-      LEFT JOIN awa.queue_meta m ON m.queue = e.queue
-     CROSS JOIN LATERAL (SELECT awa._lane_next_seq(e.seq_name) AS next_seq) n
-     CROSS JOIN LATERAL (
-        SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
-          FROM awa.ready_entries r
-         WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
-           AND r.lane_seq >= h.claim_seq) w
+DECLARE
+    v_group integer := awa._citus_group();
+    v_rows jsonb := '[]';
+    v_node record;
+BEGIN
+    IF v_group IS NULL THEN
+        RETURN QUERY
+        SELECT e.queue, e.priority, e.enqueue_shard, n.next_seq, h.claim_seq, n.next_seq - h.claim_seq,
+               w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint),
+               e.enqueue_shard >= coalesce(m.enqueue_shards, 1::smallint)
+          FROM awa.queue_enqueue_heads e
+          JOIN awa.lane_cursors h
+            ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+          LEFT JOIN awa.queue_meta m ON m.queue = e.queue
+         CROSS JOIN LATERAL (SELECT awa._lane_next_seq(e.seq_name) AS next_seq) n
+         CROSS JOIN LATERAL (
+            SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
+              FROM awa.ready_entries r
+             WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
+               AND r.lane_seq >= h.claim_seq) w;
+        RETURN;
+    END IF;
+    IF v_group <> 0 THEN
+        v_rows := awa._citus_local_shard_lag_rows();
+    ELSE
+        FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
+                         '''SELECT awa._citus_local_shard_lag_rows()'')' LOOP
+            IF NOT v_node.success THEN
+                RAISE EXCEPTION 'awa.shard_lag: worker %:% did not answer', v_node.nodename, v_node.nodeport
+                    USING ERRCODE = '58000', DETAIL = v_node.result;
+            END IF;
+            v_rows := v_rows || v_node.result::jsonb;
+        END LOOP;
+    END IF;
+    RETURN QUERY
+    SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+        queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
+        claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
+        enqueue_shards smallint, draining boolean)
+     ORDER BY t.queue, t.priority, t.enqueue_shard;
+END
 $$;
 REVOKE ALL ON FUNCTION awa._shard_lag() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._shard_lag() TO awa_admin, pg_monitor;

@@ -153,6 +153,16 @@ CREATE FUNCTION awa._citus_group() RETURNS integer
 REVOKE ALL ON FUNCTION awa._citus_group() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_group() IS 'Internal: this node''s Citus group once the install is distributed by awa.citus_setup(), NULL otherwise.';
 
+-- The refusal of an undelegated call, for the PL/pgSQL calls that take p_queue (C,
+-- src/citus.cpp, as the C++ entry points check it): under Citus, once distributed, 0A000
+-- with a hint unless p_queue is given and its shard is on this node; nothing without Citus.
+CREATE FUNCTION awa._require_queue_local(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_require_queue_local'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._require_queue_local(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_queue_local(text) IS 'Internal: under Citus, refuse (0A000) a call whose queue is not given or lives on another node.';
+
 -- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
 -- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
 -- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs
@@ -427,3 +437,56 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_local_queue_rows() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_local_queue_rows() IS 'Internal: the awa.queues rows of the queues whose shards this Citus node holds, as a JSON array.';
+
+-- The awa.shard_lag rows of one queue: awa._shard_lag's statement with queue = p_queue on
+-- every table, so that Citus runs it on the queue's shards alone (the next value of the lane
+-- sequence is read in the target list: Citus does not push down a lateral subquery without
+-- FROM next to awa.lane_cursors).
+CREATE FUNCTION awa._shard_lag_of(p_queue text)
+    RETURNS TABLE (queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
+                   claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
+                   enqueue_shards smallint, draining boolean)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT x.queue, x.priority, x.enqueue_shard, x.next_seq, x.claim_seq, x.next_seq - x.claim_seq,
+           x.waiting, x.oldest_run_at, x.enqueue_shards, x.enqueue_shard >= x.enqueue_shards
+      FROM (SELECT e.queue, e.priority, e.enqueue_shard, awa._lane_next_seq(e.seq_name) AS next_seq,
+                   h.claim_seq, w.waiting, w.oldest_run_at, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+               AND h.queue = p_queue
+              LEFT JOIN awa.queue_meta m ON m.queue = e.queue AND m.queue = p_queue
+             CROSS JOIN LATERAL (
+                SELECT count(*) AS waiting, min(r.run_at) AS oldest_run_at
+                  FROM awa.ready_entries r
+                 WHERE r.queue = e.queue AND r.priority = e.priority AND r.enqueue_shard = e.enqueue_shard
+                   AND r.lane_seq >= h.claim_seq AND r.queue = p_queue) w
+             WHERE e.queue = p_queue) x;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_lag_of(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._shard_lag_of(text) IS 'Internal: the awa.shard_lag rows of one queue (on a Citus worker, for awa._citus_local_shard_lag_rows).';
+
+-- The awa.shard_lag rows of the queues whose shards this node holds, as a JSON array: each
+-- queue's lanes read with queue = $n on every statement (awa._shard_lag_of), so Citus
+-- answers them from the local shards; the lane sequences exist only here.
+CREATE FUNCTION awa._citus_local_shard_lag_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+BEGIN
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        v_rows := v_rows || coalesce((SELECT jsonb_agg(to_jsonb(l)) FROM awa._shard_lag_of(v_queue) l), '[]');
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_shard_lag_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_shard_lag_rows() IS 'Internal: the awa.shard_lag rows of the queues whose shards this Citus node holds, as a JSON array.';

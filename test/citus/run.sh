@@ -41,6 +41,9 @@ check "the distributed tables of awa share one colocation group" \
 check "the worker-facing calls with p_queue are delegated with force_delegation" \
   "$(q 0 "SELECT bool_and(force_delegation) AND count(*) >= 5 FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND objid::regprocedure::text ~ '^awa\.(insert_job_compat|insert_jobs|claim_ready_runtime|wait_for_jobs|create_queue)\('")" "t"
 
+check "wait_for_job, move_failed_to_dlq and age_waiting_priorities are delegated by p_queue" \
+  "$(q 0 "SELECT count(*) FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND force_delegation AND objid::regprocedure::text ~ '^awa\.(wait_for_job|move_failed_to_dlq|age_waiting_priorities)\(' AND distribution_argument_index = 2")" "3"
+
 # Two queues on different workers.
 placement="SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column('awa.queue_meta', %s)"
 qa=""; qb=""
@@ -110,6 +113,29 @@ done
 q 0 "SELECT awa.insert_jobs('$qw', '{wake}')" >/dev/null
 wait "$waiter"
 check "a delegated wait_for_jobs is woken by a delegated enqueue of its queue" "$(cat "$AWA_CITUS_WORK.wait")" "t"
+
+# -- awa.wait_for_job with p_queue (its routing argument) is delegated to the job's worker and
+#    returns the job once a delegated completion has finished it there; by id alone, or not
+#    delegated, it is refused before it reads anything.
+jw=$(q 0 "SELECT awa.insert_jobs('$qw', '{jw}')" | tr -d '{}')
+check "wait_for_job with p_queue through the coordinator returns the job (delegated)" \
+  "$(q 0 "SELECT id || ':' || state FROM awa.wait_for_job(${jw:-0}, 0, '$qw')")" "$jw:available"
+check "wait_for_job by id alone is refused on the cluster (0A000)" \
+  "$(q 0 "SELECT state FROM awa.wait_for_job(${jw:-0}, 0)" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "... with a hint to give p_queue" \
+  "$(qv 0 "SELECT state FROM awa.wait_for_job(${jw:-0}, 0)" | grep -c '^HINT: .*p_queue')" "1"
+check "an undelegated wait_for_job (inside an expression) is refused (0A000)" \
+  "$(q 0 "SELECT (awa.wait_for_job(${jw:-0}, 0, '$qw')).state" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+jlease=$(q 0 "SELECT job_id, run_lease FROM awa.claim_ready_runtime('$qw', 10)" | awk -F'|' -v id="$jw" '$1 == id {print $2}')
+q 0 "SELECT state FROM awa.wait_for_job(${jw:-0}, 60000, '$qw')" > "$AWA_CITUS_WORK.waitjob" 2>&1 &
+waiter=$!
+for i in $(seq 1 50); do
+  [ "$(q 2 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%wait_for_job(%' AND state = 'active' AND pid <> pg_backend_pid()")" -ge 1 ] && break
+  sleep 0.2
+done
+q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[${jw:-0}]::bigint[], ARRAY[${jlease:-0}]::bigint[], p_queue => '$qw')" >/dev/null
+wait "$waiter"
+check "a delegated wait_for_job returns the job completed by a delegated completion" "$(cat "$AWA_CITUS_WORK.waitjob")" "completed"
 
 # -- Per-lane FIFO through delegation: single enqueues, claims of 3, the same order.
 for i in $(seq 1 12); do q 0 "SELECT awa.insert_job_compat('fifo', '$qa', jsonb_build_object('i', $i))" >/dev/null; done
@@ -231,6 +257,42 @@ check "awa.queue_depth through the coordinator (delegated to the queue's worker)
   "$(q 0 "SELECT awa.queue_depth('$mb') >= 1")" "t"
 check "awa.get_job by id alone on the coordinator finds a job of a worker" \
   "$(q 0 "SELECT queue FROM awa.get_job(${late[$mb]})")" "$mb"
+
+# awa.shard_lag on the coordinator: every worker's lanes, gathered as awa.queues gathers its
+# rows; on a worker, its own queues' lanes.
+check "awa.shard_lag on the coordinator lists the lanes of both workers' queues" \
+  "$(q 0 "SELECT count(DISTINCT queue) FROM awa.shard_lag WHERE queue IN ('$ma', '$mb')")" "2"
+check "... its lag is the queue's cheap depth (awa.queue_depth, delegated)" \
+  "$(q 0 "SELECT sum(lag) FROM awa.shard_lag WHERE queue = '$mb'")" "$(q 0 "SELECT awa.queue_depth('$mb')")"
+check "... its waiting rows are the queue's available jobs (awa.queues)" \
+  "$(q 0 "SELECT sum(waiting) FROM awa.shard_lag WHERE queue = '$ma'")" "$(q 0 "SELECT available FROM awa.queues WHERE queue = '$ma'")"
+check "awa.shard_lag on a worker lists its own queues' lanes only" \
+  "$(q 1 "SELECT (count(*) FILTER (WHERE queue = '$ma') > 0) || '/' || count(*) FILTER (WHERE queue = '$mb') FROM awa.shard_lag")" "true/0"
+
+# awa.age_waiting_priorities over every queue would move jobs of several workers in one
+# transaction: refused on the cluster, with a hint naming the per-queue form.
+check "awa.age_waiting_priorities without p_queue is refused on the coordinator (0A000)" \
+  "$(q 0 "SELECT awa.age_waiting_priorities('0 seconds', 10)" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "... with a hint naming p_queue" \
+  "$(qv 0 "SELECT awa.age_waiting_priorities('0 seconds', 10)" | grep -c "^HINT: .*p_queue =>")" "1"
+check "... and on a worker (0A000)" \
+  "$(q 2 "SELECT awa.age_waiting_priorities('0 seconds', 10)" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+
+# awa.move_failed_to_dlq with p_queue is delegated to the job's worker; by id alone, or not
+# delegated, it is refused and moves nothing. (The failed job: $mb's job rescued at its last
+# attempt, above.)
+fj=$(q 0 "SELECT id FROM awa.jobs WHERE queue = '$mb' AND kind = 'last' AND state = 'failed'")
+check "move_failed_to_dlq by id alone is refused on the cluster (0A000)" \
+  "$(q 0 "SELECT awa.move_failed_to_dlq(${fj:-0}, 'suite')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "an undelegated move_failed_to_dlq (inside an expression) is refused (0A000)" \
+  "$(q 0 "SELECT NOT awa.move_failed_to_dlq(${fj:-0}, 'suite', '$mb')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "... and nothing was dead-lettered" "$(q 0 "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$mb'")" "0"
+check "a delegated move_failed_to_dlq with p_queue moves the failed job" \
+  "$(q 0 "SELECT awa.move_failed_to_dlq(${fj:-0}, 'suite', p_queue => '$mb')")" "t"
+check "... into the queue's dead letters on its worker, with the reason" \
+  "$(q 0 "SELECT string_agg(job_id || ':' || dlq_reason, ',') FROM awa.dlq_entries WHERE queue = '$mb'")/$(q 0 "SELECT dlq FROM awa.queues WHERE queue = '$mb'")" "${fj:-0}:suite/1"
+check "... a second call moves nothing" \
+  "$(q 0 "SELECT awa.move_failed_to_dlq(${fj:-0}, 'suite', p_queue => '$mb')")" "f"
 
 # Freeing a slot drops the unique claims of its finished jobs on every worker: a completed
 # unique job's slot freed in a transaction rolled back (the slot is the current one).

@@ -40,12 +40,13 @@ SELECT has_function('awa', 'retry_from_dlq', ARRAY['bigint', 'text', 'bigint', '
 SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text) FROM pg_proc p
             WHERE p.pronamespace = 'awa'::regnamespace
               AND p.proname IN ('complete_jobs', 'heartbeat_jobs', 'set_progress', 'set_jobs_progress', 'fail_job', 'fail_job_to_dlq',
-                                'retry_job_after', 'snooze_job', 'cancel_job', 'delete_job', 'move_queue', 'retry_from_dlq')
+                                'retry_job_after', 'snooze_job', 'cancel_job', 'delete_job', 'move_queue', 'retry_from_dlq',
+                                'wait_for_job', 'move_failed_to_dlq')
               AND NOT (p.proargnames[p.pronargs] IN ('p_queue', 'p_from_queue')
                        AND p.proargtypes[p.pronargs - 1] = 'text'::regtype
                        AND pg_get_expr(p.proargdefaults, 0) LIKE '%NULL::text')),
           NULL, 'every worker-facing call ends with its routing argument, text DEFAULT NULL');
-SELECT has_function('awa', 'wait_for_job', ARRAY['bigint', 'bigint'], 'wait_for_job signature');
+SELECT has_function('awa', 'wait_for_job', ARRAY['bigint', 'bigint', 'text'], 'wait_for_job signature');
 SELECT has_function('awa', 'cancel_jobs', ARRAY['text', 'text', 'awa.job_state[]', 'bigint'], 'cancel_jobs signature');
 SELECT has_function('awa', 'retry_jobs', ARRAY['text', 'text', 'bigint'], 'retry_jobs signature');
 SELECT has_function('awa', 'wait_for_jobs', ARRAY['text', 'bigint'], 'wait_for_jobs signature');

@@ -12,7 +12,7 @@ INSERT INTO ops_admin_fns VALUES
     ('awa.age_waiting_priorities(interval, bigint, text)'),
     ('awa.move_queue(bigint, text, bigint, text)'),
     ('awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)'),
-    ('awa.move_failed_to_dlq(bigint, text)'), ('awa.list_dlq(text, bigint)'),
+    ('awa.move_failed_to_dlq(bigint, text, text)'), ('awa.list_dlq(text, bigint)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, bigint)'),
     ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.drop_queue(text, boolean)'),
     ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, bigint)'),
