@@ -1483,20 +1483,11 @@ DECLARE
     v_open_next xid8;
     r record;
     t awa.taken_attempt;
+    v_citus boolean := awa._citus_group() IS NOT NULL;
     v_queue text;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
-    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
-    -- (awa._rescue_queue; docs/scale-out.md, "Maintenance").
-    IF awa._citus_group() IS NOT NULL THEN
-        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
-            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit);
-            deadline_rescued := deadline_rescued + r.deadline_rescued;
-            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
-        END LOOP;
-        RETURN;
-    END IF;
     IF p_deadlines THEN
         -- After v_now, so that a candidate left below is never later than the snapshot it
         -- is read under.
@@ -1525,6 +1516,16 @@ BEGIN
                            v_progress.candidate_next::text::bigint AS next) s;
         END IF;
     END IF;
+    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
+    -- (awa._rescue_queue, the deadline search from this node's watermark; docs/scale-out.md,
+    -- "Maintenance").
+    IF v_citus THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit, v_from);
+            deadline_rescued := deadline_rescued + r.deadline_rescued;
+            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
+        END LOOP;
+    ELSE
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
@@ -1561,12 +1562,26 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    END IF;
     IF v_owner THEN
         -- The earliest deadline still open in what this pass searched (its own rescues are
-        -- closed now), read together with the snapshot that saw it.
-        SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
-          INTO v_open_from, v_open_snapshot
-          FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        -- closed now), read together with the snapshot that saw it. On a Citus cluster it is
+        -- read queue by queue, in several statements: the snapshot is taken before the first
+        -- of them (a transaction that commits during the reads is then one to wait for) and
+        -- the next transaction id after the last.
+        IF v_citus THEN
+            v_open_snapshot := pg_catalog.pg_current_snapshot();
+            v_open_from := v_now;
+            FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+                SELECT least(v_open_from, min(c.deadline_at)) INTO v_open_from
+                  FROM awa._open_receipts c
+                 WHERE c.queue = v_queue AND c.deadline_at >= v_from AND c.deadline_at < v_now;
+            END LOOP;
+        ELSE
+            SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
+              INTO v_open_from, v_open_snapshot
+              FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        END IF;
         v_open_next := awa._next_xid();
         UPDATE awa.rescue_progress p
            SET deadline_watermark = CASE WHEN v_ended
@@ -1580,7 +1595,7 @@ BEGIN
                                      THEN v_open_next ELSE p.candidate_next END
          WHERE p.only_row;
     END IF;
-    IF v_cutoff IS NOT NULL THEN
+    IF v_cutoff IS NOT NULL AND NOT v_citus THEN
         -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
         -- after the completion of its attempt, which could not see the uncommitted row and left
         -- it behind. Nothing else reads them; without this they would stay for good.
@@ -4977,9 +4992,11 @@ COMMENT ON FUNCTION awa._citus_local_queues() IS 'Internal: the queues whose sha
 
 -- Both rescues of one queue (awa._rescue on a Citus cluster, once per local queue): the
 -- same search, order and outcome as awa._rescue, with queue = p_queue on every statement so
--- that Citus runs it on the queue's shards. It keeps no watermark: the deadline search reads
--- the queue's open receipts (awa.rescue_progress is the one-server watermark over all queues).
+-- that Citus runs it on the queue's shards. The deadline search reads the queue's open
+-- receipts from p_from on: this node's watermark (awa.rescue_progress, node-local), which
+-- awa._rescue keeps over all of the node's queues as it does on one server.
 CREATE FUNCTION awa._rescue_queue(p_queue text, p_stale interval, p_deadlines boolean, p_limit integer,
+                                  p_from timestamptz,
                                   OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -4995,7 +5012,7 @@ BEGIN
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at < v_now
+             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at >= p_from AND c.deadline_at < v_now
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.queue = p_queue AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now
@@ -5047,8 +5064,8 @@ BEGIN
     END IF;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
+REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
 
 -- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
 -- steps with queue = p_queue on every statement. Returns the number of heads moved.

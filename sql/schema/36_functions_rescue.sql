@@ -69,20 +69,11 @@ DECLARE
     v_open_next xid8;
     r record;
     t awa.taken_attempt;
+    v_citus boolean := awa._citus_group() IS NOT NULL;
     v_queue text;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
-    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
-    -- (awa._rescue_queue; docs/scale-out.md, "Maintenance").
-    IF awa._citus_group() IS NOT NULL THEN
-        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
-            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit);
-            deadline_rescued := deadline_rescued + r.deadline_rescued;
-            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
-        END LOOP;
-        RETURN;
-    END IF;
     IF p_deadlines THEN
         -- After v_now, so that a candidate left below is never later than the snapshot it
         -- is read under.
@@ -111,6 +102,16 @@ BEGIN
                            v_progress.candidate_next::text::bigint AS next) s;
         END IF;
     END IF;
+    -- On a Citus cluster: this node's queues, one at a time, each in its own statements
+    -- (awa._rescue_queue, the deadline search from this node's watermark; docs/scale-out.md,
+    -- "Maintenance").
+    IF v_citus THEN
+        FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            SELECT * INTO r FROM awa._rescue_queue(v_queue, p_stale, p_deadlines, p_limit, v_from);
+            deadline_rescued := deadline_rescued + r.deadline_rescued;
+            heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
+        END LOOP;
+    ELSE
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
@@ -147,12 +148,26 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    END IF;
     IF v_owner THEN
         -- The earliest deadline still open in what this pass searched (its own rescues are
-        -- closed now), read together with the snapshot that saw it.
-        SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
-          INTO v_open_from, v_open_snapshot
-          FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        -- closed now), read together with the snapshot that saw it. On a Citus cluster it is
+        -- read queue by queue, in several statements: the snapshot is taken before the first
+        -- of them (a transaction that commits during the reads is then one to wait for) and
+        -- the next transaction id after the last.
+        IF v_citus THEN
+            v_open_snapshot := pg_catalog.pg_current_snapshot();
+            v_open_from := v_now;
+            FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+                SELECT least(v_open_from, min(c.deadline_at)) INTO v_open_from
+                  FROM awa._open_receipts c
+                 WHERE c.queue = v_queue AND c.deadline_at >= v_from AND c.deadline_at < v_now;
+            END LOOP;
+        ELSE
+            SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
+              INTO v_open_from, v_open_snapshot
+              FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        END IF;
         v_open_next := awa._next_xid();
         UPDATE awa.rescue_progress p
            SET deadline_watermark = CASE WHEN v_ended
@@ -166,7 +181,7 @@ BEGIN
                                      THEN v_open_next ELSE p.candidate_next END
          WHERE p.only_row;
     END IF;
-    IF v_cutoff IS NOT NULL THEN
+    IF v_cutoff IS NOT NULL AND NOT v_citus THEN
         -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
         -- after the completion of its attempt, which could not see the uncommitted row and left
         -- it behind. Nothing else reads them; without this they would stay for good.

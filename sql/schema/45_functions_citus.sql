@@ -205,9 +205,11 @@ COMMENT ON FUNCTION awa._citus_local_queues() IS 'Internal: the queues whose sha
 
 -- Both rescues of one queue (awa._rescue on a Citus cluster, once per local queue): the
 -- same search, order and outcome as awa._rescue, with queue = p_queue on every statement so
--- that Citus runs it on the queue's shards. It keeps no watermark: the deadline search reads
--- the queue's open receipts (awa.rescue_progress is the one-server watermark over all queues).
+-- that Citus runs it on the queue's shards. The deadline search reads the queue's open
+-- receipts from p_from on: this node's watermark (awa.rescue_progress, node-local), which
+-- awa._rescue keeps over all of the node's queues as it does on one server.
 CREATE FUNCTION awa._rescue_queue(p_queue text, p_stale interval, p_deadlines boolean, p_limit integer,
+                                  p_from timestamptz,
                                   OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -223,7 +225,7 @@ BEGIN
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at < v_now
+             WHERE p_deadlines AND c.queue = p_queue AND c.deadline_at >= p_from AND c.deadline_at < v_now
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE p_deadlines AND l.queue = p_queue AND l.deadline_at IS NOT NULL AND l.deadline_at < v_now
@@ -275,8 +277,8 @@ BEGIN
     END IF;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
+REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
 
 -- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
 -- steps with queue = p_queue on every statement. Returns the number of heads moved.

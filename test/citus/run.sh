@@ -294,6 +294,17 @@ check "... into the queue's dead letters on its worker, with the reason" \
 check "... a second call moves nothing" \
   "$(q 0 "SELECT awa.move_failed_to_dlq(${fj:-0}, 'suite', p_queue => '$mb')")" "f"
 
+# The deadline rescue of a worker keeps its node's watermark (awa.rescue_progress stays
+# node-local), as one server does: after the passes above it has moved up from -infinity, and an
+# attempt claimed since, past its deadline, is still found.
+check "a worker's deadline rescue moves its node's watermark (awa.rescue_progress)" \
+  "$(q 1 "SELECT deadline_watermark > '-infinity' FROM awa.rescue_progress")" "t"
+q 0 "SELECT awa.insert_jobs('$ma', '{wm}')" >/dev/null
+wm_claimed=$(q 0 "SELECT count(*) FROM awa.claim_ready_runtime('$ma', 10, 0.001)")
+sleep 1.2
+check "... and an attempt claimed after it moved, past its deadline, is rescued" \
+  "$([ "${wm_claimed:-0}" -ge 1 ] && q 1 "SELECT awa.rescue_expired_deadlines()")" "$wm_claimed"
+
 # Freeing a slot drops the unique claims of its finished jobs on every worker: a completed
 # unique job's slot freed in a transaction rolled back (the slot is the current one).
 uid=$(q 0 "SELECT awa.insert_jobs('$mb', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}')
