@@ -262,6 +262,11 @@ BEGIN
     END IF;
     PERFORM awa._require_queue_local(p_queue);
     v_cutoff := clock_timestamp() - p_older_than;
+    -- On a Citus cluster (p_queue given, its shards here): the same aging in statements that
+    -- each name the queue (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._age_waiting_queue(p_queue, v_cutoff, p_limit);
+    END IF;
     SELECT array_agg(h.queue), array_agg(h.priority), array_agg(h.enqueue_shard)
       INTO v_queues, v_priorities, v_shards
       FROM (SELECT c.queue, c.priority, c.enqueue_shard FROM awa.queue_claim_heads c

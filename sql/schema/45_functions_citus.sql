@@ -280,6 +280,76 @@ $$;
 REVOKE ALL ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION awa._rescue_queue(text, interval, boolean, integer, timestamptz) IS 'Internal: both rescues of one queue, every statement in that queue (maintenance on a Citus cluster).';
 
+-- Priority aging of one queue (awa.age_waiting_priorities with p_queue on a Citus cluster):
+-- the same lanes, order, prefix rule, limit and re-enqueue, with queue = p_queue on every
+-- statement so that Citus runs it on the queue's shards, and no whole row of a table in a
+-- statement (Citus would hand the shard's row type to awa._ready_as_deferred).
+CREATE FUNCTION awa._age_waiting_queue(p_queue text, p_cutoff timestamptz, p_limit bigint) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_priorities smallint[];
+    v_shards smallint[];
+    v_claims bigint[];
+    v_rows awa.deferred_jobs[];
+BEGIN
+    -- The lanes with a waiting row old enough, then their heads locked (SKIP LOCKED: lanes
+    -- being claimed right now are left for the next run); two statements, since Citus does
+    -- not route a locking statement that reads awa.lane_cursors. A lane found but no longer
+    -- old enough once locked contributes nothing below (its prefix is empty).
+    SELECT array_agg(DISTINCT k.priority), array_agg(DISTINCT k.enqueue_shard)
+      INTO v_priorities, v_shards
+      FROM awa.lane_cursors k
+      JOIN awa.ready_entries r
+        ON r.queue = k.queue AND r.priority = k.priority
+       AND r.enqueue_shard = k.enqueue_shard AND r.lane_seq >= k.claim_seq
+     WHERE k.queue = p_queue AND r.queue = p_queue AND k.priority > 1 AND r.run_at <= p_cutoff;
+    IF v_priorities IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT array_agg(h.priority), array_agg(h.enqueue_shard)
+      INTO v_priorities, v_shards
+      FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c
+             WHERE c.queue = p_queue AND c.priority = ANY (v_priorities) AND c.enqueue_shard = ANY (v_shards)
+             ORDER BY c.priority, c.enqueue_shard
+               FOR UPDATE SKIP LOCKED) h;
+    IF v_priorities IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- The locked lanes' cursors on the latest committed state: no claim can move them now.
+    SELECT array_agg(awa._lane_cursor(p_queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
+      FROM unnest(v_priorities, v_shards) WITH ORDINALITY AS l(priority, enqueue_shard, ord);
+    WITH waiting AS (
+        SELECT r.ready_slot, r.priority, r.enqueue_shard, r.lane_seq,
+               bool_and(r.run_at <= p_cutoff) OVER (PARTITION BY r.priority, r.enqueue_shard
+                                                    ORDER BY r.lane_seq) AS in_prefix
+          FROM unnest(v_priorities, v_shards, v_claims) AS h(priority, enqueue_shard, claim_seq)
+          JOIN awa.ready_entries r
+            ON r.queue = p_queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+           AND r.lane_seq >= h.claim_seq),
+    victims AS (
+        SELECT w.* FROM waiting w WHERE w.in_prefix
+         ORDER BY w.priority, w.enqueue_shard, w.lane_seq
+         LIMIT p_limit),
+    gone AS (
+        DELETE FROM awa.ready_entries r USING victims v
+         WHERE r.queue = p_queue AND r.ready_slot = v.ready_slot AND r.priority = v.priority
+           AND r.enqueue_shard = v.enqueue_shard AND r.lane_seq = v.lane_seq
+        RETURNING r.*)
+    SELECT array_agg(awa._ready_as_deferred(g::awa.ready_entries, p_queue, (g.priority - 1)::smallint,
+                         jsonb_build_object('_awa_original_priority', g.priority))
+                     ORDER BY g.priority, g.enqueue_shard, g.lane_seq)
+      INTO v_rows FROM gone g;
+    IF v_rows IS NULL THEN
+        RETURN 0;
+    END IF;
+    RETURN awa._enqueue_ready(v_rows);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) IS 'Internal: priority aging of one queue, every statement in that queue (awa.age_waiting_priorities on a Citus cluster).';
+
 -- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
 -- steps with queue = p_queue on every statement. Returns the number of heads moved.
 CREATE FUNCTION awa._fold_claim_marks_queue(p_queue text, p_limit bigint) RETURNS integer

@@ -277,6 +277,15 @@ check "... with a hint naming p_queue" \
   "$(qv 0 "SELECT awa.age_waiting_priorities('0 seconds', 10)" | grep -c "^HINT: .*p_queue =>")" "1"
 check "... and on a worker (0A000)" \
   "$(q 2 "SELECT awa.age_waiting_priorities('0 seconds', 10)" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+# With p_queue it is delegated to the queue's worker and ages there: the two oldest of three
+# waiting priority-4 jobs (p_limit 2) move up to priority 3; not delegated, it is refused.
+q 0 "SELECT awa.insert_jobs('$qw', '{p4,p4,p4}', p_priorities => ARRAY[4, 4, 4])" >/dev/null
+check "an undelegated age_waiting_priorities (inside an expression) is refused (0A000)" \
+  "$(q 0 "SELECT awa.age_waiting_priorities('0 seconds', 2, '$qw') + 0" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "a delegated age_waiting_priorities with p_queue ages the queue's oldest waiting jobs" \
+  "$(q 0 "SELECT awa.age_waiting_priorities('0 seconds', 2, p_queue => '$qw')")" "2"
+check "... one priority up, in lane order" \
+  "$(q 0 "SELECT string_agg(priority::text, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qw' AND kind = 'p4'")" "3,3,4"
 
 # awa.move_failed_to_dlq with p_queue is delegated to the job's worker; by id alone, or not
 # delegated, it is refused and moves nothing. (The failed job: $mb's job rescued at its last
