@@ -150,18 +150,20 @@ SELECT queue, key_concurrency_limit FROM awa.queues WHERE queue = 'pk_cap';
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_cap', 'pk_lanes']) q;
 SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';
 
--- 7. The per-key claim reads its window, drains and records its keyed attempts without
---    planned statements (src/direct_drain.cpp, flow_control.cpp); the statements still run
---    where the direct routines step aside (a trigger on awa.claim_marks: the drain statement
---    and the record statement; a trigger on awa.key_attempts: the record statement), and
+-- 7. The per-key claim reads its window, counts its keys' running attempts, drains and
+--    records its keyed attempts without planned statements (src/direct_drain.cpp,
+--    direct_key_count.cpp, flow_control.cpp); the statements still run where the direct
+--    routines step aside (a trigger on awa.key_attempts: the count and record statements; a
+--    trigger on awa.claim_marks: the drain statement and the record statement), and
 --    every path returns and writes the same. Which one ran is read from this backend's plan
 --    cache (a kept statement has a memory context named by its text), as in claim_direct.
 \c
 SET client_min_messages = warning;
 CREATE FUNCTION pg_temp.kept(p_prefix text) RETURNS bigint LANGUAGE sql
     AS $$SELECT count(*) FROM pg_backend_memory_contexts WHERE ident LIKE p_prefix || '%'$$;
-CREATE FUNCTION pg_temp.statements() RETURNS TABLE (window_ bigint, drain bigint, record bigint) LANGUAGE sql
+CREATE FUNCTION pg_temp.statements() RETURNS TABLE (window_ bigint, count_ bigint, drain bigint, record bigint) LANGUAGE sql
     AS $$SELECT pg_temp.kept('SELECT r.concurrency_key FROM awa.ready_entries r'),
+                pg_temp.kept('WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key'),
                 pg_temp.kept('WITH window_ AS MATERIALIZED'),
                 pg_temp.kept('INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,   ready_slot')$$;
 SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
@@ -170,10 +172,10 @@ SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_concurrency_keys => ARRAY['a
 SELECT awa.set_concurrency_limit(q, 2, p_per_key => true) FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
 CREATE TEMP TABLE pk_paths AS
   SELECT 'direct'::text AS path, c.* FROM awa.claim_ready_runtime('pk_direct', 10, 30, 0) c;
--- a, a, -, b, then the third a is at its cap; no statement read, drained or recorded.
+-- a, a, -, b, then the third a is at its cap; no statement read, counted, drained or recorded.
 SELECT c.lane_seq, j.concurrency_key FROM pk_paths c JOIN awa.jobs j ON j.id = c.job_id ORDER BY 1;
 SELECT * FROM pg_temp.statements();
--- The direct drain with the record statement, where the direct insert steps aside.
+-- The direct drain with the count and record statements, where the direct count and insert step aside.
 CREATE FUNCTION pg_temp.keep_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END $$;
 CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.key_attempts FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
 INSERT INTO pk_paths SELECT 'record', c.* FROM awa.claim_ready_runtime('pk_rec', 10, 30, 0) c;
@@ -204,5 +206,7 @@ SELECT count(*) AS completed FROM awa.complete_jobs(
     ARRAY(SELECT run_lease FROM pk_paths WHERE path = 'direct' ORDER BY lane_seq LIMIT 1));
 SELECT c.lane_seq, j.concurrency_key FROM awa.claim_ready_runtime('pk_direct', 10) c JOIN awa.jobs j ON j.id = c.job_id
  ORDER BY 1;
+-- The direct count removed the completed attempt's entry; the two new ones are recorded.
+SELECT array_agg(row(concurrency_key, lane_seq) ORDER BY lane_seq) AS entries FROM awa.key_attempts WHERE queue = 'pk_direct';
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
 SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';

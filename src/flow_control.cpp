@@ -13,6 +13,7 @@
  */
 #include "claim_sql.hpp"
 #include "direct_insert.hpp"
+#include "direct_key_count.hpp"
 #include "flow_control.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
@@ -327,9 +328,9 @@ concurrency_room(text *queue, int limit)
 }
 
 /*
- * The running attempts of each of n keys of the queue into counts[] (kKeyCountSql), with the
- * queue ring's live arc the claim read (queue_arc: the drain's) and the claim and lease
- * rings' read now.
+ * The running attempts of each of n keys of the queue into counts[], with the queue ring's
+ * live arc the claim read (queue_arc: the drain's) and the claim and lease rings' read now:
+ * by direct index probes (direct_key_count.cpp) or, where they step aside, by kKeyCountSql.
  */
 static void
 count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts)
@@ -343,6 +344,8 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 	bool isnull;
 
 	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
+	if (count_key_attempts_direct(queue, keys, n, queue_arc, claim_arc, counts))
+		return;
 	values[0] = PointerGetDatum(queue);
 	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
 	for (int k = 0; k < 4; k++)
