@@ -8,7 +8,9 @@
  *    index scan of its primary key (queue, concurrency_key, ...).
  * 2. Each entry's attempt tested as the statement tests it (direct_named_receipts_open,
  *    direct_complete.cpp): its ready row and claim batch in the slots it names on the live
- *    arcs, then the open-receipt test of awa._open_receipts.
+ *    arcs (the queue ring's the claim read, the claim ring's read then, as the statement's
+ *    caller reads it), then the open-receipt test of awa._open_receipts. Keys without
+ *    entries need no test, and no arc.
  * 3. The entries found ended are deleted (table_tuple_delete, as the statement's DELETE: one
  *    deleted meanwhile by another transaction is passed over under READ COMMITTED and raises
  *    40001 under REPEATABLE READ and SERIALIZABLE); each key's open entries are its count.
@@ -24,6 +26,7 @@
 #include "direct_complete.hpp"
 #include "direct_insert.hpp"
 #include "direct_key_count.hpp"
+#include "ring.hpp"
 
 extern "C"
 {
@@ -126,9 +129,9 @@ delete_entry(Relation rel, ItemPointer tid, Snapshot snapshot)
 
 /* Count the keys' running attempts directly (see the file comment). */
 bool
-count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], const int claim_arc[4],
-						  int64 *counts)
+count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts)
 {
+	int claim_arc[4];
 	Relation rel;
 	Relation index;
 	AttrNumber att[E_NCOLUMNS];
@@ -213,9 +216,20 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 
-	/* 2. Which entries' attempts are still open (nothing written yet: the statement may still take over). */
+	/*
+	 * 2. Which entries' attempts are still open (nothing written yet: the statement may still
+	 * take over), on the claim ring's live arc read now (none needed when no key has an entry).
+	 */
 	open = static_cast<bool *>(palloc0(sizeof(bool) * (nentries + 1)));
-	if (leases || !direct_named_receipts_open(attempts, nentries, queue_arc, claim_arc, snapshot, open))
+	if (!leases && nentries > 0)
+	{
+		int unused_queue_arc[4];
+		int lease_arc[4];
+
+		live_slot_ranges_all(unused_queue_arc, claim_arc, lease_arc);
+	}
+	if (leases ||
+		(nentries > 0 && !direct_named_receipts_open(attempts, nentries, queue_arc, claim_arc, snapshot, open)))
 	{
 		UnregisterSnapshot(snapshot);
 		index_close(index, NoLock);

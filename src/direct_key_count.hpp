@@ -17,13 +17,13 @@ namespace awa
 
 /*
  * The running attempts of each of n distinct keys of the queue into counts[], with the live
- * arcs of the queue ring (the claim's) and of the claim ring, as the statement kKeyCountSql
+ * arcs of the queue ring (queue_arc: the claim's) and of the claim ring (read when an entry
+ * is to be tested), as the statement kKeyCountSql
  * (flow_control.cpp) counts them, removing the entries found ended. The caller holds the
  * keys' locks. False, having read and written nothing, when the statement must count
  * instead: Citus, a read-only transaction, missing privileges, a trigger, rule or row
  * security, an unknown key, or an entry of a lease (leases mode). SPI must be connected.
  */
-bool count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], const int claim_arc[4],
-							   int64 *counts);
+bool count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts);
 
 } // namespace awa

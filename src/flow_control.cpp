@@ -343,9 +343,9 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 	int lease_arc[4];
 	bool isnull;
 
-	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
-	if (count_key_attempts_direct(queue, keys, n, queue_arc, claim_arc, counts))
+	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts))
 		return;
+	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
 	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
 	for (int k = 0; k < 4; k++)
