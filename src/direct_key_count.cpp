@@ -224,12 +224,7 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	 */
 	open = static_cast<bool *>(palloc0(sizeof(bool) * (nentries + 1)));
 	if (!leases && nentries > 0)
-	{
-		int unused_queue_arc[4];
-		int lease_arc[4];
-
-		live_slot_ranges_all(unused_queue_arc, claim_arc, lease_arc);
-	}
+		live_slot_ranges(Ring::Claim, claim_arc);
 	if (leases ||
 		(nentries > 0 && !direct_named_receipts_open(attempts, nentries, queue_arc, claim_arc, snapshot, open)))
 	{
