@@ -1,7 +1,9 @@
 -- flow_control_per_key: concurrency keys on jobs and per-key concurrency limits
 -- (docs/api.md, "Flow control"): the key travels with the job, set_concurrency_limit with
 -- p_per_key caps each key's running attempts, an exit frees its key's place at once, a lane
--- that begins with a capped key's job does not hold back the other lanes, and who may do what.
+-- that begins with a capped key's job does not hold back the other lanes, who may do what,
+-- and the per-key claim reads, drains and records without planned statements where it can,
+-- writing what the statements write.
 \set ECHO none
 \i sql/sqlstate_of.psql
 \set ECHO all
@@ -146,4 +148,65 @@ DROP ROLE pk_admin;
 SELECT queue, key_concurrency_limit FROM awa.queues WHERE queue = 'pk_cap';
 
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_cap', 'pk_lanes']) q;
+SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';
+
+-- 7. The per-key claim reads its window, counts its keys' running attempts, drains and
+--    records its keyed attempts without planned statements (src/direct_drain.cpp,
+--    direct_key_count.cpp, flow_control.cpp); the statements still run where the direct
+--    routines step aside (a trigger on awa.key_attempts: the count and record statements; a
+--    trigger on awa.claim_marks: the drain statement and the record statement), and
+--    every path returns and writes the same. Which one ran is read from this backend's plan
+--    cache (a kept statement has a memory context named by its text), as in claim_direct.
+\c
+SET client_min_messages = warning;
+CREATE FUNCTION pg_temp.kept(p_prefix text) RETURNS bigint LANGUAGE sql
+    AS $$SELECT count(*) FROM pg_backend_memory_contexts WHERE ident LIKE p_prefix || '%'$$;
+CREATE FUNCTION pg_temp.statements() RETURNS TABLE (window_ bigint, count_ bigint, drain bigint, record bigint) LANGUAGE sql
+    AS $$SELECT pg_temp.kept('SELECT r.concurrency_key FROM awa.ready_entries r'),
+                pg_temp.kept('WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key'),
+                pg_temp.kept('WITH window_ AS MATERIALIZED'),
+                pg_temp.kept('INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,   ready_slot')$$;
+SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
+SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_concurrency_keys => ARRAY['a', 'a', NULL, 'b', 'a', 'b']))
+  FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
+SELECT awa.set_concurrency_limit(q, 2, p_per_key => true) FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
+CREATE TEMP TABLE pk_paths AS
+  SELECT 'direct'::text AS path, c.* FROM awa.claim_ready_runtime('pk_direct', 10, 30, 0) c;
+-- a, a, -, b, then the third a is at its cap; no statement read, counted, drained or recorded.
+SELECT c.lane_seq, j.concurrency_key FROM pk_paths c JOIN awa.jobs j ON j.id = c.job_id ORDER BY 1;
+SELECT * FROM pg_temp.statements();
+-- The direct drain with the count and record statements, where the direct count and insert step aside.
+CREATE FUNCTION pg_temp.keep_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END $$;
+CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.key_attempts FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+INSERT INTO pk_paths SELECT 'record', c.* FROM awa.claim_ready_runtime('pk_rec', 10, 30, 0) c;
+DROP TRIGGER pk_paths_test ON awa.key_attempts;
+SELECT * FROM pg_temp.statements();
+-- The drain statement (and with it the record statement) where the direct drain steps aside.
+CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.claim_marks FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+INSERT INTO pk_paths SELECT 'statement', c.* FROM awa.claim_ready_runtime('pk_stmt', 10, 30, 0) c;
+DROP TRIGGER pk_paths_test ON awa.claim_marks;
+SELECT * FROM pg_temp.statements();
+-- The same rows on every path, and the same key_attempts rows: one per keyed attempt, naming
+-- the claimed job's attempt, its lane and ready row, the claim ring's slot and no lease slot.
+SELECT path, count(*) AS rows_, array_agg(lane_seq ORDER BY lane_seq) AS lane_seqs,
+       bool_and(run_lease = 1 AND attempt = 1 AND claim_slot IS NOT NULL AND lease_slot IS NULL) AS receipts
+  FROM pk_paths GROUP BY path ORDER BY path;
+SELECT c.path, array_agg(row(k.concurrency_key, k.lane_seq, k.priority, k.enqueue_shard, k.lease_slot IS NULL,
+                             k.claim_slot = c.claim_slot, k.ready_slot = c.ready_slot,
+                             k.ready_generation = c.ready_generation, k.run_lease = c.run_lease) ORDER BY k.lane_seq) AS key_attempts
+  FROM awa.key_attempts k JOIN pk_paths c ON c.job_id = k.job_id AND c.queue = k.queue
+ WHERE k.queue IN ('pk_direct', 'pk_stmt', 'pk_rec') GROUP BY c.path ORDER BY c.path;
+SELECT queue, count(*) AS entries FROM awa.key_attempts WHERE queue IN ('pk_direct', 'pk_stmt', 'pk_rec')
+ GROUP BY 1 ORDER BY 1;
+-- The directly recorded attempts count: with two 'a' running the third waits; a completion
+-- of an 'a' frees its place at once, and the third 'a' and the second 'b' go.
+SELECT count(*) AS claimed_at_cap FROM awa.claim_ready_runtime('pk_direct', 10);
+SELECT count(*) AS completed FROM awa.complete_jobs(
+    ARRAY(SELECT job_id FROM pk_paths WHERE path = 'direct' ORDER BY lane_seq LIMIT 1),
+    ARRAY(SELECT run_lease FROM pk_paths WHERE path = 'direct' ORDER BY lane_seq LIMIT 1));
+SELECT c.lane_seq, j.concurrency_key FROM awa.claim_ready_runtime('pk_direct', 10) c JOIN awa.jobs j ON j.id = c.job_id
+ ORDER BY 1;
+-- The direct count removed the completed attempt's entry; the two new ones are recorded.
+SELECT array_agg(row(concurrency_key, lane_seq) ORDER BY lane_seq) AS entries FROM awa.key_attempts WHERE queue = 'pk_direct';
+SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
 SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';

@@ -153,12 +153,6 @@ const Oid kClearHintTypes[3] = {TEXTOID, INT2OID, INT2OID};
 	"    lane_seq / 64, receipt_base, claimed_at, deadline_at) " AWA_DRAIN_RESULT(                                     \
 		"NULL::int", "NULL::bigint", "r.ring_slot", "r.receipt_id") "FROM numbered r ORDER BY r.lane_seq"
 
-/*
- * The result column of every drain (claim_sql.hpp, AWA_DRAIN_RESULT) read here: the
- * lane_seq of a claimed row. The lane's hint is the last column, after the function's own.
- */
-constexpr int DC_LANE_SEQ = 3;
-
 /* The drain statements, [receipts]. */
 const char *const kDrainSql[2] = {AWA_DRAIN_LEASES(AWA_ADVANCE_MARK, AWA_UNIQUE_IN_QUEUE),
 								  AWA_DRAIN_RECEIPT_BATCHES(AWA_ADVANCE_MARK)};
@@ -609,6 +603,7 @@ drain_statement(text *queue, awa::Catalog catalog, bool receipts, int16 priority
 	if (SPI_processed == 0)
 		return;
 	HeapTuple last = SPI_tuptable->vals[SPI_processed - 1];
+	/* The lane's hint is the last column, after the function's own (AWA_DRAIN_RESULT). */
 	Datum hint = SPI_getbinval(last, SPI_tuptable->tupdesc, SPI_tuptable->tupdesc->natts, &isnull);
 
 	out->next_seq = DatumGetInt64(SPI_getbinval(last, SPI_tuptable->tupdesc, DC_LANE_SEQ, &isnull)) + 1;
@@ -732,13 +727,22 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 			(void)GetTopTransactionId();
 		/*
 		 * The receipts-mode drain of the 1.1 catalog runs without a planned statement when it
-		 * can; under a per-key limit the statement runs, whose rows record_key_attempts reads.
+		 * can; under a per-key limit it hands back the attempts of keyed jobs it started.
 		 */
 		direct = false;
-		if (catalog == Catalog::V1_1 && receipts && !limits.key_concurrency)
+		if (catalog == Catalog::V1_1 && receipts)
 		{
-			awa::DrainRequest req = {queue, priority,	   shard,	   claim_seq,	lane_batch,
-									 bound, deadline_secs, aging_secs, slot_ranges, ring};
+			awa::DrainRequest req = {queue,
+									 priority,
+									 shard,
+									 claim_seq,
+									 lane_batch,
+									 bound,
+									 deadline_secs,
+									 aging_secs,
+									 slot_ranges,
+									 ring,
+									 limits.key_concurrency};
 
 			direct = awa::drain_direct(req, rsinfo->setResult, rsinfo->setDesc, &outcome);
 		}
@@ -788,10 +792,19 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	claimed = outcome.claimed;
-	/* Under a per-key limit the keyed attempts are recorded for the next claims' counts (its
-	 * drain is the statement, whose rows are in SPI_tuptable). */
-	if (limits.key_concurrency)
-		awa::record_key_attempts(queue, priority, shard, SPI_tuptable, static_cast<uint64>(claimed));
+	/*
+	 * Under a per-key limit the keyed attempts are recorded for the next claims' counts: the
+	 * direct drain handed them back; a statement's are its rows, in SPI_tuptable.
+	 */
+	if (limits.key_concurrency && claimed > 0)
+	{
+		if (direct)
+			awa::record_key_attempts(queue, priority, shard, outcome.keyed, outcome.n_keyed);
+		else
+			awa::record_key_attempts(queue, priority, shard,
+									 awa::drained_attempts(SPI_tuptable, static_cast<uint64>(claimed)),
+									 static_cast<int>(claimed));
+	}
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed, claimed);
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,

@@ -46,6 +46,18 @@
 	"jsonb_build_object('metadata', coalesce(r.metadata, '{}'), 'tags', to_jsonb(coalesce(r.tags, '{}')), "            \
 	"'errors', coalesce(r.errors, '[]')) AS payload, (SELECT a.head_run_at FROM advance a) AS next_run_at "
 
+/* Columns (1-based) of AWA_DRAIN_RESULT that the claim reads back from a drain's rows. */
+enum DrainResultColumn
+{
+	DC_READY_SLOT = 1,
+	DC_READY_GENERATION = 2,
+	DC_LANE_SEQ = 3,
+	DC_LEASE_SLOT = 5,
+	DC_CLAIM_SLOT = 7,
+	DC_JOB_ID = 9,
+	DC_RUN_LEASE = 16
+};
+
 /* Leases mode: one mutable leases row per claimed job. */
 #define AWA_DRAIN_LEASES(ADVANCE, UQ)                                                                                  \
 	AWA_DRAIN_PICK(ADVANCE, UQ)                                                                                        \

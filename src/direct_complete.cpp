@@ -115,6 +115,7 @@ struct Receipt
 	int64 receipt_base;
 	TimestampTz claimed_at;
 	bool locked;
+	bool batch_checked; /* no completion batch names it (tested already on the same snapshot) */
 	bool open;
 };
 
@@ -862,6 +863,29 @@ names_attempt(TupleTableSlot *slot, const void *arg)
 		   position_in(column(slot, p->b), static_cast<int16>(p->r->lane_seq % 64)) != 0;
 }
 
+/* Whether a completion batch names the receipt's attempt on `snapshot` (its ready slot's partition). */
+bool
+in_completion_batch(Pass *pass, const Receipt *r, Snapshot snapshot)
+{
+	Part *bp = nullptr;
+	ScanKeyData keys[5];
+	OpenProbe probe = {r, nullptr, InvalidAttrNumber, InvalidAttrNumber};
+
+	for (int t = 0; t < pass->nready; t++)
+		if (pass->targets[t].part.slot == r->ready_slot)
+			bp = &pass->targets[t].part;
+	if (bp == nullptr)
+		elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
+	eq_key(&keys[0], bp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
+	eq_key(&keys[1], bp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
+	eq_key(&keys[2], bp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
+	eq_key(&keys[3], bp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
+	eq_key(&keys[4], bp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
+	probe.a = attnum_of(bp->rel, "ready_generation");
+	probe.b = attnum_of(bp->rel, "lane_offsets");
+	return probe_finds(bp, snapshot, keys, 5, names_attempt, &probe);
+}
+
 /*
  * The open test of every receipt found (and still locked) on `snapshot`: its ready row is
  * visible (with `recheck_ready`, when the snapshot is newer than the one it was found on),
@@ -880,7 +904,6 @@ test_open(Pass *pass, Snapshot snapshot, bool recheck_ready)
 		const Pair *pair = &pass->pairs[r->pair];
 		Part *dp = &done_parts[r->ready_slot];
 		Part *xp = &closure_parts[r->claim_slot];
-		Part *bp = nullptr;
 		ScanKeyData keys[5];
 		OpenProbe probe = {r, pair, InvalidAttrNumber, InvalidAttrNumber};
 
@@ -901,19 +924,7 @@ test_open(Pass *pass, Snapshot snapshot, bool recheck_ready)
 		probe.b = attnum_of(dp->rel, "run_lease");
 		if (probe_finds(dp, snapshot, keys, 5, is_terminal_row, &probe))
 			continue;
-		for (int t = 0; t < pass->nready; t++)
-			if (pass->targets[t].part.slot == r->ready_slot)
-				bp = &pass->targets[t].part;
-		if (bp == nullptr)
-			elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
-		eq_key(&keys[0], bp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-		eq_key(&keys[1], bp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-		eq_key(&keys[2], bp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-		eq_key(&keys[3], bp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
-		eq_key(&keys[4], bp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-		probe.a = attnum_of(bp->rel, "ready_generation");
-		probe.b = attnum_of(bp->rel, "lane_offsets");
-		if (probe_finds(bp, snapshot, keys, 5, names_attempt, &probe))
+		if (!r->batch_checked && in_completion_batch(pass, r, snapshot))
 			continue;
 		if (xp->rel == nullptr &&
 			!open_part("lease_claim_closures_", r->claim_slot, AccessShareLock, kClosureKey, 4, xp))
@@ -1158,7 +1169,123 @@ const char *const kHeartbeatUpsertSql =
 	"  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
 SPIPlanPtr heartbeat_upsert_plan = nullptr;
 
+/* What the probes of a named attempt's ready row and claim batch compare a row with. */
+struct NamedProbe
+{
+	const NamedAttempt *a;
+	AttrNumber att[RA_N];
+	AttrNumber generation; /* claim batch: ready_generation */
+	AttrNumber offsets;	   /* claim batch: lane_offsets */
+};
+
+/* The ready row of a named attempt: its lane, generation, job and the run lease before the attempt. */
+bool
+is_named_ready_row(TupleTableSlot *slot, const void *arg)
+{
+	const NamedProbe *p = static_cast<const NamedProbe *>(arg);
+	const NamedAttempt *a = p->a;
+
+	return DatumGetInt64(column(slot, p->att[RA_JOB_ID])) == a->job_id &&
+		   DatumGetInt64(column(slot, p->att[RA_RUN_LEASE])) + 1 == a->run_lease &&
+		   text_equal(DatumGetTextPP(column(slot, p->att[RA_QUEUE])), a->queue) &&
+		   DatumGetInt16(column(slot, p->att[RA_PRIORITY])) == a->priority &&
+		   DatumGetInt16(column(slot, p->att[RA_ENQUEUE_SHARD])) == a->enqueue_shard &&
+		   DatumGetInt64(column(slot, p->att[RA_LANE_SEQ])) == a->lane_seq &&
+		   DatumGetInt64(column(slot, p->att[RA_READY_GENERATION])) == a->ready_generation;
+}
+
+/* A claim batch holding a named attempt: its ready generation, its offset in lane_offsets. */
+bool
+holds_named_attempt(TupleTableSlot *slot, const void *arg)
+{
+	const NamedProbe *p = static_cast<const NamedProbe *>(arg);
+
+	return DatumGetInt64(column(slot, p->generation)) == p->a->ready_generation &&
+		   position_in(column(slot, p->offsets), static_cast<int16>(p->a->lane_seq % 64)) != 0;
+}
+
+/* The part of a pass's parts that holds `slot`, or nullptr when the slot is not on its arc. */
+Part *
+part_of_slot(Part *parts, int nparts, int slot)
+{
+	for (int k = 0; k < nparts; k++)
+		if (parts[k].slot == slot)
+			return &parts[k];
+	return nullptr;
+}
+
 } // namespace
+
+/* Which named attempts hold an open receipt (see direct_complete.hpp). */
+bool
+direct_named_receipts_open(const NamedAttempt *attempts, int n, const int queue_arc[4], const int claim_arc[4],
+						   Snapshot snapshot, bool *open)
+{
+	Pass pass;
+
+	if (!open_pass(&pass, queue_arc, claim_arc, false))
+		return false;
+	pass.pairs = static_cast<Pair *>(palloc(sizeof(Pair) * (n + 1)));
+	pass.npairs = n;
+	pass.found = static_cast<bool *>(palloc0(sizeof(bool) * (n + 1)));
+	pass.receipts = static_cast<Receipt *>(palloc0(sizeof(Receipt) * (n + 1)));
+	pass.nreceipts = 0;
+	for (int i = 0; i < n; i++)
+	{
+		const NamedAttempt &a = attempts[i];
+		Part *rp = a.has_claim_slot ? part_of_slot(pass.ready_parts, pass.nready, a.ready_slot) : nullptr;
+		Part *cp = rp != nullptr ? part_of_slot(pass.claim_parts, pass.nclaim, a.claim_slot) : nullptr;
+		NamedProbe probe;
+		ScanKeyData keys[5];
+		Receipt *r;
+
+		pass.pairs[i] = {a.job_id, a.run_lease, (Datum)0, true, i};
+		open[i] = false;
+		/* Off the live arcs (its slot pruned) or with no claim batch named: the attempt has ended. */
+		if (cp == nullptr)
+			continue;
+		r = &pass.receipts[pass.nreceipts];
+		r->pair = i;
+		r->ready = rp;
+		r->queue = a.queue;
+		r->priority = a.priority;
+		r->enqueue_shard = a.enqueue_shard;
+		r->lane_seq = a.lane_seq;
+		r->ready_slot = a.ready_slot;
+		r->ready_generation = a.ready_generation;
+		r->claim = cp;
+		r->claim_slot = a.claim_slot;
+		/*
+		 * The completion batch first: most entries a count meets have been completed, and one
+		 * probe tells (the test is a conjunction: its order does not change the answer).
+		 */
+		if (in_completion_batch(&pass, r, snapshot))
+			continue;
+		r->batch_checked = true;
+		probe.a = &a;
+		for (int c = 0; c < RA_N; c++)
+			probe.att[c] = attnum_of(rp->rel, kReadyAttrs[c]);
+		eq_key(&keys[0], rp->index, 1, F_INT8EQ, Int64GetDatum(a.job_id));
+		if (!probe_finds(rp, snapshot, keys, 1, is_named_ready_row, &probe))
+			continue;
+		probe.generation = attnum_of(cp->rel, "ready_generation");
+		probe.offsets = attnum_of(cp->rel, "lane_offsets");
+		eq_key(&keys[0], cp->index, 1, F_TEXTEQ, PointerGetDatum(a.queue));
+		eq_key(&keys[1], cp->index, 2, F_INT2EQ, Int16GetDatum(a.priority));
+		eq_key(&keys[2], cp->index, 3, F_INT2EQ, Int16GetDatum(a.enqueue_shard));
+		eq_key(&keys[3], cp->index, 4, F_INT8EQ, Int64GetDatum(a.lane_seq / 64));
+		eq_key(&keys[4], cp->index, 5, F_INT4EQ, Int32GetDatum(a.ready_slot));
+		if (!probe_finds(cp, snapshot, keys, 5, holds_named_attempt, &probe))
+			continue;
+		r->locked = true; /* nothing is locked: the test is on this one snapshot */
+		pass.nreceipts++;
+	}
+	test_open(&pass, snapshot, false);
+	for (int k = 0; k < pass.nreceipts; k++)
+		open[pass.receipts[k].pair] = pass.receipts[k].open;
+	close_pass(&pass);
+	return true;
+}
 
 /* Complete the open receipts among the pairs directly (see the file comment). */
 bool

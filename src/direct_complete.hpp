@@ -11,6 +11,7 @@ extern "C"
 {
 #include "postgres.h"
 #include "utils/array.h"
+#include "utils/snapshot.h"
 }
 
 namespace awa
@@ -73,5 +74,35 @@ struct DirectHeartbeat
  */
 bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
 							   const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out);
+
+/*
+ * An attempt named by its identity where it was recorded (awa.key_attempts): its job and run
+ * lease, its ready row's lane, lane_seq, slot and generation, and the claim ring slot of its
+ * claim batch (none: no receipt).
+ */
+struct NamedAttempt
+{
+	text *queue;
+	int16 priority;
+	int16 enqueue_shard;
+	int64 lane_seq;
+	int32 ready_slot;
+	int64 ready_generation;
+	bool has_claim_slot;
+	int32 claim_slot;
+	int64 job_id;
+	int64 run_lease;
+};
+
+/*
+ * Whether each named attempt holds an open receipt on `snapshot`, as the per-key count's
+ * statement tests it (flow_control.cpp, kKeyCountSql): its ready row in its ready slot and a
+ * claim batch naming it in its claim slot, both on the live arcs, then the open-receipt test
+ * of awa._open_receipts (no terminal row, completion batch entry or closure), each probe on
+ * the one partition that can hold the row; no lock is taken. open[i] for attempts[i]. False,
+ * having read nothing, when the statement must run instead (as direct_heartbeat_receipts).
+ */
+bool direct_named_receipts_open(const NamedAttempt *attempts, int n, const int queue_arc[4], const int claim_arc[4],
+								Snapshot snapshot, bool *open);
 
 } // namespace awa

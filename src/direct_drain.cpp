@@ -88,13 +88,14 @@ enum ReadyColumn
 	R_METADATA,
 	R_TAGS,
 	R_ERRORS,
+	R_CONCURRENCY_KEY,
 	R_NCOLUMNS
 };
 
 const char *const kReadyNames[R_NCOLUMNS] = {
 	"ready_slot", "ready_generation", "job_id",		  "kind",	  "queue",		   "args",	 "priority",
 	"attempt",	  "run_lease",		  "max_attempts", "lane_seq", "enqueue_shard", "run_at", "created_at",
-	"unique_key", "unique_states",	  "ordering_key", "metadata", "tags",		   "errors"};
+	"unique_key", "unique_states",	  "ordering_key", "metadata", "tags",		   "errors", "concurrency_key"};
 
 /* The result columns of claim_ready_runtime (its RETURNS TABLE), matched by name. */
 enum ResultColumn
@@ -565,6 +566,8 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 
 	out->claimed = 0;
 	out->has_hint = false;
+	out->keyed = nullptr;
+	out->n_keyed = 0;
 	if (citus_present() || req.max_batch < 1 || req.max_batch > INT_MAX / 2)
 		return false;
 	result_map = static_cast<int *>(palloc(sizeof(int) * (result_desc->natts + 1)));
@@ -677,7 +680,9 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 	/* 5. Unique claims that do not cover 'running'. */
 	release_unique_claims(req, rows, n);
 
-	/* 6. The claimed rows, in lane order. */
+	/* 6. The claimed rows, in lane order (and, when asked, the attempts of keyed ones). */
+	if (req.keyed)
+		out->keyed = static_cast<KeyedAttempt *>(palloc(sizeof(KeyedAttempt) * n));
 	for (int i = 0; i < n; i++)
 	{
 		const ReadyRow &r = rows[i];
@@ -718,6 +723,21 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 		v[O_ORDERING_KEY] = r.value[R_ORDERING_KEY];
 		isnull[O_ORDERING_KEY] = r.null[R_ORDERING_KEY];
 		v[O_PAYLOAD] = payload_of(r);
+		if (req.keyed && !r.null[R_CONCURRENCY_KEY])
+		{
+			KeyedAttempt &k = out->keyed[out->n_keyed++];
+
+			k.concurrency_key = DatumGetTextPP(r.value[R_CONCURRENCY_KEY]);
+			k.job_id = DatumGetInt64(r.value[R_JOB_ID]);
+			k.run_lease = DatumGetInt64(v[O_RUN_LEASE]);
+			k.lane_seq = DatumGetInt64(r.value[R_LANE_SEQ]);
+			k.ready_slot = DatumGetInt32(r.value[R_READY_SLOT]);
+			k.ready_generation = DatumGetInt64(r.value[R_READY_GENERATION]);
+			k.has_claim_slot = true;
+			k.claim_slot = req.claim_slot.slot;
+			k.has_lease_slot = false;
+			k.lease_slot = 0;
+		}
 		for (int a = 0; a < result_desc->natts; a++)
 		{
 			values[a] = v[result_map[a]];
@@ -725,6 +745,35 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 		}
 		tuplestore_putvalues(store, result_desc, values, nulls);
 	}
+	return true;
+}
+
+/* The concurrency keys of a lane's window (see the header). */
+bool
+lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n)
+{
+	Relation ready;
+	Snapshot snapshot;
+	ReadyRow *rows;
+	int n_rows;
+	bool readable;
+
+	*n = 0;
+	if (limit < 1 || limit > INT_MAX / 2)
+		return false;
+	ready = open_ready_for_read();
+	if (ready == nullptr)
+		return false;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	readable = read_window(lane, arc, snapshot, limit, &rows, &n_rows);
+	UnregisterSnapshot(snapshot);
+	table_close(ready, NoLock);
+	if (!readable)
+		return false;
+	*keys = static_cast<text **>(palloc(sizeof(text *) * (n_rows > 0 ? n_rows : 1)));
+	for (int i = 0; i < n_rows; i++)
+		(*keys)[i] = rows[i].null[R_CONCURRENCY_KEY] ? nullptr : DatumGetTextPP(rows[i].value[R_CONCURRENCY_KEY]);
+	*n = n_rows;
 	return true;
 }
 

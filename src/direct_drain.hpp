@@ -50,6 +50,26 @@ struct DrainRequest
 	double aging_secs;	  /* 0: no aging */
 	const int *arc;		  /* the queue ring's live arc: two ranges of ready slots */
 	RingSlot claim_slot;  /* the claim ring's write slot, fenced */
+	bool keyed;			  /* hand back the attempts of keyed jobs (DrainOutcome::keyed) */
+};
+
+/*
+ * An attempt of a keyed job a drain started, as awa.key_attempts records it
+ * (record_key_attempts, flow_control.cpp): the claimed ready row's identity and key, the
+ * attempt's run lease (the ready row's plus one) and the ring slot it was recorded in.
+ */
+struct KeyedAttempt
+{
+	text *concurrency_key; /* the ready row's; nullptr: not read (the record reads it from the row) */
+	int64 job_id;
+	int64 run_lease;
+	int64 lane_seq;
+	int32 ready_slot;
+	int64 ready_generation;
+	bool has_claim_slot;
+	int32 claim_slot;
+	bool has_lease_slot;
+	int32 lease_slot;
 };
 
 /* What a drain did: rows claimed, and the lane's cursor and hint after it. */
@@ -59,6 +79,8 @@ struct DrainOutcome
 	int64 next_seq;			 /* max(lane_seq) + 1 of the claimed rows */
 	bool has_hint;			 /* the window showed the lane's next row */
 	TimestampTz hint_run_at; /* its run_at */
+	KeyedAttempt *keyed;	 /* with DrainRequest::keyed: the claimed rows that carry a key, in lane order */
+	int n_keyed;
 };
 
 /*
@@ -69,6 +91,14 @@ struct DrainOutcome
  * table's columns are not the ones this routine knows. SPI must be connected.
  */
 bool drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_desc, DrainOutcome *out);
+
+/*
+ * The concurrency keys of a lane's window as the drain reads it: its first `limit` visible
+ * rows in [from, bound) of the live ready slots, in lane order, on a copy of the latest
+ * snapshot; (*keys)[i] is row i's key, nullptr for a keyless row (a palloc'd array of *n).
+ * False, having read nothing, when a statement must read instead (as lane_first_row).
+ */
+bool lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n);
 
 /*
  * The first visible row of a lane in [from, bound) of the live ready slots (arc: two ranges

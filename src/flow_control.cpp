@@ -11,6 +11,9 @@
  * those keys' running attempts (from awa.key_attempts, where such claims record their keyed
  * attempts) after the locks, and stops before the first job whose key is at its cap.
  */
+#include "claim_sql.hpp"
+#include "direct_insert.hpp"
+#include "direct_key_count.hpp"
 #include "flow_control.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
@@ -21,6 +24,7 @@
 
 extern "C"
 {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -324,9 +328,9 @@ concurrency_room(text *queue, int limit)
 }
 
 /*
- * The running attempts of each of n keys of the queue into counts[] (kKeyCountSql), with the
- * queue ring's live arc the claim read (queue_arc: the drain's) and the claim and lease
- * rings' read now.
+ * The running attempts of each of n keys of the queue into counts[], with the queue ring's
+ * live arc the claim read (queue_arc: the drain's) and the claim and lease rings' read now:
+ * by direct index probes (direct_key_count.cpp) or, where they step aside, by kKeyCountSql.
  */
 static void
 count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts)
@@ -339,6 +343,8 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 	int lease_arc[4];
 	bool isnull;
 
+	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts))
+		return;
 	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
 	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
@@ -381,10 +387,22 @@ try_key_lock(text *queue, Datum key)
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
-/* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
-int64
-key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-				int64 max_batch, int limit, int64 *seen)
+/* Whether two concurrency keys are the same text (whatever their varlena headers). */
+static bool
+same_key(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/*
+ * The keys of the window a claim drains (kWindowSql's rows), by the direct lane read
+ * (direct_drain.cpp) or, where it steps aside, by the statement: (*keys)[i] is row i's key,
+ * nullptr when it has none.
+ */
+static int64
+window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+			int64 max_batch, text ***keys)
 {
 	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
 								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
@@ -392,16 +410,39 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 						Int64GetDatum(claim_seq),	   Int64GetDatum(bound),		  Int32GetDatum(slot_ranges[0]),
 						Int32GetDatum(slot_ranges[1]), Int32GetDatum(slot_ranges[2]), Int32GetDatum(slot_ranges[3]),
 						Int64GetDatum(max_batch)};
+	LaneRange lane = {queue, priority, shard, claim_seq, bound};
+	int64 rows;
+
+	if (lane_window_keys(lane, slot_ranges, max_batch, keys, &rows))
+		return rows;
+	keep_plan(&window_plan, kWindowSql, 10, types);
+	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
+	rows = static_cast<int64>(SPI_processed);
+	*keys = static_cast<text **>(palloc(sizeof(text *) * (rows > 0 ? rows : 1)));
+	for (int64 i = 0; i < rows; i++)
+	{
+		bool isnull;
+		Datum key = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+		(*keys)[i] = isnull ? nullptr : DatumGetTextPP(datumCopy(key, false, -1));
+	}
+	return rows;
+}
+
+/* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
+int64
+key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+				int64 max_batch, int limit, int64 *seen)
+{
 	Datum keys[kMaxKeysPerClaim];
 	int64 counts[kMaxKeysPerClaim];
 	int nkeys = 0;
 	int64 rows;
 	int *row_key;
+	text **window;
 
-	keep_plan(&window_plan, kWindowSql, 10, types);
-	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
-	*seen = static_cast<int64>(SPI_processed);
-	rows = *seen;
+	rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window);
+	*seen = rows;
 	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
 	/*
 	 * The window's rows up to the first one whose key this claim cannot lock now (another
@@ -411,23 +452,22 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	 */
 	for (int64 i = 0; i < rows; i++)
 	{
-		bool isnull;
-		Datum key = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		text *key = window[i];
 		int k = -1;
 
-		if (!isnull)
+		if (key != nullptr)
 		{
 			for (k = 0; k < nkeys; k++)
-				if (datumIsEqual(keys[k], key, false, -1))
+				if (same_key(DatumGetTextPP(keys[k]), key))
 					break;
 			if (k == nkeys)
 			{
-				if (nkeys == kMaxKeysPerClaim || !try_key_lock(queue, key))
+				if (nkeys == kMaxKeysPerClaim || !try_key_lock(queue, PointerGetDatum(key)))
 				{
 					rows = i;
 					break;
 				}
-				keys[nkeys++] = datumCopy(key, false, -1);
+				keys[nkeys++] = PointerGetDatum(key);
 			}
 		}
 		row_key[i] = k;
@@ -439,37 +479,148 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	return window_room(row_key, rows, counts, nkeys, limit);
 }
 
+/* The columns of an awa.key_attempts row, as record_key_attempts writes them. */
+enum KeyAttemptColumn
+{
+	K_QUEUE,
+	K_CONCURRENCY_KEY,
+	K_JOB_ID,
+	K_RUN_LEASE,
+	K_PRIORITY,
+	K_ENQUEUE_SHARD,
+	K_LANE_SEQ,
+	K_READY_SLOT,
+	K_READY_GENERATION,
+	K_CLAIM_SLOT,
+	K_LEASE_SLOT,
+	K_NCOLUMNS
+};
+
+static const DirectColumn kKeyAttemptColumns[K_NCOLUMNS] = {
+	{"queue", TEXTOID},		 {"concurrency_key", TEXTOID}, {"job_id", INT8OID},
+	{"run_lease", INT8OID},	 {"priority", INT2OID},		   {"enqueue_shard", INT2OID},
+	{"lane_seq", INT8OID},	 {"ready_slot", INT4OID},	   {"ready_generation", INT8OID},
+	{"claim_slot", INT4OID}, {"lease_slot", INT4OID}};
+
+/*
+ * Insert the attempts (each with its ready row's key) into awa.key_attempts through the
+ * executor's routines (direct_insert.cpp), the row kRecordKeySql would insert for each;
+ * false, having written nothing, when the statement must insert instead.
+ */
+static bool
+record_key_attempts_direct(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n)
+{
+	Oid table = awa_relation("key_attempts");
+	DirectTarget target;
+
+	if (!direct_target_open(&target, table, table, kKeyAttemptColumns, K_NCOLUMNS))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		const KeyedAttempt &a = attempts[i];
+		Datum values[K_NCOLUMNS];
+		bool nulls[K_NCOLUMNS] = {};
+
+		values[K_QUEUE] = PointerGetDatum(queue);
+		values[K_CONCURRENCY_KEY] = PointerGetDatum(a.concurrency_key);
+		values[K_JOB_ID] = Int64GetDatum(a.job_id);
+		values[K_RUN_LEASE] = Int64GetDatum(a.run_lease);
+		values[K_PRIORITY] = Int16GetDatum(priority);
+		values[K_ENQUEUE_SHARD] = Int16GetDatum(shard);
+		values[K_LANE_SEQ] = Int64GetDatum(a.lane_seq);
+		values[K_READY_SLOT] = Int32GetDatum(a.ready_slot);
+		values[K_READY_GENERATION] = Int64GetDatum(a.ready_generation);
+		values[K_CLAIM_SLOT] = Int32GetDatum(a.claim_slot);
+		nulls[K_CLAIM_SLOT] = !a.has_claim_slot;
+		values[K_LEASE_SLOT] = Int32GetDatum(a.lease_slot);
+		nulls[K_LEASE_SLOT] = !a.has_lease_slot;
+		direct_target_insert(&target, values, nulls);
+	}
+	direct_target_close(&target);
+	/* As after the statement: the claim's later statements see the rows. */
+	CommandCounterIncrement();
+	return true;
+}
+
+/* The attempts a drain statement's result rows started (flow_control.hpp). */
+KeyedAttempt *
+drained_attempts(SPITupleTable *rows, uint64 n)
+{
+	KeyedAttempt *out = static_cast<KeyedAttempt *>(palloc(sizeof(KeyedAttempt) * (n > 0 ? n : 1)));
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		HeapTuple row = rows->vals[i];
+		TupleDesc desc = rows->tupdesc;
+		KeyedAttempt &a = out[i];
+		bool isnull;
+
+		a.concurrency_key = nullptr; /* the record reads it from the ready row */
+		a.job_id = DatumGetInt64(SPI_getbinval(row, desc, DC_JOB_ID, &isnull));
+		a.run_lease = DatumGetInt64(SPI_getbinval(row, desc, DC_RUN_LEASE, &isnull));
+		a.lane_seq = DatumGetInt64(SPI_getbinval(row, desc, DC_LANE_SEQ, &isnull));
+		a.ready_slot = DatumGetInt32(SPI_getbinval(row, desc, DC_READY_SLOT, &isnull));
+		a.ready_generation = DatumGetInt64(SPI_getbinval(row, desc, DC_READY_GENERATION, &isnull));
+		a.claim_slot = DatumGetInt32(SPI_getbinval(row, desc, DC_CLAIM_SLOT, &isnull));
+		a.has_claim_slot = !isnull;
+		a.lease_slot = DatumGetInt32(SPI_getbinval(row, desc, DC_LEASE_SLOT, &isnull));
+		a.has_lease_slot = !isnull;
+	}
+	return out;
+}
+
 /* Record the keyed attempts a claim started (flow_control.hpp). */
 void
-record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n)
+record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n)
 {
 	static const Oid types[10] = {TEXTOID,		INT2OID,	  INT2OID,		INT8ARRAYOID, INT8ARRAYOID,
 								  INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
-	/* Columns of the drain's result (claim_sql.hpp, AWA_DRAIN_RESULT), in the order of kRecordKeySql. */
-	static const int columns[7] = {9, 16, 3, 1, 2, 7, 5};
-	static const Oid elem_types[7] = {INT8OID, INT8OID, INT8OID, INT4OID, INT8OID, INT4OID, INT4OID};
 	Datum values[10];
+	Datum *elems[7];
+	bool *nulls[7];
+	bool keys_read = true;
 
 	if (n == 0)
 		return;
+	for (int i = 0; i < n && keys_read; i++)
+		keys_read = attempts[i].concurrency_key != nullptr;
+	if (keys_read && record_key_attempts_direct(queue, priority, shard, attempts, n))
+		return;
+	/* The statement: the rows as arrays, in the order of kRecordKeySql's $4..$10. */
+	for (int c = 0; c < 7; c++)
+	{
+		elems[c] = static_cast<Datum *>(palloc(sizeof(Datum) * n));
+		nulls[c] = static_cast<bool *>(palloc0(sizeof(bool) * n));
+	}
+	for (int i = 0; i < n; i++)
+	{
+		const KeyedAttempt &a = attempts[i];
+
+		elems[0][i] = Int64GetDatum(a.job_id);
+		elems[1][i] = Int64GetDatum(a.run_lease);
+		elems[2][i] = Int64GetDatum(a.lane_seq);
+		elems[3][i] = Int32GetDatum(a.ready_slot);
+		elems[4][i] = Int64GetDatum(a.ready_generation);
+		elems[5][i] = Int32GetDatum(a.claim_slot);
+		nulls[5][i] = !a.has_claim_slot;
+		elems[6][i] = Int32GetDatum(a.lease_slot);
+		nulls[6][i] = !a.has_lease_slot;
+	}
 	values[0] = PointerGetDatum(queue);
 	values[1] = Int16GetDatum(priority);
 	values[2] = Int16GetDatum(shard);
 	for (int c = 0; c < 7; c++)
 	{
-		Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * n));
-		bool *nulls = static_cast<bool *>(palloc(sizeof(bool) * n));
-		int dims[1] = {static_cast<int>(n)};
+		static const Oid elem_types[7] = {INT8OID, INT8OID, INT8OID, INT4OID, INT8OID, INT4OID, INT4OID};
+		int dims[1] = {n};
 		int lbs[1] = {1};
 		int16 typlen;
 		bool typbyval;
 		char typalign;
 
-		for (uint64 i = 0; i < n; i++)
-			elems[i] = SPI_getbinval(claimed->vals[i], claimed->tupdesc, columns[c], &nulls[i]);
 		get_typlenbyvalalign(elem_types[c], &typlen, &typbyval, &typalign);
-		values[3 + c] =
-			PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
+		values[3 + c] = PointerGetDatum(
+			construct_md_array(elems[c], nulls[c], 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
 	}
 	keep_plan(&record_key_plan, kRecordKeySql, 10, types);
 	exec_plan_latest(record_key_plan, values, nullptr, false, 0, SPI_OK_INSERT, "per-key attempts record");

@@ -5,6 +5,8 @@
  */
 #pragma once
 
+#include "direct_drain.hpp"
+
 extern "C"
 {
 #include "postgres.h"
@@ -59,12 +61,21 @@ int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq,
 					  int64 max_batch, int limit, int64 *seen);
 
 /*
- * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
- * limit has just started: `claimed` holds the drain's n result rows (claim_sql.hpp,
- * AWA_DRAIN_RESULT) of the lane (priority, shard); they are read before the insert runs,
- * which replaces SPI_tuptable. SPI must be connected.
+ * The attempts a drain statement started, from its n result rows (claim_sql.hpp,
+ * AWA_DRAIN_RESULT), every one without its key (record_key_attempts reads it from the
+ * ready row), palloc'd; read before another statement replaces SPI_tuptable.
  */
-void record_key_attempts(text *queue, int16 priority, int16 shard, SPITupleTable *claimed, uint64 n);
+KeyedAttempt *drained_attempts(SPITupleTable *rows, uint64 n);
+
+/*
+ * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
+ * limit has just started in the lane (priority, shard): one row per attempt whose ready row
+ * has a key, with that key. When every attempt carries its ready row's key (the direct
+ * drain's), the rows go in through the executor's routines (direct_insert.cpp); otherwise, or
+ * where those step aside, by one statement that reads each key from the ready row. SPI must
+ * be connected.
+ */
+void record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n);
 
 /*
  * A claim of the queue returned nothing because every lane it could take began with a job
