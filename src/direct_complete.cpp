@@ -1161,6 +1161,22 @@ leftover_pairs(const Pass *pass, bool with_results, ArrayType **ids, ArrayType *
 	}
 }
 
+/* The columns of attempt_state, as a first heartbeat or report fills them. */
+const DirectColumn kAttemptStateColumns[] = {{"job_id", INT8OID},		{"run_lease", INT8OID},		 {"heartbeat_at", TIMESTAMPTZOID},
+											 {"progress", JSONBOID},	{"updated_at", TIMESTAMPTZOID}, {"queue", TEXTOID}};
+
+/*
+ * Open attempt_state for the rows of first heartbeats and reports (direct_target_open's
+ * rules, and the UPDATE privilege the upsert needs); false when the upsert must write all.
+ */
+bool
+open_attempt_state_target(const Pass *pass, DirectTarget *target)
+{
+	return pass->state_index->rd_index->indisunique && may("attempt_state", ACL_INSERT | ACL_UPDATE) &&
+		   direct_target_open(target, RelationGetRelid(pass->state_rel), RelationGetRelid(pass->state_rel),
+							  kAttemptStateColumns, lengthof(kAttemptStateColumns));
+}
+
 /*
  * Upsert the heartbeat and progress of the attempts ($1, $2, $3 queue, $4 progress: NULL, or
  * NULL elements, keep the stored one), as the statements did.
@@ -1172,6 +1188,42 @@ const char *const kHeartbeatUpsertSql =
 	"ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
 	"  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
 SPIPlanPtr heartbeat_upsert_plan = nullptr;
+
+/*
+ * The attempt_state rows of the open attempts (ids, leases, queues, progress of n, sorted by
+ * pair) that have none yet, inserted speculatively as the upsert's INSERT would insert them
+ * (a first heartbeat or report: heartbeat and update times now, the progress given); the
+ * arrays are compacted to the attempts whose row exists or raced this insert, for the
+ * upsert statement, and their number returned. Nothing is inserted where the statement must
+ * write (direct_target_open's rules); the rows inserted are visible to the next command.
+ */
+int
+insert_first_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *queues, Datum *progress, bool *nulls)
+{
+	DirectTarget target;
+	TimestampTz now = GetCurrentTimestamp(); /* clock_timestamp(), as the upsert's */
+	int left = 0;
+
+	if (n == 0 || !open_attempt_state_target(pass, &target))
+		return n;
+	for (int k = 0; k < n; k++)
+	{
+		Datum values[6] = {ids[k], leases[k], TimestampTzGetDatum(now), progress[k], TimestampTzGetDatum(now),
+						   queues[k]};
+		bool value_nulls[6] = {false, false, false, nulls[k], false, false};
+
+		if (direct_target_insert_unless_conflict(&target, values, value_nulls, RelationGetRelid(pass->state_index)))
+			continue;
+		ids[left] = ids[k];
+		leases[left] = leases[k];
+		queues[left] = queues[k];
+		progress[left] = progress[k];
+		nulls[left++] = nulls[k];
+	}
+	direct_target_close(&target);
+	CommandCounterIncrement();
+	return left;
+}
 
 } // namespace
 
@@ -1242,6 +1294,7 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 	bool *alive_nulls;
 	bool any_progress = false;
 	int nalive = 0;
+	int nupsert;
 
 	out->alive = 0;
 	out->open = nullptr;
@@ -1277,13 +1330,15 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 		alive_queues[nalive] = PointerGetDatum(r->queue);
 		alive_progress[nalive] = pair->result;
 		alive_nulls[nalive] = pair->result_null;
-		any_progress = any_progress || !pair->result_null;
 		nalive++;
 	}
 	leftover_pairs(&pass, progress != nullptr, &out->left_ids, &out->left_leases, &out->left_progress, &out->nleft);
+	nupsert = insert_first_states(&pass, nalive, alive_ids, alive_leases, alive_queues, alive_progress, alive_nulls);
 	close_pass(&pass);
+	out->alive = nalive - nupsert;
+	nalive = nupsert;
 
-	/* attempt_state is one small table, not a ring: its upsert stays a statement. */
+	/* attempt_state rows that exist (or raced this insert): their upsert stays a statement. */
 	if (nalive > 0)
 	{
 		int dims[1] = {nalive};
@@ -1293,6 +1348,8 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 						   PointerGetDatum(text_array(alive_queues, nalive)), (Datum)0};
 		char nulls[4] = {' ', ' ', ' ', 'n'};
 
+		for (int k = 0; k < nalive; k++)
+			any_progress = any_progress || !alive_nulls[k];
 		/* No progress at all: a NULL array, which unnest reads as NULL elements. */
 		if (any_progress)
 		{
@@ -1305,7 +1362,7 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 		if (SPI_processed != static_cast<uint64>(nalive))
 			elog(ERROR, "awa_shard: the receipt heartbeat wrote %lu rows for %d attempts",
 				 static_cast<unsigned long>(SPI_processed), nalive);
-		out->alive = SPI_processed;
+		out->alive += SPI_processed;
 	}
 	return true;
 }
