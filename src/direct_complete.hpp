@@ -79,8 +79,9 @@ struct DirectHeartbeat
  * (`progress`: a jsonb[] aligned with the pairs, a NULL element keeping the stored progress;
  * nullptr: none; a pair given twice takes its last value), on one copy of the latest
  * snapshot, the receipts found and tested as a completion finds and tests them but without
- * locks; the upsert into awa.attempt_state (not a ring table) is a statement. False, having
- * read and written nothing, as direct_complete_receipts. SPI must be connected.
+ * locks; an attempt's first attempt_state row is inserted directly (speculatively, as the
+ * upsert's INSERT), a row that exists is updated by the upsert statement. False, having read
+ * and written nothing, as direct_complete_receipts. SPI must be connected.
  */
 bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress, text *queue,
 							   const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out);
