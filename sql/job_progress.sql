@@ -108,3 +108,95 @@ RESET ROLE;
 
 SELECT awa.drop_queue('prog_batch', p_force => true) IS NOT NULL AS dropped,
        awa.drop_queue('prog_beat', p_force => true) IS NOT NULL AS dropped_too;
+
+-- The path a report takes. In receipts mode a report finds and tests its receipts through the
+-- direct access routines, as awa.heartbeat_jobs does (src/direct_complete.cpp), and one small
+-- upsert writes attempt_state; the receipts statement (src/progress.cpp) runs only where the
+-- direct path steps aside (here: a trigger on awa.attempt_state). Which one ran is read from
+-- this backend's plan cache: a kept statement has a memory context named by its text
+-- (pg_backend_memory_contexts.ident). Both paths must give the same answers and store the same
+-- progress: a stale lease is false and writes nothing, a job not running is false, a pair
+-- given twice is written once with its last value, a NULL element keeps the stored progress,
+-- a completed attempt is no longer open, and a REPEATABLE READ caller reports as well.
+\c
+CREATE FUNCTION pg_temp.progress_statements(OUT receipts bigint, OUT leases bigint, OUT direct_upsert bigint)
+LANGUAGE sql AS $$
+    SELECT count(*) FILTER (WHERE ident LIKE 'WITH input AS MATERIALIZED%open_receipts AS (SELECT c.job_id%'),
+           count(*) FILTER (WHERE ident LIKE 'WITH input AS MATERIALIZED%keys AS MATERIALIZED (SELECT l.*, i.progress%'),
+           count(*) FILTER (WHERE ident LIKE 'INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) SELECT t.job_id%')
+      FROM pg_backend_memory_contexts
+$$;
+-- One queue's story: four jobs, three claimed; reports of every kind; what each answered and
+-- what attempt_state holds after each (jobs by position 1..4).
+CREATE FUNCTION pg_temp.progress_story(q text) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    j bigint[];
+    out jsonb := '[]';
+    a jsonb;
+BEGIN
+    PERFORM awa.create_queue(q);
+    j := awa.insert_jobs(q, array_fill('k'::text, ARRAY[4]));
+    PERFORM count(*) FROM awa.claim_ready_runtime(q, 3, 0, 0);
+    -- Three running, the fourth not claimed, the first again with a stale lease.
+    a := to_jsonb(awa.set_jobs_progress(j || j[1], '{1, 1, 1, 1, 2}',
+                                        ARRAY['{"done": 1}', '{"done": 2}', '{"done": 3}', '{"done": 4}', '"stale"']::jsonb[]));
+    out := out || jsonb_build_array(a);
+    -- A pair given twice (the last value wins); a NULL element (a heartbeat alone).
+    a := to_jsonb(awa.set_jobs_progress(ARRAY[j[2], j[2], j[3]], '{1, 1, 1}', ARRAY['"first"', '"last"', NULL]::jsonb[]));
+    out := out || jsonb_build_array(a);
+    -- The single form: open, stale.
+    a := jsonb_build_array(awa.set_progress(j[1], 1, '"one"'), awa.set_progress(j[1], 2, '"stale one"'),
+                           awa.set_progress(j[4], 1, '"not running"'));
+    out := out || jsonb_build_array(a);
+    -- With the queue given: another queue's attempt is not open there.
+    a := to_jsonb(awa.set_jobs_progress(j[1:2], '{1, 1}', ARRAY['"queued"', NULL]::jsonb[], 'prog_nowhere')
+                  || awa.set_jobs_progress(j[2:2], '{1}', ARRAY['"in queue"']::jsonb[], q));
+    out := out || jsonb_build_array(a);
+    -- A completed attempt is no longer open; its row is gone.
+    PERFORM count(*) FROM awa.complete_jobs(j[3:3], '{1}');
+    a := to_jsonb(awa.set_jobs_progress(ARRAY[j[3], j[1]], '{1, 1}', ARRAY['"late"', NULL]::jsonb[]));
+    out := out || jsonb_build_array(a);
+    SELECT coalesce(jsonb_agg(jsonb_build_array(array_position(j, s.job_id), s.run_lease, s.progress,
+                                                s.heartbeat_at IS NOT NULL) ORDER BY s.job_id, s.run_lease), '[]')
+      INTO a FROM awa.attempt_state s WHERE s.job_id = ANY (j);
+    RETURN jsonb_build_object('answers', out, 'rows', a);
+END $$;
+SET client_min_messages = warning;
+SELECT awa.create_queue('prog_nowhere') IS NOT NULL AS created;
+RESET client_min_messages;
+
+-- The direct path: no receipts statement was planned, only the upsert.
+SELECT pg_temp.progress_story('prog_direct') AS direct_story \gset
+SELECT :'direct_story'::jsonb -> 'answers' AS answers;
+SELECT jsonb_array_elements(:'direct_story'::jsonb -> 'rows') AS attempt_state_row;
+SELECT * FROM pg_temp.progress_statements();
+-- A REPEATABLE READ caller takes it as well (D14: the latest committed state).
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT awa.set_jobs_progress(ARRAY(SELECT job_id FROM awa.attempt_state WHERE queue = 'prog_direct' ORDER BY job_id),
+                             '{1, 1}', '{"\"rr 1\"", "\"rr 2\""}') AS repeatable_read;
+COMMIT;
+SELECT * FROM pg_temp.progress_statements();
+SELECT progress FROM awa.attempt_state WHERE queue = 'prog_direct' ORDER BY job_id;
+
+-- A trigger on attempt_state: the direct path steps aside, the statement runs (and the
+-- trigger fires), with the same answers and the same rows.
+CREATE TABLE progress_trigger_log (n bigint);
+CREATE FUNCTION note_attempt_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.progress_trigger_log VALUES (1);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER progress_note AFTER INSERT OR UPDATE ON awa.attempt_state
+    FOR EACH STATEMENT EXECUTE FUNCTION note_attempt_state();
+SELECT pg_temp.progress_story('prog_statement') AS statement_story \gset
+DROP TRIGGER progress_note ON awa.attempt_state;
+SELECT * FROM pg_temp.progress_statements();
+SELECT count(*) > 0 AS trigger_fired FROM progress_trigger_log;
+SELECT :'statement_story'::jsonb = :'direct_story'::jsonb AS same_answers_and_rows;
+DROP FUNCTION note_attempt_state();
+DROP TABLE progress_trigger_log;
+
+SET client_min_messages = warning;
+SELECT awa.drop_queue('prog_direct', p_force => true) IS NOT NULL AS dropped,
+       awa.drop_queue('prog_statement', p_force => true) IS NOT NULL AS dropped_too,
+       awa.drop_queue('prog_nowhere', p_force => true) IS NOT NULL AS dropped_third;

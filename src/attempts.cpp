@@ -299,6 +299,18 @@ spi_finish()
 		elog(ERROR, "awa_shard: SPI_finish failed");
 }
 
+/* One progress value for every pair of `ids`: the jsonb[] the direct heartbeat takes. */
+ArrayType *
+progress_for_each(ArrayType *ids, Datum progress)
+{
+	int n = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+	Datum *copies = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
+
+	for (int k = 0; k < n; k++)
+		copies[k] = progress;
+	return construct_array(copies, n, JSONBOID, -1, false, TYPALIGN_INT);
+}
+
 } // namespace
 
 /*
@@ -410,7 +422,8 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	 * Receipts through the direct access routines (direct_complete.cpp); the lease statement
 	 * then takes only the pairs without a receipt, and none on the common path.
 	 */
-	if (awa::direct_heartbeat_receipts(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1), args[10], no_progress,
+	if (awa::direct_heartbeat_receipts(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1),
+									   no_progress ? nullptr : progress_for_each(PG_GETARG_ARRAYTYPE_P(0), args[10]),
 									   q ? DatumGetTextPP(queue) : nullptr, queue_arc, claim_arc, &direct))
 	{
 		alive = direct.alive;

@@ -77,7 +77,7 @@ namespace awa
 namespace
 {
 
-/* One (job_id, run_lease) pair of the call, with its result and its position in the input. */
+/* One (job_id, run_lease) pair of the call, with its value (result or progress) and its position in the input. */
 struct Pair
 {
 	int64 job_id;
@@ -611,17 +611,27 @@ open_pass(Pass *pass, const int queue_arc[4], const int claim_arc[4], bool compl
 	return ok;
 }
 
-/* Whether the pair arrays are what the statements' unnest reads as pairs: no NULL element, one length. */
+/*
+ * Whether the pair arrays (and the values aligned with them, when given) are what the
+ * statements' unnest reads as pairs: no NULL id or lease, one length.
+ */
 bool
-pairs_usable(ArrayType *ids, ArrayType *leases)
+pairs_usable(ArrayType *ids, ArrayType *leases, ArrayType *values)
 {
+	int n = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+
 	return !array_contains_nulls(ids) && !array_contains_nulls(leases) &&
-		   ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) == ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases));
+		   n == ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases)) &&
+		   (values == nullptr || n == ArrayGetNItems(ARR_NDIM(values), ARR_DIMS(values)));
 }
 
-/* The pairs of the call into the pass: distinct, sorted, each with the first result given for it. */
+/*
+ * The pairs of the call into the pass: distinct, sorted, each with the value given for it
+ * (results: a completion's, the first given for a pair wins; progress, with `last_wins`: a
+ * report's, the last given wins, as the progress statement's DISTINCT ON).
+ */
 void
-read_pairs(Pass *pass, ArrayType *ids, ArrayType *leases, ArrayType *results)
+read_pairs(Pass *pass, ArrayType *ids, ArrayType *leases, ArrayType *results, bool last_wins)
 {
 	Datum *id_elems;
 	Datum *lease_elems;
@@ -655,6 +665,8 @@ read_pairs(Pass *pass, ArrayType *ids, ArrayType *leases, ArrayType *results)
 		if (pass->npairs == 0 || pairs[k].job_id != pairs[pass->npairs - 1].job_id ||
 			pairs[k].run_lease != pairs[pass->npairs - 1].run_lease)
 			pairs[pass->npairs++] = pairs[k];
+		else if (last_wins)
+			pairs[pass->npairs - 1] = pairs[k];
 	pass->pairs = pairs;
 	pass->found = static_cast<bool *>(palloc0(sizeof(bool) * (pass->npairs + 1)));
 	pass->receipts = static_cast<Receipt *>(palloc0(sizeof(Receipt) * (pass->npairs + 1)));
@@ -1160,11 +1172,30 @@ leftover_pairs(const Pass *pass, bool with_results, ArrayType **ids, ArrayType *
 	}
 }
 
-/* Upsert the heartbeat (and progress) of the attempts ($1, $2, $3 queue), as the statement did. */
+/* The columns of attempt_state, as a first heartbeat or report fills them. */
+const DirectColumn kAttemptStateColumns[] = {{"job_id", INT8OID},		{"run_lease", INT8OID},		 {"heartbeat_at", TIMESTAMPTZOID},
+											 {"progress", JSONBOID},	{"updated_at", TIMESTAMPTZOID}, {"queue", TEXTOID}};
+
+/*
+ * Open attempt_state for the rows of first heartbeats and reports (direct_target_open's
+ * rules, and the UPDATE privilege the upsert needs); false when the upsert must write all.
+ */
+bool
+open_attempt_state_target(const Pass *pass, DirectTarget *target)
+{
+	return pass->state_index->rd_index->indisunique && may("attempt_state", ACL_INSERT | ACL_UPDATE) &&
+		   direct_target_open(target, RelationGetRelid(pass->state_rel), RelationGetRelid(pass->state_rel),
+							  kAttemptStateColumns, lengthof(kAttemptStateColumns));
+}
+
+/*
+ * Upsert the heartbeat and progress of the attempts ($1, $2, $3 queue, $4 progress: NULL, or
+ * NULL elements, keep the stored one), as the statements did.
+ */
 const char *const kHeartbeatUpsertSql =
 	"INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, progress, updated_at, queue) "
-	"SELECT t.job_id, t.run_lease, clock_timestamp(), $4::jsonb, clock_timestamp(), t.queue "
-	"  FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS t(job_id, run_lease, queue) "
+	"SELECT t.job_id, t.run_lease, clock_timestamp(), t.progress, clock_timestamp(), t.queue "
+	"  FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::jsonb[]) AS t(job_id, run_lease, queue, progress) "
 	"ON CONFLICT (job_id, run_lease, queue) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
 	"  progress = coalesce(EXCLUDED.progress, awa.attempt_state.progress), updated_at = EXCLUDED.updated_at";
 SPIPlanPtr heartbeat_upsert_plan = nullptr;
@@ -1212,6 +1243,42 @@ part_of_slot(Part *parts, int nparts, int slot)
 		if (parts[k].slot == slot)
 			return &parts[k];
 	return nullptr;
+}
+
+/*
+ * The attempt_state rows of the open attempts (ids, leases, queues, progress of n, sorted by
+ * pair) that have none yet, inserted speculatively as the upsert's INSERT would insert them
+ * (a first heartbeat or report: heartbeat and update times now, the progress given); the
+ * arrays are compacted to the attempts whose row exists or raced this insert, for the
+ * upsert statement, and their number returned. Nothing is inserted where the statement must
+ * write (direct_target_open's rules); the rows inserted are visible to the next command.
+ */
+int
+insert_first_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *queues, Datum *progress, bool *nulls)
+{
+	DirectTarget target;
+	TimestampTz now = GetCurrentTimestamp(); /* clock_timestamp(), as the upsert's */
+	int left = 0;
+
+	if (n == 0 || !open_attempt_state_target(pass, &target))
+		return n;
+	for (int k = 0; k < n; k++)
+	{
+		Datum values[6] = {ids[k], leases[k], TimestampTzGetDatum(now), progress[k], TimestampTzGetDatum(now),
+						   queues[k]};
+		bool value_nulls[6] = {false, false, false, nulls[k], false, false};
+
+		if (direct_target_insert_unless_conflict(&target, values, value_nulls, RelationGetRelid(pass->state_index)))
+			continue;
+		ids[left] = ids[k];
+		leases[left] = leases[k];
+		queues[left] = queues[k];
+		progress[left] = progress[k];
+		nulls[left++] = nulls[k];
+	}
+	direct_target_close(&target);
+	CommandCounterIncrement();
+	return left;
 }
 
 } // namespace
@@ -1301,9 +1368,9 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 	out->ndone = 0;
 	out->nleft = 0;
 	out->left_ids = out->left_leases = out->left_results = nullptr;
-	if (!pairs_usable(ids, leases) || !open_pass(&pass, queue_arc, claim_arc, true))
+	if (!pairs_usable(ids, leases, results) || !open_pass(&pass, queue_arc, claim_arc, true))
 		return false;
-	read_pairs(&pass, ids, leases, results);
+	read_pairs(&pass, ids, leases, results, false);
 	order = static_cast<Receipt **>(palloc(sizeof(Receipt *) * (pass.npairs + 1)));
 
 	/* 1. Each pair's receipt on one copy of the latest snapshot; 2. their batches locked. */
@@ -1339,26 +1406,30 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 	return true;
 }
 
-/* Record heartbeats of the open receipts among the pairs directly (see direct_complete.hpp). */
+/* Record heartbeats (and progress) of the open receipts among the pairs directly (see direct_complete.hpp). */
 bool
-direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
-						  const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out)
+direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress, text *queue, const int queue_arc[4],
+						  const int claim_arc[4], DirectHeartbeat *out)
 {
-	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, JSONBOID};
+	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID, JSONBARRAYOID};
 	Pass pass;
 	Snapshot snapshot;
-	ArrayType *no_results;
 	Datum *alive_ids;
 	Datum *alive_leases;
 	Datum *alive_queues;
+	Datum *alive_progress;
+	bool *alive_nulls;
+	bool any_progress = false;
 	int nalive = 0;
+	int nupsert;
 
 	out->alive = 0;
+	out->open = nullptr;
 	out->nleft = 0;
-	out->left_ids = out->left_leases = nullptr;
-	if (!pairs_usable(ids, leases) || !open_pass(&pass, queue_arc, claim_arc, false))
+	out->left_ids = out->left_leases = out->left_progress = nullptr;
+	if (!pairs_usable(ids, leases, progress) || !open_pass(&pass, queue_arc, claim_arc, false))
 		return false;
-	read_pairs(&pass, ids, leases, nullptr);
+	read_pairs(&pass, ids, leases, progress, true);
 
 	/* One snapshot, as the statement's: the receipts found and their open test. */
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -1369,30 +1440,56 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, boo
 	alive_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
 	alive_leases = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
 	alive_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
+	alive_progress = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
+	alive_nulls = static_cast<bool *>(palloc(sizeof(bool) * (pass.nreceipts + 1)));
+	out->open = static_cast<DirectAttempt *>(palloc(sizeof(DirectAttempt) * (pass.nreceipts + 1)));
+	/* Receipts are found in pair order: the open ones come out sorted. */
 	for (int k = 0; k < pass.nreceipts; k++)
 	{
 		const Receipt *r = &pass.receipts[k];
+		const Pair *pair = &pass.pairs[r->pair];
 
 		if (!r->open)
 			continue;
-		alive_ids[nalive] = Int64GetDatum(pass.pairs[r->pair].job_id);
-		alive_leases[nalive] = Int64GetDatum(pass.pairs[r->pair].run_lease);
-		alive_queues[nalive++] = PointerGetDatum(r->queue);
+		out->open[nalive] = {pair->job_id, pair->run_lease};
+		alive_ids[nalive] = Int64GetDatum(pair->job_id);
+		alive_leases[nalive] = Int64GetDatum(pair->run_lease);
+		alive_queues[nalive] = PointerGetDatum(r->queue);
+		alive_progress[nalive] = pair->result;
+		alive_nulls[nalive] = pair->result_null;
+		nalive++;
 	}
-	leftover_pairs(&pass, false, &out->left_ids, &out->left_leases, &no_results, &out->nleft);
+	leftover_pairs(&pass, progress != nullptr, &out->left_ids, &out->left_leases, &out->left_progress, &out->nleft);
+	nupsert = insert_first_states(&pass, nalive, alive_ids, alive_leases, alive_queues, alive_progress, alive_nulls);
 	close_pass(&pass);
+	out->alive = nalive - nupsert;
+	nalive = nupsert;
 
-	/* attempt_state is one small table, not a ring: its upsert stays a statement. */
+	/* attempt_state rows that exist (or raced this insert): their upsert stays a statement. */
 	if (nalive > 0)
 	{
+		int dims[1] = {nalive};
+		int lbs[1] = {1};
 		Datum values[4] = {PointerGetDatum(int8_array(alive_ids, nalive)),
 						   PointerGetDatum(int8_array(alive_leases, nalive)),
-						   PointerGetDatum(text_array(alive_queues, nalive)), progress};
-		const char nulls[4] = {' ', ' ', ' ', progress_null ? 'n' : ' '};
+						   PointerGetDatum(text_array(alive_queues, nalive)), (Datum)0};
+		char nulls[4] = {' ', ' ', ' ', 'n'};
 
+		for (int k = 0; k < nalive; k++)
+			any_progress = any_progress || !alive_nulls[k];
+		/* No progress at all: a NULL array, which unnest reads as NULL elements. */
+		if (any_progress)
+		{
+			values[3] = PointerGetDatum(
+				construct_md_array(alive_progress, alive_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT));
+			nulls[3] = ' ';
+		}
 		keep_generic_plan(&heartbeat_upsert_plan, kHeartbeatUpsertSql, 4, types);
 		exec_plan_latest(heartbeat_upsert_plan, values, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
-		out->alive = SPI_processed;
+		if (SPI_processed != static_cast<uint64>(nalive))
+			elog(ERROR, "awa_shard: the receipt heartbeat wrote %lu rows for %d attempts",
+				 static_cast<unsigned long>(SPI_processed), nalive);
+		out->alive += SPI_processed;
 	}
 	return true;
 }

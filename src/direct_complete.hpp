@@ -53,26 +53,38 @@ struct DirectCompletion
 bool direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, text *queue,
 							  const int queue_arc[4], const int claim_arc[4], DirectCompletion *out);
 
+/* One attempt a direct heartbeat found open. */
+struct DirectAttempt
+{
+	int64 job_id;
+	int64 run_lease;
+};
+
 /*
- * What a direct heartbeat did: how many open receipts got their heartbeat, and the pairs
- * whose receipt it did not find (leases, stale pairs), for the lease statement.
+ * What a direct heartbeat did: the open receipts that got their heartbeat (`open[0..alive)`,
+ * each pair once, in (job_id, run_lease) order), and the pairs whose receipt it did not find
+ * (leases, stale pairs) with their progress (NULL when none was given), for the lease statement.
  */
 struct DirectHeartbeat
 {
 	uint64 alive;
+	DirectAttempt *open;
 	ArrayType *left_ids;
 	ArrayType *left_leases;
+	ArrayType *left_progress;
 	int nleft;
 };
 
 /*
- * Record a heartbeat (and the progress, unless progress_null) of the open receipts among the
- * pairs, on one copy of the latest snapshot, the receipts found and tested as a completion
- * finds and tests them but without locks; the upsert into awa.attempt_state (not a ring
- * table) is a statement. False, having read and written nothing, as direct_complete_receipts.
- * SPI must be connected.
+ * Record a heartbeat of the open receipts among the pairs, and the progress given for each
+ * (`progress`: a jsonb[] aligned with the pairs, a NULL element keeping the stored progress;
+ * nullptr: none; a pair given twice takes its last value), on one copy of the latest
+ * snapshot, the receipts found and tested as a completion finds and tests them but without
+ * locks; an attempt's first attempt_state row is inserted directly (speculatively, as the
+ * upsert's INSERT), a row that exists is updated by the upsert statement. False, having read
+ * and written nothing, as direct_complete_receipts. SPI must be connected.
  */
-bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, Datum progress, bool progress_null, text *queue,
+bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress, text *queue,
 							   const int queue_arc[4], const int claim_arc[4], DirectHeartbeat *out);
 
 /*

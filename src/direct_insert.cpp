@@ -22,11 +22,14 @@ extern "C"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/pg_list.h"
+#include "storage/lmgr.h"
 #include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
@@ -333,6 +336,53 @@ direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
 	}
 	ExecStoreVirtualTuple(t->slot);
 	insert_slot(t->rel, t->estate, t->rri, t->slot);
+}
+
+/* Insert one row unless its key conflicts in `arbiter`, as ExecInsert's speculative insertion. */
+bool
+direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter)
+{
+	TupleDesc desc = t->slot->tts_tupleDescriptor;
+	List *arbiters = list_make1_oid(arbiter);
+	ItemPointerData conflict_tid;
+	bool conflict = false;
+	uint32 token;
+
+	/* The conflict checks need the unique indexes' operators, as ExecOpenIndices(speculative) builds them. */
+	for (int i = 0; i < t->rri->ri_NumIndices; i++)
+	{
+		IndexInfo *ii = t->rri->ri_IndexRelationInfo[i];
+
+		if (ii->ii_Unique && ii->ii_UniqueOps == nullptr)
+			BuildSpeculativeIndexInfo(t->rri->ri_IndexRelationDescs[i], ii);
+	}
+	ExecClearTuple(t->slot);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		int c = t->column_of[a];
+
+		t->slot->tts_values[a] = c < 0 ? (Datum)0 : values[c];
+		t->slot->tts_isnull[a] = c < 0 || nulls[c];
+	}
+	ExecStoreVirtualTuple(t->slot);
+	if (t->rel->rd_att->constr != nullptr)
+		ExecConstraints(t->rri, t->slot, t->estate);
+	/* A committed or in-progress row with the key (waited for): the statement's ON CONFLICT. */
+	if (!ExecCheckIndexConstraints(t->rri, t->slot, t->estate, &conflict_tid, arbiters))
+	{
+		list_free(arbiters);
+		ResetPerTupleExprContext(t->estate);
+		return false;
+	}
+	token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+	table_tuple_insert_speculative(t->rel, t->slot, t->estate->es_output_cid, 0, nullptr, token);
+	list_free(ExecInsertIndexTuples(t->rri, t->slot, t->estate, false, true, &conflict, arbiters));
+	/* A conflicting insertion that raced this one: the heap tuple is killed, as ExecInsert does. */
+	table_tuple_complete_speculative(t->rel, t->slot, token, !conflict);
+	SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+	list_free(arbiters);
+	ResetPerTupleExprContext(t->estate);
+	return !conflict;
 }
 
 /* Close an open target (its locks stay to the end of the transaction). */

@@ -68,6 +68,14 @@ bool direct_target_open(DirectTarget *t, Oid parent, Oid partition, const Direct
 /* Insert one row: values[c], nulls[c] for columns[c] of direct_target_open. */
 void direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls);
 
+/*
+ * Insert one row unless a row with its key in the unique index `arbiter` of the target exists
+ * or is being inserted: a speculative insertion, as INSERT .. ON CONFLICT makes it (a
+ * conflicting insertion in progress is waited for). False, having inserted nothing, on a
+ * conflict: the caller's ON CONFLICT statement takes the row.
+ */
+bool direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter);
+
 /* Close a target opened by direct_target_open (the locks stay to the end of the transaction). */
 void direct_target_close(DirectTarget *t);
 

@@ -7,13 +7,17 @@
  * attempt's first report or heartbeat and refreshed in place by later ones (an update that
  * changes no key column: a HOT update while the page has room, fillfactor 80). The row goes
  * with the attempt (completions and the other exits delete it). Both entry points check every
- * argument before anything is written and run one statement per plane mode on the latest
- * committed state, whatever the caller's isolation level, like the heartbeats of
- * awa.heartbeat_jobs (attempts.cpp): the leases statement runs only when the receipts
- * statement did not find every pair, so a worker in receipts mode (the default) pays one
- * statement per call. Each input position comes back true when its attempt was open.
+ * argument before anything is written and answer on the latest committed state, whatever the
+ * caller's isolation level, as awa.heartbeat_jobs (attempts.cpp) does, and by the same path:
+ * in receipts mode (the default) the receipts are found and tested through the direct access
+ * routines (direct_complete.cpp, no planned statement), an attempt's first attempt_state row
+ * is inserted there too and a small upsert statement refreshes the rows that exist; where the direct path steps aside (Citus, a read-only transaction, a
+ * trigger, rule or row security, a missing privilege) the receipts statement below does it.
+ * The leases statement runs only for the pairs without a receipt. Each input position comes
+ * back true when its attempt was open.
  */
 #include "pg_boundary.hpp"
+#include "direct_complete.hpp"
 #include "receipt_sql.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -165,11 +169,37 @@ put_arc(const int arc[4], Datum *values, int at)
 		values[at + k] = Int32GetDatum(arc[k]);
 }
 
+/* Run the leases statement of form q on the pairs (ids, leases, progress); append the open ones. */
+void
+record_lease_progress(int q, Datum ids_array, Datum leases_array, Datum progress, Datum queue, const int lease_arc[4],
+					  int expected_at_most, Pair *found, int *n_found)
+{
+	static const Oid lease_types[8] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID,		  INT4OID,
+									   INT4OID,		 INT4OID,	   JSONBARRAYOID, TEXTOID};
+	Datum args[8];
+	char nulls[8];
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = ids_array;
+	args[1] = leases_array;
+	put_arc(lease_arc, args, 2);
+	args[6] = progress;
+	args[7] = queue;
+	nulls[7] = q ? ' ' : 'n';
+	awa::keep_generic_plan(&progress_leases_plan[q], kProgressLeasesSql[q], 8, lease_types);
+	awa::exec_plan_latest(progress_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE_RETURNING, "lease progress");
+	if (SPI_processed > static_cast<uint64>(expected_at_most))
+		elog(ERROR, "awa_shard: lease progress returned more pairs than it was given");
+	collect_open_pairs(found, n_found);
+}
+
 /*
  * Record the heartbeat and progress of the open attempts among the n pairs (ids[k],
  * leases[k]) with progress values `progress` (a jsonb[] of n elements, NULL elements keep the
  * stored progress), only in `queue` when it is not 0; open[k] says whether pair k was open.
- * The arguments are checked by the caller.
+ * The arguments are checked by the caller. Receipts go through the direct access routines
+ * (direct_complete.cpp, as awa.heartbeat_jobs) and, where those step aside, through the
+ * receipts statement; the leases statement then takes the pairs without a receipt.
  */
 void
 record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, Datum leases_array, Datum progress,
@@ -177,19 +207,16 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 {
 	static const Oid receipt_types[12] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,	   INT4OID,
 										  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBARRAYOID, TEXTOID};
-	static const Oid lease_types[8] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID,		  INT4OID,
-									   INT4OID,		 INT4OID,	   JSONBARRAYOID, TEXTOID};
 	int q = queue != (Datum)0 ? 1 : 0;
 	Pair *input = static_cast<Pair *>(palloc(sizeof(Pair) * n));
 	Pair *found = static_cast<Pair *>(palloc(sizeof(Pair) * n));
 	int n_found = 0;
 	int distinct;
-	Datum args[12];
-	char nulls[12];
 	int queue_arc[4];
 	int claim_arc[4];
 	int lease_arc[4];
 	int level;
+	awa::DirectHeartbeat direct;
 
 	for (int k = 0; k < n; k++)
 	{
@@ -199,40 +226,47 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 	qsort(input, n, sizeof(Pair), compare_pairs);
 	distinct = count_distinct(input, n);
 
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = ids_array;
-	args[1] = leases_array;
-	args[10] = progress;
-	args[11] = queue;
-	nulls[11] = q ? ' ' : 'n';
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
-	awa::keep_generic_plan(&progress_receipts_plan[q], kProgressReceiptsSql[q], 12, receipt_types);
 	level = awa::push_hot_path_planner();
-	/* The three rings' live arcs in one read (the lease ring's for the second statement). */
+	/* The three rings' live arcs in one read (the lease ring's for the leases statement). */
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
-	put_arc(claim_arc, args, 2);
-	put_arc(queue_arc, args, 6);
-	awa::exec_plan_latest(progress_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT_RETURNING,
-						  "receipt progress");
-	/* Each open pair comes back once (a pair is unique in the input): at most n rows. */
-	if (SPI_processed > static_cast<uint64>(distinct))
-		elog(ERROR, "awa_shard: receipt progress returned more pairs than it was given");
-	collect_open_pairs(found, &n_found);
-	/* An attempt is a receipt or a lease: when every pair was a receipt, no lease is one. */
-	if (n_found < distinct)
+	if (awa::direct_heartbeat_receipts(DatumGetArrayTypeP(ids_array), DatumGetArrayTypeP(leases_array),
+									   DatumGetArrayTypeP(progress), q ? DatumGetTextPP(queue) : nullptr, queue_arc,
+									   claim_arc, &direct))
 	{
-		awa::keep_generic_plan(&progress_leases_plan[q], kProgressLeasesSql[q], 8, lease_types);
-		put_arc(lease_arc, args, 2);
-		args[6] = progress;
-		nulls[6] = ' ';
-		args[7] = queue;
-		nulls[7] = q ? ' ' : 'n';
-		awa::exec_plan_latest(progress_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE_RETURNING,
-							  "lease progress");
-		if (SPI_processed > static_cast<uint64>(distinct - n_found))
-			elog(ERROR, "awa_shard: lease progress returned more pairs than it was given");
+		for (uint64 k = 0; k < direct.alive; k++)
+			found[n_found++] = {direct.open[k].job_id, direct.open[k].run_lease};
+		/* Only the pairs without a receipt (leases, stale pairs), and none on the common path. */
+		if (direct.nleft > 0)
+			record_lease_progress(q, PointerGetDatum(direct.left_ids), PointerGetDatum(direct.left_leases),
+								  PointerGetDatum(direct.left_progress), queue, lease_arc, direct.nleft, found,
+								  &n_found);
+	}
+	else
+	{
+		Datum args[12];
+		char nulls[12];
+
+		memset(nulls, ' ', sizeof(nulls));
+		args[0] = ids_array;
+		args[1] = leases_array;
+		put_arc(claim_arc, args, 2);
+		put_arc(queue_arc, args, 6);
+		args[10] = progress;
+		args[11] = queue;
+		nulls[11] = q ? ' ' : 'n';
+		awa::keep_generic_plan(&progress_receipts_plan[q], kProgressReceiptsSql[q], 12, receipt_types);
+		awa::exec_plan_latest(progress_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT_RETURNING,
+							  "receipt progress");
+		/* Each open pair comes back once (a pair is unique in the input): at most n rows. */
+		if (SPI_processed > static_cast<uint64>(distinct))
+			elog(ERROR, "awa_shard: receipt progress returned more pairs than it was given");
 		collect_open_pairs(found, &n_found);
+		/* An attempt is a receipt or a lease: when every pair was a receipt, no lease is one. */
+		if (n_found < distinct)
+			record_lease_progress(q, ids_array, leases_array, progress, queue, lease_arc, distinct - n_found, found,
+								  &n_found);
 	}
 	awa::pop_hot_path_planner(level);
 	if (SPI_finish() != SPI_OK_FINISH)

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // A job worker in Node.js with node-postgres (npm install, then node worker.js).
 //
-// Loop: claim a batch (awa.claim_ready_runtime) -> run each job in lane order -> complete
-// the successes in one call (awa.complete_jobs), fail the others (awa.fail_job). A timer
+// Loop: claim a batch (awa.claim_ready_runtime) -> report its progress in one call
+// (awa.set_jobs_progress) -> run each job in lane order -> complete the successes in one
+// call (awa.complete_jobs), fail the others (awa.fail_job). A timer
 // heartbeats the held jobs (awa.heartbeat_jobs) on a second connection while they run, so
 // long jobs are not rescued as dead. When nothing was claimed, the worker sleeps in the
 // server until a producer commits (awa.wait_for_jobs) instead of polling.
@@ -64,6 +65,12 @@ async function main() {
     }
 
     held = new Map(jobs.map((j) => [j.job_id, j.run_lease]));
+    // Progress of the whole batch in one call (also a heartbeat), one value per job: its place
+    // in the batch, shown by awa.get_job and awa.wait_for_job while the attempt runs. Element k
+    // of the answer is false when attempt k is no longer open.
+    await db.query('SELECT awa.set_jobs_progress($1::bigint[], $2::bigint[], $3::jsonb[])',
+      [jobs.map((j) => j.job_id), jobs.map((j) => j.run_lease),
+        jobs.map((j, k) => JSON.stringify({ position: k + 1, of: jobs.length }))]);
     const doneIds = [];
     const doneRunLeases = [];
     for (const job of jobs) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A job worker in plain bash + psql.
 #
-#   loop: claim a batch (awa.claim_ready_runtime) -> run each job -> complete the successes
+#   loop: claim a batch (awa.claim_ready_runtime) -> report its progress in one call
+#         (awa.set_jobs_progress) -> run each job -> complete the successes
 #         (awa.complete_jobs) and fail the others (awa.fail_job); while a batch runs, a
 #         background loop heartbeats it (awa.heartbeat_jobs); when nothing was claimed,
 #         sleep in the server until a producer commits (awa.wait_for_jobs).
@@ -92,8 +93,17 @@ while ((stopping == 0)); do
 		IFS=$'\t' read -r id run_lease _ <<<"$line"
 		all_ids+=("$id") all_run_leases+=("$run_lease")
 	done
-	heartbeat_loop "{$(IFS=,; echo "${all_ids[*]}")}" "{$(IFS=,; echo "${all_run_leases[*]}")}" &
+	ids="{$(IFS=,; echo "${all_ids[*]}")}" run_leases="{$(IFS=,; echo "${all_run_leases[*]}")}"
+	heartbeat_loop "$ids" "$run_leases" &
 	hb_pid=$!
+	# Progress of the whole batch in one call (also a heartbeat), one value per job: its place
+	# in the batch, shown by awa.get_job and awa.wait_for_job while the attempt runs. Element k
+	# of the answer is false when attempt k is no longer open.
+	"${PSQL[@]}" -v ids="$ids" -v run_leases="$run_leases" >/dev/null <<-'SQL'
+		SELECT awa.set_jobs_progress(:'ids', :'run_leases',
+		       ARRAY(SELECT jsonb_build_object('position', p, 'of', cardinality(:'ids'::bigint[]))
+		               FROM generate_series(1, cardinality(:'ids'::bigint[])) AS p));
+	SQL
 
 	ok_ids=() ok_run_leases=()
 	for line in "${jobs[@]}"; do

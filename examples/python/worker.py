@@ -4,8 +4,9 @@
 Interpreter: Debian's /usr/bin/python3 after `apt-get install python3-psycopg2`, or any other
 Python 3 that has psycopg2 installed (`<that python> -m pip install psycopg2-binary`).
 
-Loop: claim a batch (awa.claim_ready_runtime) -> run each job in lane order -> complete the
-successes in one call (awa.complete_jobs), fail the others (awa.fail_job). A heartbeat
+Loop: claim a batch (awa.claim_ready_runtime) -> report its progress in one call
+(awa.set_jobs_progress) -> run each job in lane order -> complete the successes in one call
+(awa.complete_jobs), fail the others (awa.fail_job). A heartbeat
 thread keeps the claimed jobs alive (awa.heartbeat_jobs) while they run, so long jobs are
 not rescued as dead. When nothing was claimed, the worker sleeps in the server until a
 producer commits (awa.wait_for_jobs) instead of polling.
@@ -97,6 +98,12 @@ def main():
             continue
 
         heartbeat.hold((job_id, run_lease) for job_id, run_lease, *_ in jobs)
+        # Progress of the whole batch in one call (also a heartbeat), one value per job: its
+        # place in the batch, shown by awa.get_job and awa.wait_for_job while the attempt runs.
+        # Element k of the answer is False when attempt k is no longer open.
+        cur.execute("SELECT awa.set_jobs_progress(%s::bigint[], %s::bigint[], %s::jsonb[])",
+                    ([job[0] for job in jobs], [job[1] for job in jobs],
+                     [json.dumps({"position": k + 1, "of": len(jobs)}) for k in range(len(jobs))]))
         done_ids, done_run_leases = [], []
         for job_id, run_lease, kind, args, attempt, max_attempts in jobs:
             try:
