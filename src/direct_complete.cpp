@@ -1173,8 +1173,9 @@ leftover_pairs(const Pass *pass, bool with_results, ArrayType **ids, ArrayType *
 }
 
 /* The columns of attempt_state, as a first heartbeat or report fills them. */
-const DirectColumn kAttemptStateColumns[] = {{"job_id", INT8OID},		{"run_lease", INT8OID},		 {"heartbeat_at", TIMESTAMPTZOID},
-											 {"progress", JSONBOID},	{"updated_at", TIMESTAMPTZOID}, {"queue", TEXTOID}};
+const DirectColumn kAttemptStateColumns[] = {
+	{"job_id", INT8OID},	{"run_lease", INT8OID},			{"heartbeat_at", TIMESTAMPTZOID},
+	{"progress", JSONBOID}, {"updated_at", TIMESTAMPTZOID}, {"queue", TEXTOID}};
 
 /*
  * Open attempt_state for the rows of first heartbeats and reports (direct_target_open's
@@ -1264,7 +1265,7 @@ insert_first_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *q
 		return n;
 	for (int k = 0; k < n; k++)
 	{
-		Datum values[6] = {ids[k], leases[k], TimestampTzGetDatum(now), progress[k], TimestampTzGetDatum(now),
+		Datum values[6] = {ids[k],	 leases[k], TimestampTzGetDatum(now), progress[k], TimestampTzGetDatum(now),
 						   queues[k]};
 		bool value_nulls[6] = {false, false, false, nulls[k], false, false};
 

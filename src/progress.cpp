@@ -11,10 +11,10 @@
  * caller's isolation level, as awa.heartbeat_jobs (attempts.cpp) does, and by the same path:
  * in receipts mode (the default) the receipts are found and tested through the direct access
  * routines (direct_complete.cpp, no planned statement), an attempt's first attempt_state row
- * is inserted there too and a small upsert statement refreshes the rows that exist; where the direct path steps aside (Citus, a read-only transaction, a
- * trigger, rule or row security, a missing privilege) the receipts statement below does it.
- * The leases statement runs only for the pairs without a receipt. Each input position comes
- * back true when its attempt was open.
+ * is inserted there too and a small upsert statement refreshes the rows that exist; where the direct path steps aside
+ * (Citus, a read-only transaction, a trigger, rule or row security, a missing privilege) the receipts statement below
+ * does it. The leases statement runs only for the pairs without a receipt. Each input position comes back true when its
+ * attempt was open.
  */
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
