@@ -11,6 +11,11 @@ ALTER TABLE bench.raw_ready ADD PRIMARY KEY (ready_slot, queue, priority, enqueu
 CREATE INDEX raw_ready_lane_shard_idx ON bench.raw_ready (queue, priority, enqueue_shard, lane_seq);
 CREATE INDEX raw_ready_job_idx ON bench.raw_ready (job_id);
 CREATE SEQUENCE bench.raw_seq AS bigint;
+-- The same columns with only a primary key on the job id and the lane index: the lighter
+-- baseline of single-row enqueue (what a hand-rolled FIFO table would carry).
+CREATE TABLE bench.raw_ready_pk (LIKE awa.ready_entries INCLUDING DEFAULTS);
+ALTER TABLE bench.raw_ready_pk ADD PRIMARY KEY (job_id);
+CREATE INDEX raw_ready_pk_lane_idx ON bench.raw_ready_pk (queue, priority, enqueue_shard, lane_seq);
 
 -- Plain SKIP LOCKED table queue (the usual hand-rolled PostgreSQL queue).
 CREATE TABLE bench.skipq (
@@ -35,3 +40,7 @@ CREATE UNLOGGED TABLE bench.awa_lat (
     events integer NOT NULL,
     lat double precision[],
     completed_at timestamptz NOT NULL DEFAULT clock_timestamp());
+
+-- The commit ceiling's table: one small row per transaction, so that each commit waits for its
+-- WAL flush as a worker's does (a transaction that only takes an id commits asynchronously).
+CREATE TABLE bench.commit_probe (n integer);
