@@ -423,7 +423,7 @@ may(const char *table, AclMode mode)
 {
 	Oid relid = get_relname_relid(table, get_namespace_oid("awa", false));
 
-	return OidIsValid(relid) && pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
+	return OidIsValid(relid) && has_all_privileges(relid, mode);
 }
 
 /*

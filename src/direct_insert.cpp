@@ -190,7 +190,7 @@ open_for_insert(Oid parent_oid, Oid partition_oid, Relation *parent, Relation *r
 	*parent = table_open(parent_oid, RowExclusiveLock);
 	*rel = partition_oid == parent_oid ? *parent : table_open(partition_oid, RowExclusiveLock);
 	if ((*rel)->rd_rel->relkind != RELKIND_RELATION || needs_planned_statement(*parent) ||
-		needs_planned_statement(*rel) || pg_class_aclcheck(parent_oid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		needs_planned_statement(*rel) || !has_all_privileges(parent_oid, ACL_INSERT))
 	{
 		close_tables(*parent, *rel);
 		return false;
@@ -420,6 +420,13 @@ needs_planned_statement(Relation rel)
 
 	return rel->trigdesc != nullptr || rel->rd_rules != nullptr || rel->rd_rel->relrowsecurity ||
 		   (constr != nullptr && constr->has_generated_stored);
+}
+
+/* Whether the current user holds every privilege of `mode` on the relation (not just one). */
+bool
+has_all_privileges(Oid relid, AclMode mode)
+{
+	return pg_class_aclmask(relid, GetUserId(), mode, ACLMASK_ALL) == mode;
 }
 
 /* OID of relation awa.<name>; a missing one is a broken install. */

@@ -92,6 +92,12 @@ bool index_keys_are(Relation rel, Relation index, const char *const *names, int 
  */
 bool needs_planned_statement(Relation rel);
 
+/*
+ * Whether the current user holds every privilege of `mode` on the relation: the rights a
+ * statement doing the same work would check (pg_class_aclcheck of several bits accepts any one).
+ */
+bool has_all_privileges(Oid relid, AclMode mode);
+
 /* OID of relation awa.<name>; a missing one is a broken install. */
 Oid awa_relation(const char *name);
 

@@ -148,10 +148,7 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	if (citus_present() || XactReadOnly)
 		return false;
 	rel = table_open(awa_relation("key_attempts"), RowExclusiveLock);
-	/* Each privilege on its own: pg_class_aclcheck of several accepts any one of them. */
-	if (needs_planned_statement(rel) ||
-		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_DELETE) != ACLCHECK_OK ||
+	if (needs_planned_statement(rel) || !has_all_privileges(RelationGetRelid(rel), ACL_SELECT | ACL_DELETE) ||
 		!OidIsValid(RelationGetPrimaryKeyIndex(rel)) || !entry_attributes(rel, att))
 	{
 		table_close(rel, NoLock);

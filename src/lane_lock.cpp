@@ -60,7 +60,7 @@ open_lane_table(const char *name, LOCKMODE mode, bool update)
 	if (citus_present())
 		return nullptr;
 	relid = awa_relation(name);
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT | (update ? ACL_UPDATE : 0)) != ACLCHECK_OK)
+	if (!has_all_privileges(relid, ACL_SELECT | (update ? ACL_UPDATE : 0)))
 		return nullptr;
 	rel = table_open(relid, mode);
 	if (rel->rd_rel->relrowsecurity)
