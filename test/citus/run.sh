@@ -343,5 +343,16 @@ dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AW
 check "pg_dump of the coordinator succeeds" "$rc" "0"
 check "... and names both extensions" "$(echo "$dump" | grep -cE '^CREATE EXTENSION IF NOT EXISTS (citus|awa_shard) ')" "2"
 
+# -- A worker that does not answer fails the cross-queue views on the coordinator (58000)
+# rather than leaving its queues out; they answer again once it is back.
+as_postgres() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
+as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -m fast -w stop" >/dev/null
+check "awa.queues on the coordinator fails (58000) while a worker does not answer" \
+  "$(q 0 "SELECT count(*) FROM awa.queues" | grep -o 58000 | head -n 1)" "58000"
+check "... and so does awa.shard_lag" "$(q 0 "SELECT count(*) FROM awa.shard_lag" | grep -o 58000 | head -n 1)" "58000"
+as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -l '$AWA_CITUS_WORK/n2.log' -w start" >/dev/null
+check "... and both answer again, with worker 2's queue, once it is back" \
+  "$(q 0 "SELECT (SELECT count(*) FROM awa.queues WHERE queue = '$mb') || '/' || (SELECT count(*) > 0 FROM awa.shard_lag WHERE queue = '$mb')")" "1/true"
+
 summary
 [ "$failed" -eq 0 ]
