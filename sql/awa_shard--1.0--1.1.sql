@@ -3017,31 +3017,13 @@ CREATE FUNCTION awa._queues()
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
-DECLARE
-    v_group integer;
-    v_node record;
-    v_rows jsonb := '[]';
 BEGIN
     -- On a Citus cluster: every worker's rows of its own queues (awa._citus_local_queue_rows),
     -- gathered here; a worker answers for its queues only (docs/scale-out.md).
-    -- A worker that does not answer fails the view (58000), as awa.shard_lag does, rather
-    -- than leaving its queues out.
-    v_group := awa._citus_group();
-    IF v_group IS NOT NULL THEN
-        IF v_group <> 0 THEN
-            v_rows := awa._citus_local_queue_rows();
-        ELSE
-            FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
-                             '''SELECT awa._citus_local_queue_rows()'')' LOOP
-                IF NOT v_node.success THEN
-                    RAISE EXCEPTION 'awa.queues: worker %:% did not answer', v_node.nodename, v_node.nodeport
-                        USING ERRCODE = '58000', DETAIL = v_node.result;
-                END IF;
-                v_rows := v_rows || v_node.result::jsonb;
-            END LOOP;
-        END IF;
+    -- A worker that does not answer fails the view (58000; awa._citus_gathered_rows).
+    IF awa._citus_group() IS NOT NULL THEN
         RETURN QUERY
-            SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+            SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.queues', '_citus_local_queue_rows')) AS t(
                 queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
@@ -3959,8 +3941,6 @@ CREATE OR REPLACE FUNCTION awa._shard_lag()
 AS $$
 DECLARE
     v_group integer := awa._citus_group();
-    v_rows jsonb := '[]';
-    v_node record;
 BEGIN
     IF v_group IS NULL THEN
         RETURN QUERY
@@ -3979,20 +3959,8 @@ BEGIN
                AND r.lane_seq >= h.claim_seq) w;
         RETURN;
     END IF;
-    IF v_group <> 0 THEN
-        v_rows := awa._citus_local_shard_lag_rows();
-    ELSE
-        FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
-                         '''SELECT awa._citus_local_shard_lag_rows()'')' LOOP
-            IF NOT v_node.success THEN
-                RAISE EXCEPTION 'awa.shard_lag: worker %:% did not answer', v_node.nodename, v_node.nodeport
-                    USING ERRCODE = '58000', DETAIL = v_node.result;
-            END IF;
-            v_rows := v_rows || v_node.result::jsonb;
-        END LOOP;
-    END IF;
     RETURN QUERY
-    SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+    SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.shard_lag', '_citus_local_shard_lag_rows')) AS t(
         queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
         claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
         enqueue_shards smallint, draining boolean)
@@ -5366,3 +5334,34 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_local_shard_lag_rows() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_local_shard_lag_rows() IS 'Internal: the awa.shard_lag rows of the queues whose shards this Citus node holds, as a JSON array.';
+
+-- The rows of a cross-queue view on a Citus node, as one JSON array: on a worker, its own
+-- queues' rows (p_local_rows, the name of a node-local function returning them); on the
+-- coordinator, every worker's answer to that function, gathered with run_command_on_workers.
+-- A worker that does not answer fails the view (58000, its error as the detail): a view that
+-- silently left out a worker's queues would under-report them.
+CREATE FUNCTION awa._citus_gathered_rows(p_view text, p_local_rows text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_node record;
+BEGIN
+    IF awa._citus_group() <> 0 THEN
+        EXECUTE format('SELECT awa.%I()', p_local_rows) INTO v_rows;
+        RETURN v_rows;
+    END IF;
+    FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers($1)'
+                  USING format('SELECT awa.%I()', p_local_rows) LOOP
+        IF NOT v_node.success THEN
+            RAISE EXCEPTION '%: worker %:% did not answer', p_view, v_node.nodename, v_node.nodeport
+                USING ERRCODE = '58000', DETAIL = v_node.result;
+        END IF;
+        v_rows := v_rows || v_node.result::jsonb;
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_gathered_rows(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_gathered_rows(text, text) IS 'Internal: a cross-queue view''s rows on a Citus node (a worker''s own, or every worker''s on the coordinator), as a JSON array; 58000 when a worker does not answer.';

@@ -129,8 +129,6 @@ CREATE FUNCTION awa._shard_lag()
 AS $$
 DECLARE
     v_group integer := awa._citus_group();
-    v_rows jsonb := '[]';
-    v_node record;
 BEGIN
     IF v_group IS NULL THEN
         RETURN QUERY
@@ -149,20 +147,8 @@ BEGIN
                AND r.lane_seq >= h.claim_seq) w;
         RETURN;
     END IF;
-    IF v_group <> 0 THEN
-        v_rows := awa._citus_local_shard_lag_rows();
-    ELSE
-        FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
-                         '''SELECT awa._citus_local_shard_lag_rows()'')' LOOP
-            IF NOT v_node.success THEN
-                RAISE EXCEPTION 'awa.shard_lag: worker %:% did not answer', v_node.nodename, v_node.nodeport
-                    USING ERRCODE = '58000', DETAIL = v_node.result;
-            END IF;
-            v_rows := v_rows || v_node.result::jsonb;
-        END LOOP;
-    END IF;
     RETURN QUERY
-    SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+    SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.shard_lag', '_citus_local_shard_lag_rows')) AS t(
         queue text, priority smallint, enqueue_shard smallint, next_seq bigint,
         claim_seq bigint, lag bigint, waiting bigint, oldest_run_at timestamptz,
         enqueue_shards smallint, draining boolean)

@@ -512,31 +512,13 @@ CREATE FUNCTION awa._queues()
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
-DECLARE
-    v_group integer;
-    v_node record;
-    v_rows jsonb := '[]';
 BEGIN
     -- On a Citus cluster: every worker's rows of its own queues (awa._citus_local_queue_rows),
     -- gathered here; a worker answers for its queues only (docs/scale-out.md).
-    -- A worker that does not answer fails the view (58000), as awa.shard_lag does, rather
-    -- than leaving its queues out.
-    v_group := awa._citus_group();
-    IF v_group IS NOT NULL THEN
-        IF v_group <> 0 THEN
-            v_rows := awa._citus_local_queue_rows();
-        ELSE
-            FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers('
-                             '''SELECT awa._citus_local_queue_rows()'')' LOOP
-                IF NOT v_node.success THEN
-                    RAISE EXCEPTION 'awa.queues: worker %:% did not answer', v_node.nodename, v_node.nodeport
-                        USING ERRCODE = '58000', DETAIL = v_node.result;
-                END IF;
-                v_rows := v_rows || v_node.result::jsonb;
-            END LOOP;
-        END IF;
+    -- A worker that does not answer fails the view (58000; awa._citus_gathered_rows).
+    IF awa._citus_group() IS NOT NULL THEN
         RETURN QUERY
-            SELECT t.* FROM jsonb_to_recordset(v_rows) AS t(
+            SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.queues', '_citus_local_queue_rows')) AS t(
                 queue text, enqueue_shards smallint, paused boolean, dlq_enabled boolean, depth bigint,
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,

@@ -562,3 +562,34 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_local_shard_lag_rows() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_local_shard_lag_rows() IS 'Internal: the awa.shard_lag rows of the queues whose shards this Citus node holds, as a JSON array.';
+
+-- The rows of a cross-queue view on a Citus node, as one JSON array: on a worker, its own
+-- queues' rows (p_local_rows, the name of a node-local function returning them); on the
+-- coordinator, every worker's answer to that function, gathered with run_command_on_workers.
+-- A worker that does not answer fails the view (58000, its error as the detail): a view that
+-- silently left out a worker's queues would under-report them.
+CREATE FUNCTION awa._citus_gathered_rows(p_view text, p_local_rows text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_node record;
+BEGIN
+    IF awa._citus_group() <> 0 THEN
+        EXECUTE format('SELECT awa.%I()', p_local_rows) INTO v_rows;
+        RETURN v_rows;
+    END IF;
+    FOR v_node IN EXECUTE 'SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers($1)'
+                  USING format('SELECT awa.%I()', p_local_rows) LOOP
+        IF NOT v_node.success THEN
+            RAISE EXCEPTION '%: worker %:% did not answer', p_view, v_node.nodename, v_node.nodeport
+                USING ERRCODE = '58000', DETAIL = v_node.result;
+        END IF;
+        v_rows := v_rows || v_node.result::jsonb;
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_gathered_rows(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_gathered_rows(text, text) IS 'Internal: a cross-queue view''s rows on a Citus node (a worker''s own, or every worker''s on the coordinator), as a JSON array; 58000 when a worker does not answer.';
