@@ -51,7 +51,8 @@ SPIPlanPtr heads_plans[kHeadsSources];
 /*
  * OID of a lane's sequence by name; InvalidOid for a lane being dropped. A lane created
  * since this transaction's catalog snapshot (a wait that began before a producer's first job
- * in a new lane) is found after taking in the invalidations, which renew that snapshot.
+ * in a new lane) is found after taking in the invalidations, which renew that snapshot: the
+ * producer wakes sleepers only after it has sent them (wakeup.cpp).
  */
 Oid
 lane_sequence_oid(const char *seq_name, Oid awa_nsp)

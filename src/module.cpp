@@ -241,5 +241,6 @@ _PG_init(void)
 	RegisterXactCallback(awa::on_xact_event, nullptr);
 	awa::init_lane_cache();
 	awa::init_registry_hooks();
+	awa::init_wakeup_hooks();
 	awa::init_enqueue_cache();
 }

@@ -8,14 +8,16 @@
  * re-checks.
  *
  * No lost wake-up: a sleeper puts itself on its slot's list before it checks for work (on
- * a new snapshot), and a producer scans the list only after its rows are visible and its
- * in-flight reservations are released. So a commit either is seen by the check or finds the
- * sleeper on the list. A woken sleeper checks again (an awake worker may have taken the work).
- * Two awake workers do not claim the same rows: the check promises the lane it found to its
- * worker's coming claim (promise_lane), and treats a lane another worker holds or was
- * promised as busy: it looks again shortly instead of reporting work. A queue whose flow
- * control limits hold claims back (flow_control.cpp) reports no work until they let one
- * through.
+ * a new snapshot), and a producer scans the list only after its transaction has ended in
+ * full: its rows visible, its in-flight reservations released, its catalog invalidations
+ * sent and its locks released (a transaction that made a new lane holds its new sequence
+ * exclusively until then, and a check cannot read the lane before). So a commit either is
+ * seen by the check or finds the sleeper on the list. A woken sleeper checks again (an
+ * awake worker may have taken the work). Two awake workers do not claim the same rows: the
+ * check promises the lane it found to its worker's coming claim (promise_lane), and treats
+ * a lane another worker holds or was promised as busy: it looks again shortly instead of
+ * reporting work. A queue whose flow control limits hold claims back (flow_control.cpp)
+ * reports no work until they let one through.
  */
 #include "catalog_version.hpp"
 #include "flow_control.hpp"
@@ -42,6 +44,7 @@ extern "C"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -122,6 +125,10 @@ struct Fed
 Fed fed[kMaxFedQueues];
 int nfed = 0;
 bool fed_overflow = false;
+
+/* The transaction that ended has wake-ups to deliver once its locks are released. */
+bool delivery_due = false;
+bool delivery_committed = false;
 
 /* This backend is on a sleeper list (so a transaction end must take it off). */
 bool listed = false;
@@ -413,10 +420,40 @@ send_notify(const char *queue, int queue_len)
 	Async_Notify(channel, "");
 }
 
+/*
+ * Deliver the ended transaction's wake-ups: per queue it fed, as many sleepers as it noted
+ * (on commit), and the sleepers fenced by its reservations (commit or abort). Never raises.
+ */
+void
+deliver_wakeups()
+{
+	if (fed_overflow)
+		wake_everyone();
+	else
+		for (int i = 0; i < nfed; i++)
+			wake_queue(fed[i].queue, delivery_committed ? fed[i].wake : 0, fed[i].fences);
+	nfed = 0;
+	fed_overflow = false;
+	delivery_due = false;
+}
+
+/*
+ * Resource release of a top-level transaction, after its locks (the last step of its end):
+ * the moment its wake-ups may go out (see the file's comment). Never raises.
+ */
+void
+on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *arg)
+{
+	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && is_top_level && delivery_due)
+		deliver_wakeups();
+}
+
 /* This transaction's entry for a queue (nullptr when it tracks too many queues). */
 Fed *
 fed_entry(std::uint64_t key)
 {
+	if (delivery_due)
+		deliver_wakeups(); /* the last transaction's, should its end not have delivered them */
 	for (int i = 0; i < nfed; i++)
 		if (fed[i].queue == key)
 			return &fed[i];
@@ -514,12 +551,14 @@ note_reserved(const char *queue, int queue_len, Oid seq_oid)
 }
 
 /*
- * Transaction end (rows visible on commit), never raises. Reservations are released first,
- * so no worker woken here finds this transaction's fence. A commit wakes, per queue it fed,
- * as many sleepers as it noted (lanes it added rows to, full claims); a transaction that reserved lane numbers (commit
- * or abort) also wakes the queue's fenced sleepers, whose check found rows held back by an
- * in-flight reservation (perhaps this one) or was still running. A rolled-back enqueue wakes
- * no other sleeper. A backend still on a list (an error while it slept) leaves it.
+ * Transaction end (rows visible on commit), never raises. Reservations are released here,
+ * so no worker woken later finds this transaction's fence; the wake-ups go out once its
+ * locks are released (on_resource_release). A commit wakes, per queue it fed, as many
+ * sleepers as it noted (lanes it added rows to, full claims); a transaction that reserved
+ * lane numbers (commit or abort) also wakes the queue's fenced sleepers, whose check found
+ * rows held back by an in-flight reservation (perhaps this one) or was still running. A
+ * rolled-back enqueue wakes no other sleeper. A backend still on a list (an error while it
+ * slept) leaves it.
  */
 void
 wakeup_at_xact_end(bool committed)
@@ -527,18 +566,23 @@ wakeup_at_xact_end(bool committed)
 	if (wake != nullptr && (nfed > 0 || fed_overflow))
 	{
 		registry_release_xact();
-		if (fed_overflow)
-			wake_everyone();
-		else
-			for (int i = 0; i < nfed; i++)
-			{
-				wake_queue(fed[i].queue, committed ? fed[i].wake : 0, fed[i].fences);
-			}
+		delivery_due = true;
+		delivery_committed = committed;
+	}
+	else
+	{
+		nfed = 0;
+		fed_overflow = false;
 	}
 	if (listed)
 		unlist_on_error();
-	nfed = 0;
-	fed_overflow = false;
+}
+
+/* Register the resource-release callback that delivers a transaction's wake-ups. */
+void
+init_wakeup_hooks()
+{
+	RegisterResourceReleaseCallback(on_resource_release, nullptr);
 }
 
 /* Sleeper entries: one per backend that can call wait_for_jobs (MaxBackends). */

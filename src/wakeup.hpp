@@ -29,8 +29,11 @@ void note_reserved(const char *queue, int queue_len, Oid seq_oid);
  */
 bool promise_lane(Oid seq_oid, TransactionId head_xmax);
 
-/* Transaction end: wake sleepers of the queues this transaction fed. */
+/* Transaction end: release its reservations; its wake-ups go out once its locks are released. */
 void wakeup_at_xact_end(bool committed);
+
+/* _PG_init: register the resource-release callback that delivers a transaction's wake-ups. */
+void init_wakeup_hooks();
 
 /* shmem_request_hook: request the shared memory of the wake slots, sleepers and NOTIFY stamps. */
 void wakeup_shmem_request();

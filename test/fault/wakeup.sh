@@ -83,6 +83,22 @@ run_case() {
     q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('cq', 100)" >/dev/null
   done
 
+  # 4c. The first job of a new lane wakes its sleeper. The producer makes the lane's sequence
+  #     in its transaction and holds it until its locks are released, after its commit; a
+  #     sleeper woken before then read the lane as empty and slept to its timeout (about one
+  #     round in ten). Sixty new queues, one sleeper each, one job each: every sleeper true.
+  local woke=0
+  for i in $(seq 1 60); do
+    q postgres -c "SELECT awa.create_queue('nq$i', 2)" >/dev/null
+    ( q postgres -c "SELECT awa.wait_for_jobs('nq$i', 3000)" > "$dir/newlane.$i" ) &
+    wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''nq$i''%'" 1 \
+      || give_up "the sleeper of nq$i did not go to sleep"
+    q postgres -c "SELECT cardinality(awa.insert_jobs('nq$i', ARRAY['k']))" >/dev/null
+    wait
+    [ "$(cat "$dir/newlane.$i")" = t ] && woke=$((woke+1))
+  done
+  check "$mode: the first job of a new lane wakes its sleeper (60 new queues)" "$woke" 60
+
   # 5. No lost wake-up when producers and workers race: four workers loop (wait with a long
   #    timeout, then claim up to 3), four producers commit 60 single jobs each, some of them
   #    rolled back after reserving. Every committed job is claimed while the workers' waits
