@@ -3968,38 +3968,92 @@ BEGIN
 END
 $$;
 
--- Counters derived from the tables when the library is not preloaded: enqueued = lane
--- positions handed out (next_seq - 1), claimed = positions passed by claim
--- (claim_seq - 1), both including gaps; completed and failed = retained done rows.
+-- Counters derived from the tables of one queue: enqueued = lane positions handed out
+-- (next_seq - 1), claimed = positions passed by claim (claim_seq - 1), both including gaps;
+-- completed and failed = retained done rows and completion batches. queue = $n on every
+-- table, so on a Citus worker the queue's own shards answer it.
+CREATE FUNCTION awa._shard_stats_of(p_queue text)
+    RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+                   completed bigint, failed bigint)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT p_queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0)::bigint,
+           coalesce(f.failed, 0)::bigint
+      FROM (SELECT e.enqueue_shard, sum(awa._lane_next_seq(e.seq_name) - 1)::bigint AS enqueued,
+                   sum(h.claim_seq - 1)::bigint AS claimed
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+               AND h.queue = p_queue
+             WHERE e.queue = p_queue
+             GROUP BY e.enqueue_shard) l
+      LEFT JOIN (
+            SELECT t.enqueue_shard, sum(t.completed) AS completed, sum(t.failed) AS failed
+              FROM (SELECT d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
+                           count(*) FILTER (WHERE d.state = 'failed') AS failed
+                      FROM awa.done_entries d
+                     WHERE d.queue = p_queue AND d.lane_seq > 0
+                     GROUP BY d.enqueue_shard
+                    UNION ALL
+                    SELECT b.enqueue_shard, sum(cardinality(b.lane_offsets)), 0
+                      FROM awa.completion_batches b
+                     WHERE b.queue = p_queue
+                     GROUP BY b.enqueue_shard) t
+             GROUP BY t.enqueue_shard) f
+        ON f.enqueue_shard = l.enqueue_shard;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_stats_of(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._shard_stats_of(text) IS 'Internal: per-shard counters of one queue derived from its tables (no preload).';
+
+-- Counters derived from the tables when the library is not preloaded, every queue with a
+-- lane, each read by awa._shard_stats_of.
 CREATE OR REPLACE FUNCTION awa._shard_stats_from_tables()
     RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
                    completed bigint, failed bigint)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH lanes AS (
-        SELECT e.queue, e.enqueue_shard, sum(awa._lane_next_seq(e.seq_name) - 1)::bigint AS enqueued,
-               sum(h.claim_seq - 1)::bigint AS claimed
-          FROM awa.queue_enqueue_heads e
-          JOIN awa.lane_cursors h
-            ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-         GROUP BY e.queue, e.enqueue_shard),
-    finals AS (
-        SELECT t.queue, t.enqueue_shard, sum(t.completed)::bigint AS completed, sum(t.failed)::bigint AS failed
-          FROM (SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
-                       count(*) FILTER (WHERE d.state = 'failed') AS failed
-                  FROM awa.done_entries d
-                 WHERE d.lane_seq > 0
-                 GROUP BY d.queue, d.enqueue_shard
-                UNION ALL
-                SELECT b.queue, b.enqueue_shard, sum(cardinality(b.lane_offsets)), 0
-                  FROM awa.completion_batches b
-                 GROUP BY b.queue, b.enqueue_shard) t
-         GROUP BY t.queue, t.enqueue_shard)
-    SELECT l.queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0), coalesce(f.failed, 0)
-      FROM lanes l
-      LEFT JOIN finals f ON f.queue = l.queue AND f.enqueue_shard = l.enqueue_shard
+    SELECT s.* FROM (SELECT DISTINCT e.queue FROM awa.queue_enqueue_heads e) q
+     CROSS JOIN LATERAL awa._shard_stats_of(q.queue) s
 $$;
+REVOKE ALL ON FUNCTION awa._shard_stats_from_tables() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._shard_stats_from_tables() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
+
+-- The rows of the awa.shard_stats view: this server's shared-memory counters when preloaded,
+-- else derived from the tables. On a Citus coordinator, every worker's rows, gathered as
+-- awa.queues gathers its rows (the calls of a queue run, delegated, on its worker, and count
+-- there); on a worker, its own. A worker that does not answer fails the view (58000).
+CREATE FUNCTION awa._shard_stats_rows()
+    RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+                   completed bigint, failed bigint, since timestamptz, source text)
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN QUERY
+        SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.shard_stats', '_citus_local_shard_stats_rows')) AS t(
+            queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+            completed bigint, failed bigint, since timestamptz, source text);
+    ELSIF awa._stats_preloaded() THEN
+        RETURN QUERY
+        SELECT s.queue, s.enqueue_shard, s.enqueued, s.claimed, s.completed, s.failed, s.since, 'shared_memory'::text
+          FROM awa._shard_stats() s;
+    ELSE
+        RETURN QUERY
+        SELECT t.queue, t.enqueue_shard, t.enqueued, t.claimed, t.completed, t.failed, NULL::timestamptz, 'tables'::text
+          FROM awa._shard_stats_from_tables() t;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_stats_rows() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._shard_stats_rows() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._shard_stats_rows() IS 'Internal: the rows of the awa.shard_stats view (security definer; gathered from the workers on a Citus coordinator).';
 
 -- Fold claim marks into the heads, in two steps that never hold a head while deleting:
 --   1. delete up to p_limit marks that their lane's head has passed (nothing reads a mark
@@ -5365,3 +5419,36 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_gathered_rows(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_gathered_rows(text, text) IS 'Internal: a cross-queue view''s rows on a Citus node (a worker''s own, or every worker''s on the coordinator), as a JSON array; 58000 when a worker does not answer.';
+
+-- The awa.shard_stats rows of this Citus node, as a JSON array: its shared-memory counters
+-- (the delegated calls of its queues run here), or, without the preload, each of its
+-- queues' counters derived from its own shards (awa._shard_stats_of; the lane sequences
+-- exist only here).
+CREATE FUNCTION awa._citus_local_shard_stats_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+BEGIN
+    IF awa._stats_preloaded() THEN
+        RETURN coalesce((SELECT jsonb_agg(to_jsonb(s) || '{"source": "shared_memory"}') FROM awa._shard_stats() s), '[]');
+    END IF;
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        v_rows := v_rows || coalesce((SELECT jsonb_agg(to_jsonb(s) || '{"since": null, "source": "tables"}')
+                                        FROM awa._shard_stats_of(v_queue) s), '[]');
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_shard_stats_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_shard_stats_rows() IS 'Internal: the awa.shard_stats rows of this Citus node (its shared-memory counters, or its queues'' counters from its shards), as a JSON array.';
+
+-- Per-(queue, enqueue_shard) counters: from shared memory when preloaded (since server
+-- start or the last awa.reset_shard_stats(), source 'shared_memory'), otherwise derived
+-- from the tables (since the lanes were created, source 'tables', since NULL); on a Citus
+-- coordinator, every worker's (awa._shard_stats_rows).
+CREATE OR REPLACE VIEW awa.shard_stats AS
+    SELECT queue, enqueue_shard, enqueued, claimed, completed, failed, since, source
+      FROM awa._shard_stats_rows();

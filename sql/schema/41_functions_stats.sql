@@ -41,41 +41,92 @@ REVOKE ALL ON FUNCTION awa._stats_preloaded() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._stats_preloaded() TO awa_admin, pg_monitor;
 COMMENT ON FUNCTION awa._stats_preloaded() IS 'Internal: whether the library is in shared_preload_libraries.';
 
--- Counters derived from the tables when the library is not preloaded: enqueued = lane
--- positions handed out (next_seq - 1), claimed = positions passed by claim
--- (claim_seq - 1), both including gaps; completed and failed = retained done rows.
+-- Counters derived from the tables of one queue: enqueued = lane positions handed out
+-- (next_seq - 1), claimed = positions passed by claim (claim_seq - 1), both including gaps;
+-- completed and failed = retained done rows and completion batches. queue = $n on every
+-- table, so on a Citus worker the queue's own shards answer it.
+CREATE FUNCTION awa._shard_stats_of(p_queue text)
+    RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+                   completed bigint, failed bigint)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT p_queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0)::bigint,
+           coalesce(f.failed, 0)::bigint
+      FROM (SELECT e.enqueue_shard, sum(awa._lane_next_seq(e.seq_name) - 1)::bigint AS enqueued,
+                   sum(h.claim_seq - 1)::bigint AS claimed
+              FROM awa.queue_enqueue_heads e
+              JOIN awa.lane_cursors h
+                ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
+               AND h.queue = p_queue
+             WHERE e.queue = p_queue
+             GROUP BY e.enqueue_shard) l
+      LEFT JOIN (
+            SELECT t.enqueue_shard, sum(t.completed) AS completed, sum(t.failed) AS failed
+              FROM (SELECT d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
+                           count(*) FILTER (WHERE d.state = 'failed') AS failed
+                      FROM awa.done_entries d
+                     WHERE d.queue = p_queue AND d.lane_seq > 0
+                     GROUP BY d.enqueue_shard
+                    UNION ALL
+                    SELECT b.enqueue_shard, sum(cardinality(b.lane_offsets)), 0
+                      FROM awa.completion_batches b
+                     WHERE b.queue = p_queue
+                     GROUP BY b.enqueue_shard) t
+             GROUP BY t.enqueue_shard) f
+        ON f.enqueue_shard = l.enqueue_shard;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_stats_of(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._shard_stats_of(text) IS 'Internal: per-shard counters of one queue derived from its tables (no preload).';
+
+-- Counters derived from the tables when the library is not preloaded, every queue with a
+-- lane, each read by awa._shard_stats_of.
 CREATE FUNCTION awa._shard_stats_from_tables()
     RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
                    completed bigint, failed bigint)
     LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH lanes AS (
-        SELECT e.queue, e.enqueue_shard, sum(awa._lane_next_seq(e.seq_name) - 1)::bigint AS enqueued,
-               sum(h.claim_seq - 1)::bigint AS claimed
-          FROM awa.queue_enqueue_heads e
-          JOIN awa.lane_cursors h
-            ON h.queue = e.queue AND h.priority = e.priority AND h.enqueue_shard = e.enqueue_shard
-         GROUP BY e.queue, e.enqueue_shard),
-    finals AS (
-        SELECT t.queue, t.enqueue_shard, sum(t.completed)::bigint AS completed, sum(t.failed)::bigint AS failed
-          FROM (SELECT d.queue, d.enqueue_shard, count(*) FILTER (WHERE d.state = 'completed') AS completed,
-                       count(*) FILTER (WHERE d.state = 'failed') AS failed
-                  FROM awa.done_entries d
-                 WHERE d.lane_seq > 0
-                 GROUP BY d.queue, d.enqueue_shard
-                UNION ALL
-                SELECT b.queue, b.enqueue_shard, sum(cardinality(b.lane_offsets)), 0
-                  FROM awa.completion_batches b
-                 GROUP BY b.queue, b.enqueue_shard) t
-         GROUP BY t.queue, t.enqueue_shard)
-    SELECT l.queue, l.enqueue_shard, l.enqueued, l.claimed, coalesce(f.completed, 0), coalesce(f.failed, 0)
-      FROM lanes l
-      LEFT JOIN finals f ON f.queue = l.queue AND f.enqueue_shard = l.enqueue_shard
+    SELECT s.* FROM (SELECT DISTINCT e.queue FROM awa.queue_enqueue_heads e) q
+     CROSS JOIN LATERAL awa._shard_stats_of(q.queue) s
 $$;
 REVOKE ALL ON FUNCTION awa._shard_stats_from_tables() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa._shard_stats_from_tables() TO awa_admin, pg_monitor;
 COMMENT ON FUNCTION awa._shard_stats_from_tables() IS 'Internal: per-shard counters derived from the tables (no preload).';
+
+-- The rows of the awa.shard_stats view: this server's shared-memory counters when preloaded,
+-- else derived from the tables. On a Citus coordinator, every worker's rows, gathered as
+-- awa.queues gathers its rows (the calls of a queue run, delegated, on its worker, and count
+-- there); on a worker, its own. A worker that does not answer fails the view (58000).
+CREATE FUNCTION awa._shard_stats_rows()
+    RETURNS TABLE (queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+                   completed bigint, failed bigint, since timestamptz, source text)
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN QUERY
+        SELECT t.* FROM jsonb_to_recordset(awa._citus_gathered_rows('awa.shard_stats', '_citus_local_shard_stats_rows')) AS t(
+            queue text, enqueue_shard smallint, enqueued bigint, claimed bigint,
+            completed bigint, failed bigint, since timestamptz, source text);
+    ELSIF awa._stats_preloaded() THEN
+        RETURN QUERY
+        SELECT s.queue, s.enqueue_shard, s.enqueued, s.claimed, s.completed, s.failed, s.since, 'shared_memory'::text
+          FROM awa._shard_stats() s;
+    ELSE
+        RETURN QUERY
+        SELECT t.queue, t.enqueue_shard, t.enqueued, t.claimed, t.completed, t.failed, NULL::timestamptz, 'tables'::text
+          FROM awa._shard_stats_from_tables() t;
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._shard_stats_rows() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa._shard_stats_rows() TO awa_admin, pg_monitor;
+COMMENT ON FUNCTION awa._shard_stats_rows() IS 'Internal: the rows of the awa.shard_stats view (security definer; gathered from the workers on a Citus coordinator).';
 
 -- Exact counts of one queue by state (available = ready rows at or after their lane's cursor).
 CREATE FUNCTION awa.queue_counts_exact(p_queue text,

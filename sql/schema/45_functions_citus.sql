@@ -563,6 +563,31 @@ $$;
 REVOKE ALL ON FUNCTION awa._citus_local_shard_lag_rows() FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_local_shard_lag_rows() IS 'Internal: the awa.shard_lag rows of the queues whose shards this Citus node holds, as a JSON array.';
 
+-- The awa.shard_stats rows of this Citus node, as a JSON array: its shared-memory counters
+-- (the delegated calls of its queues run here), or, without the preload, each of its
+-- queues' counters derived from its own shards (awa._shard_stats_of; the lane sequences
+-- exist only here).
+CREATE FUNCTION awa._citus_local_shard_stats_rows() RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_rows jsonb := '[]';
+    v_queue text;
+BEGIN
+    IF awa._stats_preloaded() THEN
+        RETURN coalesce((SELECT jsonb_agg(to_jsonb(s) || '{"source": "shared_memory"}') FROM awa._shard_stats() s), '[]');
+    END IF;
+    FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        v_rows := v_rows || coalesce((SELECT jsonb_agg(to_jsonb(s) || '{"since": null, "source": "tables"}')
+                                        FROM awa._shard_stats_of(v_queue) s), '[]');
+    END LOOP;
+    RETURN v_rows;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_shard_stats_rows() FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_shard_stats_rows() IS 'Internal: the awa.shard_stats rows of this Citus node (its shared-memory counters, or its queues'' counters from its shards), as a JSON array.';
+
 -- The rows of a cross-queue view on a Citus node, as one JSON array: on a worker, its own
 -- queues' rows (p_local_rows, the name of a node-local function returning them); on the
 -- coordinator, every worker's answer to that function, gathered with run_command_on_workers.

@@ -108,17 +108,11 @@ GRANT SELECT ON awa.shard_lag TO awa_admin, pg_monitor;
 
 -- Per-(queue, enqueue_shard) counters: from shared memory when preloaded (since server
 -- start or the last awa.reset_shard_stats(), source 'shared_memory'), otherwise derived
--- from the tables (since the lanes were created, source 'tables', since NULL).
+-- from the tables (since the lanes were created, source 'tables', since NULL); on a Citus
+-- coordinator, every worker's (awa._shard_stats_rows).
 CREATE VIEW awa.shard_stats AS
-    SELECT s.queue, s.enqueue_shard, s.enqueued, s.claimed, s.completed, s.failed, s.since,
-           'shared_memory'::text AS source
-      FROM awa._shard_stats() s
-     WHERE awa._stats_preloaded()
-    UNION ALL
-    SELECT t.queue, t.enqueue_shard, t.enqueued, t.claimed, t.completed, t.failed, NULL::timestamptz,
-           'tables'::text
-      FROM awa._shard_stats_from_tables() t
-     WHERE NOT awa._stats_preloaded();
+    SELECT queue, enqueue_shard, enqueued, claimed, completed, failed, since, source
+      FROM awa._shard_stats_rows();
 COMMENT ON VIEW awa.shard_stats IS 'Per-(queue, shard) counters: shared memory when preloaded, else derived from the tables.';
 GRANT SELECT ON awa.shard_stats TO awa_admin, pg_monitor;
 

@@ -269,6 +269,17 @@ check "... its waiting rows are the queue's available jobs (awa.queues)" \
 check "awa.shard_lag on a worker lists its own queues' lanes only" \
   "$(q 1 "SELECT (count(*) FILTER (WHERE queue = '$ma') > 0) || '/' || count(*) FILTER (WHERE queue = '$mb') FROM awa.shard_lag")" "true/0"
 
+# awa.shard_stats on the coordinator: every worker's counters (its shared memory: the calls of
+# a queue run, delegated, on its worker and count there), gathered as awa.shard_lag gathers
+# its rows; on a worker, its own.
+check "awa.shard_stats on the coordinator lists the counters of both workers' queues" \
+  "$(q 0 "SELECT count(DISTINCT queue) FROM awa.shard_stats WHERE queue IN ('$ma', '$mb') AND enqueued > 0")" "2"
+check "... the counters worker 2 keeps for its queue" \
+  "$(q 0 "SELECT string_agg(concat_ws(':', enqueue_shard, enqueued, claimed, completed, failed, source), ',' ORDER BY enqueue_shard) FROM awa.shard_stats WHERE queue = '$mb'")" \
+  "$(q 2 "SELECT string_agg(concat_ws(':', enqueue_shard, enqueued, claimed, completed, failed, source), ',' ORDER BY enqueue_shard) FROM awa.shard_stats WHERE queue = '$mb'")"
+check "awa.shard_stats on a worker lists its own queues only" \
+  "$(q 1 "SELECT (count(*) FILTER (WHERE queue = '$ma') > 0) || '/' || count(*) FILTER (WHERE queue = '$mb') FROM awa.shard_stats")" "true/0"
+
 # awa.age_waiting_priorities over every queue would move jobs of several workers in one
 # transaction: refused on the cluster, with a hint naming the per-queue form.
 check "awa.age_waiting_priorities without p_queue is refused on the coordinator (0A000)" \
@@ -350,9 +361,12 @@ as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -m fast -w stop" >/dev/null
 check "awa.queues on the coordinator fails (58000) while a worker does not answer" \
   "$(q 0 "SELECT count(*) FROM awa.queues" | grep -o 58000 | head -n 1)" "58000"
 check "... and so does awa.shard_lag" "$(q 0 "SELECT count(*) FROM awa.shard_lag" | grep -o 58000 | head -n 1)" "58000"
+check "... and awa.shard_stats" "$(q 0 "SELECT count(*) FROM awa.shard_stats" | grep -o 58000 | head -n 1)" "58000"
 as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -l '$AWA_CITUS_WORK/n2.log' -w start" >/dev/null
 check "... and both answer again, with worker 2's queue, once it is back" \
   "$(q 0 "SELECT (SELECT count(*) FROM awa.queues WHERE queue = '$mb') || '/' || (SELECT count(*) > 0 FROM awa.shard_lag WHERE queue = '$mb')")" "1/true"
+check "... and awa.shard_stats answers again (worker 2's counters start afresh with its restart)" \
+  "$(q 0 "SELECT count(*) FILTER (WHERE queue = '$ma') > 0 FROM awa.shard_stats")" "t"
 
 summary
 [ "$failed" -eq 0 ]
