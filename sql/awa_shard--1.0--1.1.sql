@@ -1442,6 +1442,37 @@ CREATE FUNCTION awa._next_xid() RETURNS xid8
 REVOKE ALL ON FUNCTION awa._next_xid() FROM PUBLIC;
 COMMENT ON FUNCTION awa._next_xid() IS 'Internal: the next transaction id the cluster will assign.';
 
+-- Stale heartbeat rows of one queue's attempts that are no longer open: a heartbeat that
+-- committed after the completion of its attempt, which could not see the uncommitted row and
+-- left it behind. Nothing else reads them; without this they would stay for good. At most
+-- p_limit rows; how many went. queue = p_queue on every table, so that on a Citus worker the
+-- queue's own shards answer it (awa._rescue runs it per queue on every server).
+CREATE FUNCTION awa._sweep_stale_attempt_state(p_queue text, p_cutoff timestamptz, p_limit integer)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    v_swept integer;
+BEGIN
+    DELETE FROM awa.attempt_state a
+     WHERE a.ctid = ANY (ARRAY(
+         SELECT s.ctid FROM awa.attempt_state s
+          WHERE s.queue = p_queue AND s.heartbeat_at < p_cutoff
+            AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
+                             WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = p_queue)
+            AND NOT EXISTS (SELECT 1 FROM awa.leases l
+                             WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = p_queue
+                               AND l.state IN ('running', 'waiting_external'))
+          LIMIT p_limit))
+       AND a.queue = p_queue AND a.heartbeat_at < p_cutoff;
+    GET DIAGNOSTICS v_swept = ROW_COUNT;
+    RETURN v_swept;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._sweep_stale_attempt_state(text, timestamptz, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._sweep_stale_attempt_state(text, timestamptz, integer) IS 'Internal: delete up to p_limit stale heartbeat rows of a queue''s attempts that are no longer open; how many.';
+
 -- Both rescues in one pass: attempts past their hard deadline (p_deadlines) and attempts
 -- whose last heartbeat (or claim) is older than p_stale (unless NULL), up to p_limit of each,
 -- taken in ONE order, the order of every exit that closes several attempts in a
@@ -1485,6 +1516,8 @@ DECLARE
     t awa.taken_attempt;
     v_citus boolean := awa._citus_group() IS NOT NULL;
     v_queue text;
+    v_queues text[];
+    v_swept integer := 0;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
@@ -1595,21 +1628,19 @@ BEGIN
                                      THEN v_open_next ELSE p.candidate_next END
          WHERE p.only_row;
     END IF;
-    IF v_cutoff IS NOT NULL AND NOT v_citus THEN
-        -- Stale heartbeat rows of attempts that are no longer open: a heartbeat that committed
-        -- after the completion of its attempt, which could not see the uncommitted row and left
-        -- it behind. Nothing else reads them; without this they would stay for good.
-        DELETE FROM awa.attempt_state a
-         WHERE a.ctid = ANY (ARRAY(
-             SELECT s.ctid FROM awa.attempt_state s
-              WHERE s.heartbeat_at < v_cutoff
-                AND NOT EXISTS (SELECT 1 FROM awa._open_receipts c
-                                 WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease AND c.queue = s.queue)
-                AND NOT EXISTS (SELECT 1 FROM awa.leases l
-                                 WHERE l.job_id = s.job_id AND l.run_lease = s.run_lease AND l.queue = s.queue
-                                   AND l.state IN ('running', 'waiting_external'))
-              LIMIT p_limit))
-           AND a.heartbeat_at < v_cutoff;
+    IF v_cutoff IS NOT NULL THEN
+        -- Stale heartbeat rows of attempts no longer open, queue by queue
+        -- (awa._sweep_stale_attempt_state): on a Citus cluster this node's queues; on one
+        -- server the queues that have such rows.
+        IF v_citus THEN
+            v_queues := ARRAY(SELECT q FROM awa._citus_local_queues() q);
+        ELSE
+            v_queues := ARRAY(SELECT DISTINCT s.queue FROM awa.attempt_state s WHERE s.heartbeat_at < v_cutoff);
+        END IF;
+        FOREACH v_queue IN ARRAY v_queues LOOP
+            EXIT WHEN v_swept >= p_limit;
+            v_swept := v_swept + awa._sweep_stale_attempt_state(v_queue, v_cutoff, p_limit - v_swept);
+        END LOOP;
     END IF;
 END
 $$;

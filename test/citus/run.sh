@@ -223,6 +223,15 @@ check "awa.fold_claim_marks on a worker folds its queues' marks" \
 # (The rescued jobs come back after a backoff of 2-2.5 s: what promote_due finds by now varies.)
 check "awa.promote_due, rescue_expired_deadlines on a worker run for its queues" \
   "$(q 1 "SELECT (awa.promote_due() >= 0) || '/' || awa.rescue_expired_deadlines()")" "true/0"
+# The sweep of stale heartbeat rows of attempts no longer open (a heartbeat that committed
+# after its attempt's completion) runs on every worker for its queues: such a row (written
+# here by hand, for attempts that never existed) goes with a heartbeat rescue once it is
+# stale; a fresh one stays.
+q 0 "INSERT INTO awa.attempt_state (job_id, run_lease, heartbeat_at, queue) VALUES (-1, 1, now() - interval '1 hour', '$ma'), (-2, 1, now(), '$ma')" >/dev/null
+q 1 "SELECT awa.rescue_stale_heartbeats('10 minutes')" >/dev/null
+check "a worker's heartbeat rescue sweeps its queues' stale rows of attempts no longer open, not fresh ones" \
+  "$(q 0 "SELECT string_agg(job_id::text, ',' ORDER BY job_id) FROM awa.attempt_state WHERE queue = '$ma' AND job_id < 0")" "-2"
+q 0 "DELETE FROM awa.attempt_state WHERE queue = '$ma' AND job_id < 0" >/dev/null
 # The prune's "slot empty" test reads every worker: sealed slots still hold pending jobs of
 # both workers ('u', never claimed), so the coordinator's prunes stop at one of them and no
 # job is lost.
