@@ -137,6 +137,7 @@ on_xact_event(XactEvent event, void *arg)
 	case XACT_EVENT_PREPARE:
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
+		wakeup_at_prepare();
 		job_wait_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		break;

@@ -438,8 +438,9 @@ deliver_wakeups()
 }
 
 /*
- * Resource release of a top-level transaction, after its locks (the last step of its end):
- * the moment its wake-ups may go out (see the file's comment). Never raises.
+ * Resource release of a top-level transaction, after its locks were released and its
+ * catalog invalidations sent: the moment its wake-ups may go out (see the file's comment).
+ * Never raises.
  */
 void
 on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *arg)
@@ -452,8 +453,6 @@ on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_leve
 Fed *
 fed_entry(std::uint64_t key)
 {
-	if (delivery_due)
-		deliver_wakeups(); /* the last transaction's, should its end not have delivered them */
 	for (int i = 0; i < nfed; i++)
 		if (fed[i].queue == key)
 			return &fed[i];
@@ -551,18 +550,22 @@ note_reserved(const char *queue, int queue_len, Oid seq_oid)
 }
 
 /*
- * Transaction end (rows visible on commit), never raises. Reservations are released here,
- * so no worker woken later finds this transaction's fence; the wake-ups go out once its
- * locks are released (on_resource_release). A commit wakes, per queue it fed, as many
- * sleepers as it noted (lanes it added rows to, full claims); a transaction that reserved
- * lane numbers (commit or abort) also wakes the queue's fenced sleepers, whose check found
- * rows held back by an in-flight reservation (perhaps this one) or was still running. A
- * rolled-back enqueue wakes no other sleeper. A backend still on a list (an error while it
+ * Transaction end (rows visible on commit), never raises. Its reservations are released by
+ * now (registry.cpp's callback; again here, which is idempotent, so that no worker woken
+ * later finds this transaction's fence whatever the order of the callbacks); the wake-ups
+ * go out once its locks are released (on_resource_release). A commit wakes, per queue it
+ * fed, as many sleepers as it noted (lanes it added rows to, full claims); a transaction
+ * that reserved lane numbers (commit or abort) also wakes the queue's fenced sleepers, whose
+ * check found rows held back by an in-flight reservation (perhaps this one) or was still
+ * running. A rolled-back enqueue wakes no other sleeper (except past 32 fed queues, where
+ * every sleeper wakes and checks again). A backend still on a list (an error while it
  * slept) leaves it.
  */
 void
 wakeup_at_xact_end(bool committed)
 {
+	if (delivery_due)
+		deliver_wakeups(); /* the last transaction's, should its end not have delivered them */
 	if (wake != nullptr && (nfed > 0 || fed_overflow))
 	{
 		registry_release_xact();
@@ -574,6 +577,25 @@ wakeup_at_xact_end(bool committed)
 		nfed = 0;
 		fed_overflow = false;
 	}
+	if (listed)
+		unlist_on_error();
+}
+
+/*
+ * PREPARE TRANSACTION: the transaction ends here without committing, and its COMMIT
+ * PREPARED, perhaps in another session, wakes nobody. So a prepared claim relays no wake-up
+ * (a sleeper sees the rest of its lane at its next check: its timeout) and nothing of it is
+ * left for this session's next transaction; a wait cancelled inside it leaves its list.
+ * (A prepared producer is refused by the registry.) Never raises.
+ */
+void
+wakeup_at_prepare()
+{
+	if (wake != nullptr && nfed > 0)
+		registry_release_xact();
+	nfed = 0;
+	fed_overflow = false;
+	delivery_due = false;
 	if (listed)
 		unlist_on_error();
 }

@@ -32,6 +32,9 @@ bool promise_lane(Oid seq_oid, TransactionId head_xmax);
 /* Transaction end: release its reservations; its wake-ups go out once its locks are released. */
 void wakeup_at_xact_end(bool committed);
 
+/* PREPARE TRANSACTION: forget this transaction's wake-ups (a prepared claim relays none). */
+void wakeup_at_prepare();
+
 /* _PG_init: register the resource-release callback that delivers a transaction's wake-ups. */
 void init_wakeup_hooks();
 

@@ -10,7 +10,7 @@ run_case() {
   local mode="$1" preload="$2"
   drop_server   # the previous case's
   new_server wake 59000
-  start_server "-c shared_preload_libraries='$preload'" || { cat "$dir/log"; failed=$((failed+1)); return; }
+  start_server "-c shared_preload_libraries='$preload' -c max_prepared_transactions=2" || { cat "$dir/log"; failed=$((failed+1)); return; }
   q postgres -c "CREATE EXTENSION awa_shard" || { failed=$((failed+1)); return; }
 
   # 1. Nothing arrives: false at the timeout (not earlier than ~the timeout).
@@ -98,6 +98,31 @@ run_case() {
     [ "$(cat "$dir/newlane.$i")" = t ] && woke=$((woke+1))
   done
   check "$mode: the first job of a new lane wakes its sleeper (60 new queues)" "$woke" 60
+
+  # 4d. A wait cancelled inside a transaction that then PREPAREs leaves the sleeper list: with
+  #     a sleeper S asleep first, session B waits in a transaction, is cancelled by its
+  #     statement_timeout (psql's ON_ERROR_ROLLBACK keeps the transaction), PREPAREs and stays
+  #     connected; the next job must wake S. Before, B's entry stayed listed, took the
+  #     wake-up, and S slept to its timeout (2 of 2 rounds).
+  q postgres -c "SELECT awa.create_queue('pq', 1)" >/dev/null
+  local spid bpid prepared_woke=0
+  for i in 1 2; do
+    ( q postgres -c "SELECT awa.wait_for_jobs('pq', 4000)" > "$dir/prep.$i" ) & spid=$!
+    wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''pq''%'" 1 \
+      || give_up "the sleeper of pq did not go to sleep"
+    ( printf '%s\n' '\set ON_ERROR_ROLLBACK on' "BEGIN;" "SET LOCAL statement_timeout = 300;" \
+        "SELECT awa.wait_for_jobs('pq', 60000);" "PREPARE TRANSACTION 'pw$i';" '\! sleep 5' | \
+        "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d postgres >/dev/null 2>&1 ) & bpid=$!
+    wait_for postgres 10 "SELECT count(*) FROM pg_prepared_xacts WHERE gid = 'pw$i'" 1 \
+      || give_up "session B did not prepare"
+    q postgres -c "SELECT cardinality(awa.insert_jobs('pq', ARRAY['k']))" >/dev/null
+    wait "$spid"
+    [ "$(cat "$dir/prep.$i")" = t ] && prepared_woke=$((prepared_woke+1))
+    wait "$bpid"
+    q postgres -c "ROLLBACK PREPARED 'pw$i'" >/dev/null
+    q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('pq', 10)" >/dev/null
+  done
+  check "$mode: a wait cancelled in a prepared transaction leaves the list (the next job wakes the sleeper)" "$prepared_woke" 2
 
   # 5. No lost wake-up when producers and workers race: four workers loop (wait with a long
   #    timeout, then claim up to 3), four producers commit 60 single jobs each, some of them
