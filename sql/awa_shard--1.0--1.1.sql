@@ -3044,7 +3044,8 @@ CREATE FUNCTION awa._queues()
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                   completed_retention interval, failed_retention interval, key_concurrency_limit integer)
+                   completed_retention interval, failed_retention interval, key_concurrency_limit integer,
+                   key_rate_per_second double precision, key_rate_burst integer)
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -3059,7 +3060,8 @@ BEGIN
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                 rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                completed_retention interval, failed_retention interval, key_concurrency_limit integer)
+                completed_retention interval, failed_retention interval, key_concurrency_limit integer,
+                   key_rate_per_second double precision, key_rate_burst integer)
              ORDER BY t.queue;
         RETURN;
     END IF;
@@ -3079,7 +3081,7 @@ BEGIN
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
            m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
-           m.key_concurrency_limit
+           m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -3091,7 +3093,7 @@ $$;
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
            completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention,
-           key_concurrency_limit
+           key_concurrency_limit, key_rate_per_second, key_rate_burst
       FROM awa._queues();
 
 REVOKE ALL ON FUNCTION
@@ -4690,14 +4692,20 @@ ALTER TABLE awa.queue_meta
     ADD COLUMN rate_burst integer,
     ADD COLUMN concurrency_limit integer,
     ADD COLUMN key_concurrency_limit integer,
+    ADD COLUMN key_rate_per_second double precision,
+    ADD COLUMN key_rate_burst integer,
     ADD CONSTRAINT queue_meta_rate_limit CHECK ((rate_per_second IS NULL) = (rate_burst IS NULL)
         AND rate_per_second > 0 AND rate_per_second <= 1e9 AND rate_burst BETWEEN 1 AND 1000000),
     ADD CONSTRAINT queue_meta_concurrency_limit CHECK (concurrency_limit BETWEEN 1 AND 1000000),
-    ADD CONSTRAINT queue_meta_key_concurrency_limit CHECK (key_concurrency_limit BETWEEN 1 AND 1000000);
+    ADD CONSTRAINT queue_meta_key_concurrency_limit CHECK (key_concurrency_limit BETWEEN 1 AND 1000000),
+    ADD CONSTRAINT queue_meta_key_rate_limit CHECK ((key_rate_per_second IS NULL) = (key_rate_burst IS NULL)
+        AND key_rate_per_second > 0 AND key_rate_per_second <= 1e9 AND key_rate_burst BETWEEN 1 AND 1000000);
 COMMENT ON COLUMN awa.queue_meta.rate_per_second IS 'Rate limit (awa.set_rate_limit): claims hand out at most rate_burst + rate_per_second x t jobs in t seconds; NULL: none.';
 COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1..1000000); NULL when the queue has none.';
 COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of the queue (awa.set_concurrency_limit, 1..1000000); NULL: no cap.';
 COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts of each concurrency key of the queue (awa.set_concurrency_limit p_per_key => true, 1..1000000); NULL: no per-key cap.';
+COMMENT ON COLUMN awa.queue_meta.key_rate_per_second IS 'Per-key rate limit (awa.set_rate_limit p_per_key => true): claims hand out at most key_rate_burst + key_rate_per_second x t jobs of each concurrency key in t seconds; NULL: none.';
+COMMENT ON COLUMN awa.queue_meta.key_rate_burst IS 'Bucket size of each key''s rate limit (1..1000000); NULL when the queue has none.';
 
 -- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
 -- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
@@ -4739,27 +4747,12 @@ CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
 
--- Per-key rate limits are not supported yet: 0A000 naming the argument.
-CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM awa._require(p_per_key IS NULL, p_name);
-    IF p_per_key THEN
-        RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
-            DETAIL = 'Rate limits apply to the whole queue.',
-            HINT = 'Give the jobs that share a rate limit a queue of their own, or cap each key''s running jobs with set_concurrency_limit(..., p_per_key => true).';
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key rate limit (not yet supported).';
-
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
--- past it returns fewer jobs or none, never waits. Kept in awa.queue_meta (pg_dump keeps
--- it); the token buckets are in shared memory, so setting one needs the library preloaded.
+-- past it returns fewer jobs or none, never waits. With p_per_key, the queue's per-key rate
+-- limit instead: that many jobs of each concurrency key (the two limits are independent).
+-- Kept in awa.queue_meta (pg_dump keeps it); the token buckets are in shared memory, so
+-- setting one needs the library preloaded.
 CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst bigint DEFAULT 1,
                                    p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -4767,10 +4760,15 @@ CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, 
 AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
-    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
     IF p_per_second IS NULL THEN
-        UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
-         WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        IF p_per_key THEN
+            UPDATE awa.queue_meta SET key_rate_per_second = NULL, key_rate_burst = NULL
+             WHERE queue = p_queue AND key_rate_per_second IS NOT NULL;
+        ELSE
+            UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
+             WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        END IF;
         RETURN;
     END IF;
     IF NOT (p_per_second > 0 AND p_per_second <= 1e9) THEN
@@ -4788,14 +4786,20 @@ BEGIN
             DETAIL = 'The token buckets that all claims of the server share live in shared memory.',
             HINT = 'Add awa_shard to shared_preload_libraries and restart the server.';
     END IF;
-    INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
-    ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+    IF p_per_key THEN
+        INSERT INTO awa.queue_meta (queue, key_rate_per_second, key_rate_burst) VALUES (p_queue, p_per_second, p_burst)
+        ON CONFLICT (queue) DO UPDATE
+            SET key_rate_per_second = EXCLUDED.key_rate_per_second, key_rate_burst = EXCLUDED.key_rate_burst;
+    ELSE
+        INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
+        ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
-    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
+    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit, or with p_per_key each concurrency key''s: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
 
 -- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
 -- attempts, whatever the number and isolation level of the claimers; with p_per_key, at
@@ -5356,7 +5360,7 @@ BEGIN
                        AND r.lane_seq >= h.claim_seq
                      WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
                    m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
-                   m.key_concurrency_limit
+                   m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
               FROM awa.queue_counts_exact(v_queue) c
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);

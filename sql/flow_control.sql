@@ -8,7 +8,7 @@
 SELECT awa.create_queue('fc_rate', 4);
 SELECT cardinality(awa.insert_jobs('fc_rate', array_fill('k'::text, ARRAY[40]), p_spread_keyless => true)) AS enqueued;
 
--- 1. Bad input: 22023 naming the argument, NULL 22004, per-key 0A000, unknown queue 42704.
+-- 1. Bad input: 22023 naming the argument, NULL 22004, unknown queue 42704.
 SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
     ($$SELECT awa.set_rate_limit('fc_rate', 0)$$),
     ($$SELECT awa.set_rate_limit('fc_rate', -1)$$),
@@ -18,7 +18,7 @@ SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
     ($$SELECT awa.set_rate_limit('fc_rate', 1, 0)$$),
     ($$SELECT awa.set_rate_limit('fc_rate', 1, 1000001)$$),
     ($$SELECT awa.set_rate_limit('fc_rate', 1, NULL)$$),
-    ($$SELECT awa.set_rate_limit('fc_rate', 1, 1, true)$$),
+    ($$SELECT awa.set_rate_limit('fc_rate', 0, 1, true)$$),
     ($$SELECT awa.set_rate_limit('fc_rate', 1, 1, NULL)$$),
     ($$SELECT awa.set_rate_limit('fc_nope', 1)$$),
     ($$SELECT awa.set_rate_limit(NULL, 1)$$),

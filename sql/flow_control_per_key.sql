@@ -38,7 +38,7 @@ SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
     ($$SELECT awa.set_concurrency_limit('pk_q', 1, NULL)$$),
     ($$SELECT awa.set_concurrency_limit('pk_nope', 1, true)$$),
     ($$SELECT awa.set_concurrency_limit(NULL, 1, true)$$),
-    ($$SELECT awa.set_rate_limit('pk_q', 1, 1, true)$$),
+    ($$SELECT awa.set_rate_limit('pk_q', 1, 0, true)$$),
     ($$UPDATE awa.queue_meta SET key_concurrency_limit = 0 WHERE queue = 'pk_q'$$)) a(call);
 SELECT (awa.insert_job_compat('k', 'pk_q', p_concurrency_key => repeat('x', 200))).concurrency_key = repeat('x', 200) AS longest_key;
 SELECT queue, concurrency_limit, key_concurrency_limit FROM awa.queues WHERE queue = 'pk_q';

@@ -73,4 +73,61 @@ SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_du
 SELECT awa.set_rate_limit('rl_dump', NULL);
 SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_dump', 10);
 
-SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump']) q;
+-- 7. Per-key rate limit (p_per_key): a bucket per concurrency key, burst 2 at a rate that
+--    does not refill. A claim takes jobs in lane order, one token per keyed job, and stops
+--    before the first job whose key has none; keyless jobs take none; the queue-wide limit
+--    is independent (none here). Without the preload set_rate_limit raises 55000 and the
+--    claims below are not limited.
+SELECT awa.create_queue('rl_key');
+SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'],
+    p_concurrency_keys => ARRAY['a', 'a', NULL, 'b', 'a', 'b', 'b', 'a'])) AS enqueued;
+SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true)$$) AS set_per_key;
+SELECT queue, rate_per_second, rate_burst, key_rate_per_second, key_rate_burst FROM awa.queues WHERE queue = 'rl_key';
+-- a, a, -, b, then the third a (lane_seq 5) has no token: the claim stops before it.
+SELECT c.lane_seq, j.concurrency_key
+  FROM awa.claim_ready_runtime('rl_key', 10) c JOIN awa.jobs j ON j.id = c.job_id ORDER BY c.lane_seq;
+-- The lane begins with a's job now: nothing more (lane FIFO holds; b's jobs wait behind it).
+-- wait_for_jobs does not see keys: it reports the waiting jobs (a worker's wait after such
+-- an empty claim polls, as under a per-key concurrency limit).
+SELECT count(*) AS claimed_behind_a FROM awa.claim_ready_runtime('rl_key', 10);
+SELECT awa.wait_for_jobs('rl_key', 0) AS work_reported;
+-- Another lane is not held back: b's job at priority 3 goes (b has one token left), the
+-- next b's does not.
+SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k', 'k'], p_priorities => ARRAY[3, 3],
+    p_concurrency_keys => ARRAY['b', 'b'])) AS enqueued;
+SELECT c.priority, j.concurrency_key
+  FROM awa.claim_ready_runtime('rl_key', 10) c JOIN awa.jobs j ON j.id = c.job_id ORDER BY c.lane_seq;
+-- A claim rolled back keeps its tokens spent (an upper bound): a new key c, burst 2.
+SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k', 'k', 'k'], p_priorities => ARRAY[1, 1, 1],
+    p_concurrency_keys => ARRAY['c', 'c', 'c'])) AS enqueued;
+BEGIN;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_key', 10);
+ROLLBACK;
+SELECT count(*) AS claimed_after_rollback FROM awa.claim_ready_runtime('rl_key', 10);
+-- The queue-wide limit and the per-key one are independent: removing the queue's (there is
+-- none) leaves the keys' in place; removing the keys' lets every job go.
+SELECT awa.set_rate_limit('rl_key', NULL);
+SELECT count(*) AS claimed_still_limited FROM awa.claim_ready_runtime('rl_key', 10);
+SELECT awa.set_rate_limit('rl_key', NULL, p_per_key => true);
+SELECT queue, key_rate_per_second, key_rate_burst FROM awa.queues WHERE queue = 'rl_key';
+SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_key', 10);
+-- Bad input names the argument; the row's check holds the pair together.
+SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
+    ($$SELECT awa.set_rate_limit('rl_key', 0, 1, true)$$),
+    ($$SELECT awa.set_rate_limit('rl_key', 1, 0, true)$$),
+    ($$SELECT awa.set_rate_limit('rl_key', 1, NULL, true)$$),
+    ($$UPDATE awa.queue_meta SET key_rate_per_second = 1 WHERE queue = 'rl_key'$$)) a(call);
+-- A dropped queue's key buckets go with it: created again, its key a has a full bucket.
+SELECT awa.drop_queue('rl_key', true) > 0 AS dropped;
+SELECT awa.create_queue('rl_key');
+SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a', 'a', 'a'])) AS enqueued;
+SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true)$$) AS set_per_key;
+SELECT count(*) AS claimed_after_recreate FROM awa.claim_ready_runtime('rl_key', 10);
+-- A per-key limit that a server without the preload finds in queue_meta (a restored dump):
+-- the claim raises 55000 there; here it runs, and a's empty bucket holds its job back.
+SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a'])) AS enqueued;
+UPDATE awa.queue_meta SET key_rate_per_second = 1e-6, key_rate_burst = 1 WHERE queue = 'rl_key';
+SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_key', 10)$$) AS claim_with_key_limit;
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_key', 10);
+
+SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump', 'rl_key']) q;

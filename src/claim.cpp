@@ -22,8 +22,9 @@
  * Flow control (flow_control.cpp, rate_limit.cpp): before the walk, a queue with limits
  * lowers max_batch to the room left under its concurrency limit and to the tokens of its
  * rate limit; a queue without limits pays one look-up in a backend cache. With a per-key
- * limit the drain of a lane stops before the first job whose key is at its cap, and a lane
- * that begins with such a job is passed over for the rest of the claim (passed_lanes).
+ * limit the drain of a lane stops before the first job whose key is at its cap or (per-key
+ * rate limit) has no token, and a lane that begins with such a job is passed over for the
+ * rest of the claim (passed_lanes).
  */
 #include "catalog_version.hpp"
 #include "citus.hpp"
@@ -638,7 +639,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	int64 claimed;
 	int planner_level;
 	awa::QueueLimits limits = {};
-	int64 tokens = 0; /* taken from the rate limit's bucket */
+	int64 tokens = 0;						  /* taken from the rate limit's bucket */
+	awa::KeyTokens key_tokens = {nullptr, 0}; /* taken from the keys' buckets (per-key rate limit) */
 	int64 lane_batch;
 
 	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
@@ -701,15 +703,19 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
 		bound = awa::claim_bound(cand.seq_oid); /* before the drain's snapshot, and before a per-key count */
 		lane_batch = max_batch;
-		if (limits.key_concurrency)
+		if (limits.key_concurrency || limits.key_rate)
 		{
-			int64 seen;
+			int64 seen = 0;
 
-			lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch,
-											  limits.key_concurrency_limit, &seen);
+			if (limits.key_concurrency)
+				lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch,
+												  limits.key_concurrency_limit, &seen);
+			if (limits.key_rate && lane_batch > 0)
+				lane_batch = awa::key_rate_room(queue, priority, shard, claim_seq, bound, slot_ranges, lane_batch,
+												limits, &seen, &key_tokens);
 			if (seen > 0 && lane_batch == 0)
 			{
-				/* The lane begins with a job whose key is at its cap (or busy): try the other lanes. */
+				/* The lane begins with a job whose key is at its cap, busy or out of tokens: try the other lanes. */
 				passed_lanes.priority[passed_lanes.n] = priority;
 				passed_lanes.shard[passed_lanes.n] = shard;
 				passed_lanes.n++;
@@ -760,6 +766,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 				awa::note_more_work(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
 			break;
 		}
+		awa::key_rate_give_back(queue, limits, &key_tokens, 0); /* the drain handed out nothing */
 		if (attempt >= 3)
 			break;
 		forget_probe(cand.seq_oid);
@@ -809,6 +816,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
 						tokens - claimed);
+	awa::key_rate_give_back(queue, limits, &key_tokens, claimed);
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

@@ -37,6 +37,7 @@ extern "C"
 #include "utils/memutils.h"
 }
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -67,8 +68,8 @@ bool key_capped = false;
 
 /* The queue's limits as awa.queue_meta holds them (set_rate_limit, set_concurrency_limit). */
 const char *const kLimitsSql =
-	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit, m.key_concurrency_limit FROM awa.queue_meta m "
-	"WHERE m.queue = $1";
+	"SELECT m.rate_per_second, m.rate_burst, m.concurrency_limit, m.key_concurrency_limit, m.key_rate_per_second, "
+	"  m.key_rate_burst FROM awa.queue_meta m WHERE m.queue = $1";
 
 /*
  * The queue's running attempts: open receipts and running leases, what
@@ -246,6 +247,17 @@ read_limits(const char *queue, int queue_len, QueueLimits *out)
 	{
 		out->key_concurrency = true;
 		out->key_concurrency_limit = DatumGetInt32(key_limit);
+	}
+	bool null_key_rate;
+	bool null_key_burst;
+	Datum key_rate = SPI_getbinval(row, desc, 5, &null_key_rate);
+	Datum key_burst = SPI_getbinval(row, desc, 6, &null_key_burst);
+
+	if (!null_key_rate && !null_key_burst)
+	{
+		out->key_rate = true;
+		out->key_per_second = DatumGetFloat8(key_rate);
+		out->key_burst = DatumGetInt32(key_burst);
 	}
 }
 
@@ -477,6 +489,32 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	/* Under the keys' locks: every claim that held one before has ended, so its attempts count. */
 	count_key_attempts(queue, keys, nkeys, slot_ranges, counts);
 	return window_room(row_key, rows, counts, nkeys, limit);
+}
+
+/* Rows of a locked lane's window a claim may take under a per-key rate limit (flow_control.hpp). */
+int64
+key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+			  int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken)
+{
+	text **window;
+	int64 rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window);
+
+	*seen = rows;
+	rows = rate_take_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), window, rows, limits.key_per_second,
+						  limits.key_burst);
+	taken->keys = window;
+	taken->n = rows;
+	return rows;
+}
+
+/* Give back the tokens of the jobs a drain did not hand out (flow_control.hpp). */
+void
+key_rate_give_back(text *queue, const QueueLimits &limits, KeyTokens *taken, int64 handed_out)
+{
+	if (taken->n > handed_out)
+		rate_give_back_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), taken->keys, std::max<int64>(handed_out, 0),
+							taken->n, limits.key_per_second, limits.key_burst);
+	taken->n = 0;
 }
 
 /* The columns of an awa.key_attempts row, as record_key_attempts writes them. */

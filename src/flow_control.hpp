@@ -26,6 +26,16 @@ struct QueueLimits
 	int concurrency_limit;
 	bool key_concurrency; /* a cap on the running attempts of each concurrency key */
 	int key_concurrency_limit;
+	bool key_rate; /* a rate limit of each concurrency key */
+	double key_per_second;
+	int key_burst;
+};
+
+/* The tokens a claim took for the keyed jobs of its window (key_rate_room): jobs [0, n). */
+struct KeyTokens
+{
+	text **keys; /* the window's keys in lane order (nullptr: a job without one) */
+	int64 n;
 };
 
 /*
@@ -59,6 +69,20 @@ int64 concurrency_room(text *queue, int limit);
  */
 int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
 					  int64 max_batch, int limit, int64 *seen);
+
+/*
+ * With a per-key rate limit: how many rows of a lane's window, from its start, a claim
+ * holding the lane's head may take: one token from each keyed row's bucket, in lane order,
+ * up to the first row whose key has no whole token (rate_take_keys). The window is the
+ * drain's first `max_batch` rows (*seen: how many). 0 with *seen > 0: the lane begins with
+ * a job whose key has no token (pass the lane over). *taken records the tokens, for
+ * key_rate_give_back. SPI must be connected.
+ */
+int64 key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+					int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken);
+
+/* Give back the tokens of the jobs of *taken past the first `handed_out` (the drain's count). */
+void key_rate_give_back(text *queue, const QueueLimits &limits, KeyTokens *taken, int64 handed_out);
 
 /*
  * The attempts a drain statement started, from its n result rows (claim_sql.hpp,

@@ -2,9 +2,12 @@
  * rate_limit.cpp — token buckets of queue rate limits (docs/design.md §4, "Flow control").
  *
  * A queue with a rate limit (awa.queue_meta.rate_per_second, rate_burst) has one bucket
- * per (database, queue) in shared memory, whatever the backend that claims: a claim takes
- * min(batch, tokens) before its drain and gives back what its drain did not hand out, so
- * claims hand out at most burst + rate x t jobs over any t seconds. Tokens of a claim that
+ * per (database, queue) in shared memory (named by a 64-bit hash of the queue name), whatever the backend that claims:
+ * a claim takes min(batch, tokens) before its drain and gives back what its drain did not hand out, so claims hand out
+ * at most burst + rate x t jobs over any t seconds. A per-key rate limit (key_rate_per_second, key_rate_burst) has one
+ * bucket per (database, queue, concurrency key), named by a 64-bit hash of the key (two keys whose hashes collide share
+ * one bucket: stricter, never looser): a claim takes one token per keyed job of its window, in lane order, up to the
+ * first job whose key has none, and gives back those of the jobs its drain did not hand out. Tokens of a claim that
  * aborts are not given back: the limit is an upper bound. A bucket seen for the first time
  * (after a restart, or after it was evicted) starts full; a full bucket is the same as no
  * bucket, so only full buckets are evicted when the table is full. A dropped queue's bucket
@@ -20,12 +23,14 @@ extern "C"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 }
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace awa
@@ -34,14 +39,20 @@ namespace awa
 namespace
 {
 
-/* Rate-limited queues the server keeps buckets for at once (full buckets are evicted). */
-constexpr int kMaxBuckets = 1024;
+/* Buckets (queues and keys) the server keeps at once (full buckets are evicted). */
+constexpr int kMaxBuckets = 8192;
 
-/* Key: database and queue bytes (zero padded): one database never sees another's bucket. */
+/*
+ * Key: database, a 64-bit hash of the queue name and, for a per-key bucket, one of the key:
+ * one database never sees another's bucket, and a queue's bucket is never one of its keys'.
+ * (Names whose hashes collide share a bucket: stricter, never looser.)
+ */
 struct BucketKey
 {
 	Oid dbid;
-	char queue[kMaxQueueBytes + 1];
+	bool per_key;
+	std::uint64_t queue_hash;
+	std::uint64_t key_hash;
 };
 
 struct Bucket
@@ -74,7 +85,24 @@ bucket_key(BucketKey *key, const char *queue, int queue_len)
 	check_queue_bytes(queue_len);
 	std::memset(key, 0, sizeof(*key));
 	key->dbid = MyDatabaseId;
-	std::memcpy(key->queue, queue, queue_len);
+	key->queue_hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(queue), queue_len, 0x717565);
+}
+
+/* The key of one concurrency key's bucket of a queue of the current database. */
+void
+key_bucket_key(BucketKey *key, const char *queue, int queue_len, text *concurrency_key)
+{
+	bucket_key(key, queue, queue_len);
+	key->per_key = true;
+	key->key_hash = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(concurrency_key)),
+										VARSIZE_ANY_EXHDR(concurrency_key), 0x6b6579);
+}
+
+/* Whether a bucket belongs to a queue (its own or one of its keys'). */
+bool
+bucket_of_queue(const BucketKey *bucket, const BucketKey *queue)
+{
+	return bucket->dbid == queue->dbid && bucket->queue_hash == queue->queue_hash;
 }
 
 /*
@@ -120,7 +148,7 @@ evict_full_bucket(TimestampTz now)
 	return false;
 }
 
-/* The queue's bucket, created full when missing. The lock is held exclusively. */
+/* A bucket, created full when missing; nullptr when every bucket is still refilling. The lock is held exclusively. */
 Bucket *
 find_bucket(const BucketKey *key, int burst, TimestampTz now)
 {
@@ -130,13 +158,7 @@ find_bucket(const BucketKey *key, int burst, TimestampTz now)
 	if (b == nullptr && evict_full_bucket(now))
 		b = static_cast<Bucket *>(hash_search(buckets, key, HASH_ENTER_NULL, &found));
 	if (b == nullptr)
-	{
-		LWLockRelease(rate_shared->lock);
-		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-						errmsg("too many rate-limited queues in use at once (%d)", kMaxBuckets),
-						errdetail("Every token bucket is still refilling."),
-						errhint("Remove rate limits that are no longer needed with awa.set_rate_limit(queue, NULL).")));
-	}
+		return nullptr;
 	if (!found)
 	{
 		b->tokens = burst;
@@ -175,6 +197,14 @@ rate_take(const char *queue, int queue_len, double per_second, int burst, int64 
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
 	b = find_bucket(&key, burst, now);
+	if (b == nullptr)
+	{
+		LWLockRelease(rate_shared->lock);
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+						errmsg("too many rate-limited queues and keys in use at once (%d)", kMaxBuckets),
+						errdetail("Every token bucket is still refilling."),
+						errhint("Remove rate limits that are no longer needed with awa.set_rate_limit(queue, NULL).")));
+	}
 	refill(b, per_second, burst, now);
 	/* A token is whole: a bucket at 2.9999999 after a refill of exactly 3 tokens still gives 3. */
 	took = std::min(want, static_cast<int64>(std::floor(b->tokens + 1e-9)));
@@ -229,6 +259,70 @@ rate_give_back(const char *queue, int queue_len, double per_second, int burst, i
 	LWLockRelease(rate_shared->lock);
 }
 
+/* Take the tokens of a window's keyed jobs, in order (see rate_limit.hpp). */
+int64
+rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, double per_second, int burst)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64 rows = 0;
+
+	if (rate_shared == nullptr)
+		ereport(
+			ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("queue \"%.*s\" has a per-key rate limit, which needs awa_shard in shared_preload_libraries",
+					queue_len, queue),
+			 errdetail("The token buckets that all claims of the server share live in shared memory."),
+			 errhint(
+				 "Preload the library, or remove the limit with awa.set_rate_limit(queue, NULL, p_per_key => true).")));
+	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+	for (; rows < n; rows++)
+	{
+		BucketKey key;
+		Bucket *b;
+
+		if (keys[rows] == nullptr)
+			continue; /* a job without a key: no token */
+		key_bucket_key(&key, queue, queue_len, keys[rows]);
+		b = find_bucket(&key, burst, now);
+		if (b == nullptr)
+			break; /* no room for its bucket: its job waits, as one without a token */
+		refill(b, per_second, burst, now);
+		if (b->tokens + 1e-9 < 1.0)
+			break;
+		b->tokens -= 1.0;
+	}
+	LWLockRelease(rate_shared->lock);
+	return rows;
+}
+
+/* Give back the tokens of a window's keyed jobs [from, n) (see rate_limit.hpp). */
+void
+rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 from, int64 n, double per_second,
+					int burst)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rate_shared == nullptr || from >= n)
+		return;
+	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+	for (int64 i = from; i < n; i++)
+	{
+		BucketKey key;
+		Bucket *b;
+
+		if (keys[i] == nullptr)
+			continue;
+		key_bucket_key(&key, queue, queue_len, keys[i]);
+		b = static_cast<Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
+		if (b == nullptr)
+			continue;
+		refill(b, per_second, burst, now);
+		b->tokens = std::min(b->tokens + 1.0, static_cast<double>(burst));
+	}
+	LWLockRelease(rate_shared->lock);
+}
+
 /* Forget a dropped queue's bucket when this transaction commits (see rate_limit.hpp). */
 void
 rate_forget_at_commit(const char *queue, int queue_len)
@@ -259,8 +353,20 @@ rate_limit_at_xact_end(bool committed)
 					(void)hash_search(buckets, &b->key, HASH_REMOVE, nullptr);
 		}
 		else
-			for (int i = 0; i < n_forgets; i++)
-				(void)hash_search(buckets, &forgets[i], HASH_REMOVE, nullptr);
+		{
+			HASH_SEQ_STATUS scan;
+			Bucket *b;
+
+			/* The queue's bucket and its keys' buckets. */
+			hash_seq_init(&scan, buckets);
+			while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+				for (int i = 0; i < n_forgets; i++)
+					if (bucket_of_queue(&b->key, &forgets[i]))
+					{
+						(void)hash_search(buckets, &b->key, HASH_REMOVE, nullptr);
+						break;
+					}
+		}
 		LWLockRelease(rate_shared->lock);
 	}
 	n_forgets = 0;

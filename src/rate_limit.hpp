@@ -33,6 +33,18 @@ long rate_wait_ms(const char *queue, int queue_len, double per_second, int burst
 void rate_give_back(const char *queue, int queue_len, double per_second, int burst, int64 n);
 
 /*
+ * A per-key rate limit: take one token from the bucket of each keyed job of a window (keys:
+ * the jobs' concurrency keys in lane order, nullptr for a job without one), in order, up to
+ * the first job whose key's bucket holds no whole token or has no room in the table; returns
+ * how many jobs, from the window's start, may go. Raises 55000 without shared memory.
+ */
+int64 rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, double per_second, int burst);
+
+/* Put back the tokens rate_take_keys took for the jobs [from, n) of its window (not handed out). */
+void rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 from, int64 n, double per_second,
+						 int burst);
+
+/*
  * Forget a dropped queue's bucket when this transaction commits (awa.drop_queue): a queue
  * created again under the name starts with a full bucket. A drop rolled back to a savepoint
  * of a transaction that commits forgets it too (the bucket then starts full again: a refill,

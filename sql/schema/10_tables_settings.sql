@@ -45,12 +45,16 @@ CREATE TABLE awa.queue_meta (
     rate_burst integer,
     concurrency_limit integer,
     key_concurrency_limit integer,
+    key_rate_per_second double precision,
+    key_rate_burst integer,
     CONSTRAINT queue_meta_queue_length CHECK (length(queue) BETWEEN 1 AND 200),
     CONSTRAINT queue_meta_enqueue_shards_range CHECK (enqueue_shards BETWEEN 1 AND 64),
     CONSTRAINT queue_meta_rate_limit CHECK ((rate_per_second IS NULL) = (rate_burst IS NULL)
         AND rate_per_second > 0 AND rate_per_second <= 1e9 AND rate_burst BETWEEN 1 AND 1000000),
     CONSTRAINT queue_meta_concurrency_limit CHECK (concurrency_limit BETWEEN 1 AND 1000000),
-    CONSTRAINT queue_meta_key_concurrency_limit CHECK (key_concurrency_limit BETWEEN 1 AND 1000000));
+    CONSTRAINT queue_meta_key_concurrency_limit CHECK (key_concurrency_limit BETWEEN 1 AND 1000000),
+    CONSTRAINT queue_meta_key_rate_limit CHECK ((key_rate_per_second IS NULL) = (key_rate_burst IS NULL)
+        AND key_rate_per_second > 0 AND key_rate_per_second <= 1e9 AND key_rate_burst BETWEEN 1 AND 1000000));
 SELECT pg_catalog.pg_extension_config_dump('awa.queue_meta', '');
 GRANT SELECT, INSERT, UPDATE, DELETE ON awa.queue_meta TO awa_admin;
 COMMENT ON TABLE awa.queue_meta IS 'Per-queue settings. No row: one shard, not paused, install-default DLQ setting.';
@@ -66,3 +70,5 @@ COMMENT ON COLUMN awa.queue_meta.rate_per_second IS 'Rate limit (awa.set_rate_li
 COMMENT ON COLUMN awa.queue_meta.rate_burst IS 'Bucket size of the rate limit (1..1000000); NULL when the queue has none.';
 COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of the queue (awa.set_concurrency_limit, 1..1000000); NULL: no cap.';
 COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts of each concurrency key of the queue (awa.set_concurrency_limit p_per_key => true, 1..1000000); NULL: no per-key cap.';
+COMMENT ON COLUMN awa.queue_meta.key_rate_per_second IS 'Per-key rate limit (awa.set_rate_limit p_per_key => true): claims hand out at most key_rate_burst + key_rate_per_second x t jobs of each concurrency key in t seconds; NULL: none.';
+COMMENT ON COLUMN awa.queue_meta.key_rate_burst IS 'Bucket size of each key''s rate limit (1..1000000); NULL when the queue has none.';

@@ -508,7 +508,8 @@ CREATE FUNCTION awa._queues()
                    available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                    failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                    rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                   completed_retention interval, failed_retention interval, key_concurrency_limit integer)
+                   completed_retention interval, failed_retention interval, key_concurrency_limit integer,
+                   key_rate_per_second double precision, key_rate_burst integer)
     LANGUAGE plpgsql STABLE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -523,7 +524,8 @@ BEGIN
                 available bigint, scheduled bigint, retryable bigint, running bigint, completed bigint,
                 failed bigint, cancelled bigint, dlq bigint, oldest_waiting_age interval,
                 rate_per_second double precision, rate_burst integer, concurrency_limit integer,
-                completed_retention interval, failed_retention interval, key_concurrency_limit integer)
+                completed_retention interval, failed_retention interval, key_concurrency_limit integer,
+                   key_rate_per_second double precision, key_rate_burst integer)
              ORDER BY t.queue;
         RETURN;
     END IF;
@@ -543,7 +545,7 @@ BEGIN
                AND r.lane_seq >= h.claim_seq
              WHERE h.queue = n.queue AND r.queue = n.queue),
            m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
-           m.key_concurrency_limit
+           m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
       FROM names n
       LEFT JOIN awa.queue_meta m ON m.queue = n.queue
      CROSS JOIN awa.plane_settings s
@@ -572,27 +574,12 @@ CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
 
--- Per-key rate limits are not supported yet: 0A000 naming the argument.
-CREATE FUNCTION awa._refuse_per_key(p_per_key boolean, p_name text) RETURNS void
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM awa._require(p_per_key IS NULL, p_name);
-    IF p_per_key THEN
-        RAISE EXCEPTION '% => true is not yet supported', p_name USING ERRCODE = '0A000',
-            DETAIL = 'Rate limits apply to the whole queue.',
-            HINT = 'Give the jobs that share a rate limit a queue of their own, or cap each key''s running jobs with set_concurrency_limit(..., p_per_key => true).';
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION awa._refuse_per_key(boolean, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._refuse_per_key(boolean, text) IS 'Internal: raise 0A000 for a per-key rate limit (not yet supported).';
-
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
--- past it returns fewer jobs or none, never waits. Kept in awa.queue_meta (pg_dump keeps
--- it); the token buckets are in shared memory, so setting one needs the library preloaded.
+-- past it returns fewer jobs or none, never waits. With p_per_key, the queue's per-key rate
+-- limit instead: that many jobs of each concurrency key (the two limits are independent).
+-- Kept in awa.queue_meta (pg_dump keeps it); the token buckets are in shared memory, so
+-- setting one needs the library preloaded.
 CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, p_burst bigint DEFAULT 1,
                                    p_per_key boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -600,10 +587,15 @@ CREATE FUNCTION awa.set_rate_limit(p_queue text, p_per_second double precision, 
 AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
-    PERFORM awa._refuse_per_key(p_per_key, 'p_per_key');
+    PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
     IF p_per_second IS NULL THEN
-        UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
-         WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        IF p_per_key THEN
+            UPDATE awa.queue_meta SET key_rate_per_second = NULL, key_rate_burst = NULL
+             WHERE queue = p_queue AND key_rate_per_second IS NOT NULL;
+        ELSE
+            UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
+             WHERE queue = p_queue AND rate_per_second IS NOT NULL;
+        END IF;
         RETURN;
     END IF;
     IF NOT (p_per_second > 0 AND p_per_second <= 1e9) THEN
@@ -621,14 +613,20 @@ BEGIN
             DETAIL = 'The token buckets that all claims of the server share live in shared memory.',
             HINT = 'Add awa_shard to shared_preload_libraries and restart the server.';
     END IF;
-    INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
-    ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+    IF p_per_key THEN
+        INSERT INTO awa.queue_meta (queue, key_rate_per_second, key_rate_burst) VALUES (p_queue, p_per_second, p_burst)
+        ON CONFLICT (queue) DO UPDATE
+            SET key_rate_per_second = EXCLUDED.key_rate_per_second, key_rate_burst = EXCLUDED.key_rate_burst;
+    ELSE
+        INSERT INTO awa.queue_meta (queue, rate_per_second, rate_burst) VALUES (p_queue, p_per_second, p_burst)
+        ON CONFLICT (queue) DO UPDATE SET rate_per_second = EXCLUDED.rate_per_second, rate_burst = EXCLUDED.rate_burst;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean) TO awa_admin;
 COMMENT ON FUNCTION awa.set_rate_limit(text, double precision, bigint, boolean)
-    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
+    IS 'Set (NULL p_per_second: remove) a known queue''s rate limit, or with p_per_key each concurrency key''s: at most p_burst + p_per_second x t jobs claimed over t seconds, server-wide. Role: awa_admin.';
 
 -- Set (or remove, p_limit NULL) a known queue's concurrency limit: at most p_limit running
 -- attempts, whatever the number and isolation level of the claimers; with p_per_key, at

@@ -499,7 +499,7 @@ BEGIN
                        AND r.lane_seq >= h.claim_seq
                      WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
                    m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
-                   m.key_concurrency_limit
+                   m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
               FROM awa.queue_counts_exact(v_queue) c
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);

@@ -120,7 +120,7 @@ GRANT SELECT ON awa.shard_stats TO awa_admin, pg_monitor;
 CREATE VIEW awa.queues AS
     SELECT queue, enqueue_shards, paused, dlq_enabled, depth, available, scheduled, retryable, running,
            completed, failed, cancelled, dlq, oldest_waiting_age, rate_per_second, rate_burst, concurrency_limit, completed_retention, failed_retention,
-           key_concurrency_limit
+           key_concurrency_limit, key_rate_per_second, key_rate_burst
       FROM awa._queues();
 COMMENT ON VIEW awa.queues IS 'One row per known queue: settings, cheap depth, exact counts by state, age of the oldest waiting job, retentions (NULL: the default).';
 GRANT SELECT ON awa.queues TO awa_admin, pg_monitor;
