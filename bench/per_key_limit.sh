@@ -3,10 +3,11 @@
 # "Per-key limits and order"). Runs against an existing server with the extension installed
 # (PGHOST/PGPORT/PGUSER as for psql; the user must be able to create a database), in a fresh
 # database pk_bench, with pgbench from PGBIN. Side by side, in alternating rounds:
-#  1. claim cost at batch 10: queue pk_none (no limit) vs pk_key (per-key limit 1000, never
-#     reached), each 20000 jobs over 1000 keys on one lane; one client claims 10 and completes
-#     them per transaction; reports the claim statement's median latency (pgbench -r) over
-#     ROUNDS rounds and the ratio.
+#  1. claim cost at batch 10: queue pk_none (no limit) vs pk_key (per-key concurrency limit
+#     1000, never reached) vs pk_rate (per-key rate limit of 1e9/s, burst 1000000, never
+#     reached; needs the preload), each 20000 jobs over 1000 keys on one lane; one client
+#     claims 10 and completes them per transaction; reports the claim statement's median
+#     latency (pgbench -r) over ROUNDS rounds and the ratios.
 #  2. unaffected keys while one key is at its cap: hol_none (S = 4, 20000 'cold' jobs over 200
 #     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_cap (the
 #     same plus 2000 'hot' jobs on their own shard queued first, per-key limit 10, 10 'hot'
@@ -23,11 +24,12 @@ quiet() { psql "$@" >/dev/null; }
 quiet -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 quiet -d $db <<'SQL'
 CREATE EXTENSION awa_shard;
-SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_none', 'pk_key']) q;
+SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
          p_concurrency_keys => ARRAY(SELECT 'k' || (i % 1000) FROM generate_series(1, 20000) i)))
-  FROM unnest(ARRAY['pk_none', 'pk_key']) q;
+  FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT awa.set_concurrency_limit('pk_key', 1000, p_per_key => true);
+SELECT awa.set_rate_limit('pk_rate', 1e9, 1000000, p_per_key => true);
 SELECT awa.create_queue(q, 4) FROM unnest(ARRAY['hol_none', 'hol_cap']) q;
 CREATE TABLE cold_keys AS
   SELECT k FROM (SELECT 'c' || i AS k FROM generate_series(1, 2000) i) c
@@ -43,7 +45,7 @@ SELECT awa.set_concurrency_limit('hol_cap', 10, p_per_key => true);
 SELECT count(*) AS hot_running FROM awa.claim_ready_runtime('hol_cap', 10);
 SQL
 w=$(mktemp -d); trap 'rm -rf $w' EXIT
-for q in pk_none pk_key hol_none hol_cap; do
+for q in pk_none pk_key pk_rate hol_none hol_cap; do
   cat > $w/$q.sql <<S
 SELECT coalesce(quote_literal(array_agg(job_id)), '''{}''') AS ids, coalesce(quote_literal(array_agg(run_lease)), '''{}''') AS leases FROM awa.claim_ready_runtime('$q', 10) \gset
 SELECT count(*) FROM awa.complete_jobs(:ids::bigint[], :leases::bigint[]);
@@ -52,7 +54,7 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS"
 for r in $(seq 1 $ROUNDS); do
-  for q in pk_none pk_key; do
+  for q in pk_none pk_key pk_rate; do
     "$PGBIN/pgbench" -n -r -c 1 -t $CLAIMS -f $w/$q.sql $db 2>/dev/null \
       | awk '/quote_literal/ {print $1}' >> $w/$q.lat
   done
@@ -65,9 +67,10 @@ for r in $(seq 1 $ROUNDS); do
     echo "scale=1; ($after - $before) / ($end - $start)" | bc >> $w/$q.tps
   done
 done
-a=$(median < $w/pk_none.lat); b=$(median < $w/pk_key.lat)
+a=$(median < $w/pk_none.lat); b=$(median < $w/pk_key.lat); e=$(median < $w/pk_rate.lat)
 echo "claim of 10, ms (median of rounds): no limit $a, per-key limit $b, ratio $(echo "scale=3; $b / $a" | bc)"
-echo "  rounds: none $(tr '\n' ' ' < $w/pk_none.lat)| per-key $(tr '\n' ' ' < $w/pk_key.lat)"
+echo "  per-key rate limit $e, ratio $(echo "scale=3; $e / $a" | bc)"
+echo "  rounds: none $(tr '\n' ' ' < $w/pk_none.lat)| per-key $(tr '\n' ' ' < $w/pk_key.lat)| per-key rate $(tr '\n' ' ' < $w/pk_rate.lat)"
 c=$(median < $w/hol_none.tps); d=$(median < $w/hol_cap.tps)
 echo "unaffected keys, jobs/s (median): no cap $c, one key at its cap $d, ratio $(echo "scale=3; $d / $c" | bc)"
 echo "  rounds: none $(tr '\n' ' ' < $w/hol_none.tps)| capped $(tr '\n' ' ' < $w/hol_cap.tps)"
