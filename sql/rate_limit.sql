@@ -87,8 +87,8 @@ SELECT queue, rate_per_second, rate_burst, key_rate_per_second, key_rate_burst F
 SELECT c.lane_seq, j.concurrency_key
   FROM awa.claim_ready_runtime('rl_key', 10) c JOIN awa.jobs j ON j.id = c.job_id ORDER BY c.lane_seq;
 -- The lane begins with a's job now: nothing more (lane FIFO holds; b's jobs wait behind it).
--- wait_for_jobs does not see keys: it reports the waiting jobs (a worker's wait after such
--- an empty claim polls, as under a per-key concurrency limit).
+-- After a claim held back by keys, this backend's wait_for_jobs polls (every 100 ms) instead
+-- of reporting the waiting jobs: a timeout of 0 reports no work.
 SELECT count(*) AS claimed_behind_a FROM awa.claim_ready_runtime('rl_key', 10);
 SELECT awa.wait_for_jobs('rl_key', 0) AS work_reported;
 -- Another lane is not held back: b's job at priority 3 goes (b has one token left), the
@@ -129,5 +129,36 @@ SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => A
 UPDATE awa.queue_meta SET key_rate_per_second = 1e-6, key_rate_burst = 1 WHERE queue = 'rl_key';
 SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_key', 10)$$) AS claim_with_key_limit;
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_key', 10);
+-- Nothing else resets a's empty bucket: not a drop of the queue rolled back to a savepoint,
+-- not a transaction that drops nine other queues.
+BEGIN;
+SAVEPOINT s;
+SELECT awa.drop_queue('rl_key', true) > 0 AS dropped_in_savepoint;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT count(*) AS created FROM generate_series(1, 9) i, LATERAL awa.create_queue('rl_other_' || i) c;
+BEGIN;
+SELECT count(*) AS dropped FROM generate_series(1, 9) i, LATERAL awa.drop_queue('rl_other_' || i) d;
+COMMIT;
+SELECT count(*) AS claimed_still_held FROM awa.claim_ready_runtime('rl_key', 10);
 
-SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump', 'rl_key']) q;
+-- 8. More lanes held back than one queue's priority had before (64): a queue of 64 shards
+--    whose every priority-1 lane begins with a job of key h, out of tokens; a keyless job at
+--    priority 3 is still claimed (the walk passes all 64 lanes over and goes on).
+SELECT awa.create_queue('rl_wide', 64);
+SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_wide', 1e-6, 1, p_per_key => true)$$) AS set_per_key;
+SELECT count(*) AS enqueued FROM generate_series(0, 63) s,
+  LATERAL (SELECT g FROM generate_series(1, 100000) g
+            WHERE awa.shard_for_enqueue('rl_wide', 1, convert_to('w' || g, 'UTF8')) = s.s LIMIT 1) k,
+  LATERAL awa.insert_jobs('rl_wide', ARRAY['k'], p_ordering_keys => ARRAY[convert_to('w' || k.g, 'UTF8')],
+                          p_concurrency_keys => ARRAY['h'], p_priorities => ARRAY[1]) j;
+SELECT count(*) AS claimed_h FROM awa.claim_ready_runtime('rl_wide', 10);
+SELECT count(*) AS enqueued FROM generate_series(0, 63) s,
+  LATERAL (SELECT g FROM generate_series(1, 100000) g
+            WHERE awa.shard_for_enqueue('rl_wide', 1, convert_to('w' || g, 'UTF8')) = s.s LIMIT 1) k,
+  LATERAL awa.insert_jobs('rl_wide', ARRAY['k'], p_ordering_keys => ARRAY[convert_to('w' || k.g, 'UTF8')],
+                          p_concurrency_keys => ARRAY['h'], p_priorities => ARRAY[1]) j;
+SELECT cardinality(awa.insert_jobs('rl_wide', ARRAY['free'], p_priorities => ARRAY[3])) AS enqueued;
+SELECT kind FROM awa.claim_ready_runtime('rl_wide', 10);
+
+SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump', 'rl_key', 'rl_wide']) q;

@@ -198,14 +198,14 @@ promote_own_queue(text *queue)
 
 /*
  * Lanes this claim has locked and passed over because their first job's key was at its
- * per-key cap: the walk skips them (its own head locks would not be skipped by SKIP LOCKED).
- * Reset at the start of every claim; when full, the walk finds nothing more.
+ * per-key cap or had no token: the walk skips them (its own head locks would not be skipped by
+ * SKIP LOCKED). Room for every lane a queue can have; reset at the start of every claim.
  */
 struct PassedLanes
 {
 	int n;
-	int16 priority[64];
-	int16 shard[64];
+	int16 priority[awa::kMaxEnqueueShards * (awa::kMaxPriority - awa::kMinPriority + 1)]; /* every lane of a queue */
+	int16 shard[awa::kMaxEnqueueShards * (awa::kMaxPriority - awa::kMinPriority + 1)];
 } passed_lanes;
 
 /* Whether the claim has passed over this lane (per-key caps). */

@@ -687,8 +687,8 @@ limits_hold_ms(text *queue)
 	/* No lock: a worker that sees a place claims, and its claim decides under the lock. */
 	if (hold == 0 && limits.concurrency && running_attempts(queue) >= limits.concurrency_limit)
 		hold = kCapPollMs;
-	/* The last claim of this queue here found only keys at their cap: look again later. */
-	if (hold == 0 && limits.key_concurrency && key_capped &&
+	/* The last claim of this queue here found only keys at their cap or without a token: look again later. */
+	if (hold == 0 && (limits.key_concurrency || limits.key_rate) && key_capped &&
 		key_capped_queue == static_cast<std::uint32_t>(queue_hash(queue)))
 		hold = kCapPollMs;
 	key_capped = false;

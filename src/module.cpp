@@ -243,5 +243,6 @@ _PG_init(void)
 	awa::init_lane_cache();
 	awa::init_registry_hooks();
 	awa::init_wakeup_hooks();
+	awa::init_rate_limit_hooks();
 	awa::init_enqueue_cache();
 }

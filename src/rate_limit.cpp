@@ -2,16 +2,20 @@
  * rate_limit.cpp — token buckets of queue rate limits (docs/design.md §4, "Flow control").
  *
  * A queue with a rate limit (awa.queue_meta.rate_per_second, rate_burst) has one bucket
- * per (database, queue) in shared memory (named by a 64-bit hash of the queue name), whatever the backend that claims:
- * a claim takes min(batch, tokens) before its drain and gives back what its drain did not hand out, so claims hand out
- * at most burst + rate x t jobs over any t seconds. A per-key rate limit (key_rate_per_second, key_rate_burst) has one
- * bucket per (database, queue, concurrency key), named by a 64-bit hash of the key (two keys whose hashes collide share
- * one bucket: stricter, never looser): a claim takes one token per keyed job of its window, in lane order, up to the
- * first job whose key has none, and gives back those of the jobs its drain did not hand out. Tokens of a claim that
- * aborts are not given back: the limit is an upper bound. A bucket seen for the first time
- * (after a restart, or after it was evicted) starts full; a full bucket is the same as no
- * bucket, so only full buckets are evicted when the table is full. A dropped queue's bucket
- * is forgotten when the drop commits, so a queue created again under its name starts full.
+ * per (database, queue) in shared memory, whatever the backend that claims: a claim takes
+ * min(batch, tokens) before its drain and gives back what its drain did not hand out, so
+ * claims hand out at most burst + rate x t jobs over any t seconds. A per-key rate limit
+ * (key_rate_per_second, key_rate_burst) has one bucket per (database, queue, concurrency
+ * key) in a table of its own, so that keys never crowd out queues: a claim takes one token
+ * per keyed job of its window, in lane order, up to the first job whose key has none, and
+ * gives back those of the jobs its drain did not hand out. Buckets are named by 64-bit
+ * hashes of the queue name and the key (names that collide share a bucket: stricter, never
+ * looser). Tokens of a claim that aborts are not given back: the limit is an upper bound.
+ * A bucket seen for the first time (after a restart, or after it was evicted) starts full;
+ * a full bucket is the same as no bucket, so only full buckets are evicted when a table is
+ * full; both tables have a fixed size. A dropped queue's buckets are forgotten when the drop
+ * commits (not when a savepoint of it rolls back), so a queue created again under its name
+ * starts full; its keys' buckets also when its per-key limit is removed.
  */
 #include "limits.hpp"
 #include "pg_boundary.hpp"
@@ -20,11 +24,13 @@
 
 extern "C"
 {
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
 
@@ -39,8 +45,9 @@ namespace awa
 namespace
 {
 
-/* Buckets (queues and keys) the server keeps at once (full buckets are evicted). */
-constexpr int kMaxBuckets = 8192;
+/* Buckets the server keeps at once, per table (full buckets are evicted). */
+constexpr int kMaxQueueBuckets = 1024;
+constexpr int kMaxKeyBuckets = 8192;
 
 /*
  * Key: database, a 64-bit hash of the queue name and, for a per-key bucket, one of the key:
@@ -70,13 +77,30 @@ struct RateShared
 };
 
 RateShared *rate_shared = nullptr;
-HTAB *buckets = nullptr;
+HTAB *queue_buckets = nullptr; /* one per rate-limited queue */
+HTAB *key_buckets = nullptr;   /* one per key of a queue with a per-key rate limit */
 
-/* Buckets of queues this transaction dropped, forgotten when (and if) it commits. */
-constexpr int kMaxForgets = 8;
-BucketKey forgets[kMaxForgets];
+/*
+ * A queue whose buckets this transaction forgets when (and if) it commits: all of them
+ * (drop_queue), or its keys' (its per-key limit removed). Kept in the transaction's memory,
+ * with the subtransaction that asked, so a savepoint rolled back takes its forgets with it.
+ */
+struct Forget
+{
+	BucketKey queue;
+	bool keys_only;
+	SubTransactionId subid;
+};
+Forget *forgets = nullptr;
 int n_forgets = 0;
-bool forget_all = false; /* more than kMaxForgets: forget every bucket of the database */
+int forgets_cap = 0;
+
+/* The table a bucket lives in. */
+HTAB *
+table_of(const BucketKey *key)
+{
+	return key->per_key ? key_buckets : queue_buckets;
+}
 
 /* The key of a queue of the current database. */
 void
@@ -126,12 +150,12 @@ refill(Bucket *b, double per_second, int burst, TimestampTz now)
  * nothing. The lock is held exclusively. False when no bucket is full.
  */
 bool
-evict_full_bucket(TimestampTz now)
+evict_full_bucket(HTAB *table, TimestampTz now)
 {
 	HASH_SEQ_STATUS scan;
 	Bucket *b;
 
-	hash_seq_init(&scan, buckets);
+	hash_seq_init(&scan, table);
 	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
 	{
 		double elapsed = static_cast<double>(now - b->at) / USECS_PER_SEC;
@@ -141,22 +165,26 @@ evict_full_bucket(TimestampTz now)
 			BucketKey key = b->key;
 
 			hash_seq_term(&scan);
-			(void)hash_search(buckets, &key, HASH_REMOVE, nullptr);
+			(void)hash_search(table, &key, HASH_REMOVE, nullptr);
 			return true;
 		}
 	}
 	return false;
 }
 
-/* A bucket, created full when missing; nullptr when every bucket is still refilling. The lock is held exclusively. */
+/*
+ * A bucket, created full when missing; nullptr when every bucket of its table is still
+ * refilling. The lock is held exclusively.
+ */
 Bucket *
 find_bucket(const BucketKey *key, int burst, TimestampTz now)
 {
+	HTAB *table = table_of(key);
 	bool found;
-	Bucket *b = static_cast<Bucket *>(hash_search(buckets, key, HASH_ENTER_NULL, &found));
+	Bucket *b = static_cast<Bucket *>(hash_search(table, key, HASH_ENTER_NULL, &found));
 
-	if (b == nullptr && evict_full_bucket(now))
-		b = static_cast<Bucket *>(hash_search(buckets, key, HASH_ENTER_NULL, &found));
+	if (b == nullptr && evict_full_bucket(table, now))
+		b = static_cast<Bucket *>(hash_search(table, key, HASH_ENTER_NULL, &found));
 	if (b == nullptr)
 		return nullptr;
 	if (!found)
@@ -201,7 +229,7 @@ rate_take(const char *queue, int queue_len, double per_second, int burst, int64 
 	{
 		LWLockRelease(rate_shared->lock);
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-						errmsg("too many rate-limited queues and keys in use at once (%d)", kMaxBuckets),
+						errmsg("too many rate-limited queues in use at once (%d)", kMaxQueueBuckets),
 						errdetail("Every token bucket is still refilling."),
 						errhint("Remove rate limits that are no longer needed with awa.set_rate_limit(queue, NULL).")));
 	}
@@ -227,7 +255,7 @@ rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
 		return 0; /* a claim raises 55000: let it */
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_SHARED);
-	b = static_cast<const Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
+	b = static_cast<const Bucket *>(hash_search(queue_buckets, &key, HASH_FIND, nullptr));
 	tokens = b == nullptr
 				 ? static_cast<double>(burst)
 				 : b->tokens + per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) / USECS_PER_SEC;
@@ -250,7 +278,7 @@ rate_give_back(const char *queue, int queue_len, double per_second, int burst, i
 		return;
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-	b = static_cast<Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
+	b = static_cast<Bucket *>(hash_search(queue_buckets, &key, HASH_FIND, nullptr));
 	if (b != nullptr)
 	{
 		refill(b, per_second, burst, now);
@@ -314,7 +342,7 @@ rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 f
 		if (keys[i] == nullptr)
 			continue;
 		key_bucket_key(&key, queue, queue_len, keys[i]);
-		b = static_cast<Bucket *>(hash_search(buckets, &key, HASH_FIND, nullptr));
+		b = static_cast<Bucket *>(hash_search(key_buckets, &key, HASH_FIND, nullptr));
 		if (b == nullptr)
 			continue;
 		refill(b, per_second, burst, now);
@@ -323,54 +351,79 @@ rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 f
 	LWLockRelease(rate_shared->lock);
 }
 
-/* Forget a dropped queue's bucket when this transaction commits (see rate_limit.hpp). */
+/* Forget a queue's buckets, or its keys', when this transaction commits (see rate_limit.hpp). */
 void
-rate_forget_at_commit(const char *queue, int queue_len)
+rate_forget_at_commit(const char *queue, int queue_len, bool keys_only)
 {
 	if (rate_shared == nullptr)
 		return;
-	if (n_forgets < kMaxForgets)
-		bucket_key(&forgets[n_forgets++], queue, queue_len);
-	else
-		forget_all = true;
+	if (n_forgets == forgets_cap)
+	{
+		forgets_cap = forgets_cap == 0 ? 8 : forgets_cap * 2;
+		forgets = static_cast<Forget *>(forgets == nullptr
+											? MemoryContextAlloc(TopTransactionContext, sizeof(Forget) * forgets_cap)
+											: repalloc(forgets, sizeof(Forget) * forgets_cap));
+	}
+	bucket_key(&forgets[n_forgets].queue, queue, queue_len);
+	forgets[n_forgets].keys_only = keys_only;
+	forgets[n_forgets].subid = GetCurrentSubTransactionId();
+	n_forgets++;
 }
 
-/* Transaction end: at commit, forget the buckets of the queues it dropped (never raises). */
+/* Transaction end: at commit, forget the buckets it asked to forget (never raises). */
 void
 rate_limit_at_xact_end(bool committed)
 {
-	if (committed && rate_shared != nullptr && (n_forgets > 0 || forget_all))
+	if (committed && rate_shared != nullptr && n_forgets > 0)
 	{
+		HASH_SEQ_STATUS scan;
+		Bucket *b;
+
 		LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-		if (forget_all)
-		{
-			HASH_SEQ_STATUS scan;
-			Bucket *b;
-
-			hash_seq_init(&scan, buckets);
-			while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
-				if (b->key.dbid == MyDatabaseId)
-					(void)hash_search(buckets, &b->key, HASH_REMOVE, nullptr);
-		}
-		else
-		{
-			HASH_SEQ_STATUS scan;
-			Bucket *b;
-
-			/* The queue's bucket and its keys' buckets. */
-			hash_seq_init(&scan, buckets);
-			while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
-				for (int i = 0; i < n_forgets; i++)
-					if (bucket_of_queue(&b->key, &forgets[i]))
-					{
-						(void)hash_search(buckets, &b->key, HASH_REMOVE, nullptr);
-						break;
-					}
-		}
+		for (int i = 0; i < n_forgets; i++)
+			if (!forgets[i].keys_only)
+				(void)hash_search(queue_buckets, &forgets[i].queue, HASH_REMOVE, nullptr);
+		hash_seq_init(&scan, key_buckets);
+		while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+			for (int i = 0; i < n_forgets; i++)
+				if (bucket_of_queue(&b->key, &forgets[i].queue))
+				{
+					(void)hash_search(key_buckets, &b->key, HASH_REMOVE, nullptr);
+					break;
+				}
 		LWLockRelease(rate_shared->lock);
 	}
+	forgets = nullptr; /* its memory goes with the transaction's */
 	n_forgets = 0;
-	forget_all = false;
+	forgets_cap = 0;
+}
+
+/* Subtransaction end: a savepoint rolled back takes its forgets with it; a released one hands them up. */
+void
+on_rate_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	int kept = 0;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	for (int i = 0; i < n_forgets; i++)
+	{
+		if (forgets[i].subid == my_subid)
+		{
+			if (event == SUBXACT_EVENT_ABORT_SUB)
+				continue;
+			forgets[i].subid = parent_subid;
+		}
+		forgets[kept++] = forgets[i];
+	}
+	n_forgets = kept;
+}
+
+/* _PG_init: the subtransaction hook of the forgets. */
+void
+init_rate_limit_hooks()
+{
+	RegisterSubXactCallback(on_rate_subxact, nullptr);
 }
 
 /* shmem_request_hook: the buckets' lock and their hash table. */
@@ -378,7 +431,9 @@ void
 rate_limit_shmem_request()
 {
 	RequestNamedLWLockTranche("awa_shard_rate_limits", 1);
-	RequestAddinShmemSpace(add_size(MAXALIGN(sizeof(RateShared)), hash_estimate_size(kMaxBuckets, sizeof(Bucket))));
+	RequestAddinShmemSpace(
+		add_size(add_size(MAXALIGN(sizeof(RateShared)), hash_estimate_size(kMaxQueueBuckets, sizeof(Bucket))),
+				 hash_estimate_size(kMaxKeyBuckets, sizeof(Bucket))));
 }
 
 /* shmem_startup_hook: claim the buckets by name (initialised once). */
@@ -395,18 +450,31 @@ rate_limit_shmem_startup()
 	std::memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(BucketKey);
 	ctl.entrysize = sizeof(Bucket);
-	buckets = ShmemInitHash("awa_shard rate buckets", kMaxBuckets, kMaxBuckets, &ctl, HASH_ELEM | HASH_BLOBS);
+	/* Fixed size: a full table evicts or refuses, never takes shared memory others need. */
+	queue_buckets = ShmemInitHash("awa_shard rate buckets", kMaxQueueBuckets, kMaxQueueBuckets, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	key_buckets = ShmemInitHash("awa_shard key rate buckets", kMaxKeyBuckets, kMaxKeyBuckets, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
 } // namespace awa
 
-/* awa._forget_rate_limit(queue): the dropped queue's bucket goes when the transaction commits. */
+/* awa._forget_rate_limit(queue): the dropped queue's buckets go when the transaction commits. */
 AWA_SQL_FUNCTION(awa_forget_rate_limit)
 {
 	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
 
-	awa::rate_forget_at_commit(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+	awa::rate_forget_at_commit(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), false);
+	PG_RETURN_VOID();
+}
+
+/* awa._forget_key_rate_limits(queue): the queue's keys' buckets go when the transaction commits. */
+AWA_SQL_FUNCTION(awa_forget_key_rate_limits)
+{
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+
+	awa::rate_forget_at_commit(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), true);
 	PG_RETURN_VOID();
 }
 

@@ -45,12 +45,14 @@ void rate_give_back_keys(const char *queue, int queue_len, text *const *keys, in
 						 int burst);
 
 /*
- * Forget a dropped queue's bucket when this transaction commits (awa.drop_queue): a queue
- * created again under the name starts with a full bucket. A drop rolled back to a savepoint
- * of a transaction that commits forgets it too (the bucket then starts full again: a refill,
- * never a debt).
+ * Forget a queue's buckets (awa.drop_queue: a queue created again under the name starts
+ * with full buckets), or only its keys' (keys_only: its per-key limit was removed), when
+ * this transaction commits; a savepoint rolled back takes the request with it.
  */
-void rate_forget_at_commit(const char *queue, int queue_len);
+void rate_forget_at_commit(const char *queue, int queue_len, bool keys_only);
+
+/* _PG_init: register the subtransaction hook of the forgets. */
+void init_rate_limit_hooks();
 
 /* Transaction end: apply (commit) or discard the forgets of this transaction. */
 void rate_limit_at_xact_end(bool committed);

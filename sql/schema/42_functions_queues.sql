@@ -572,7 +572,16 @@ CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token bucket when the transaction commits.';
+COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token buckets (its keys'' included) when the transaction commits.';
+
+-- The token buckets of a queue's keys are forgotten when its per-key rate limit is removed
+-- and the removal commits (a limit set again starts them full). Called by set_rate_limit.
+CREATE FUNCTION awa._forget_key_rate_limits(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_forget_key_rate_limits'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
 
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
@@ -592,6 +601,7 @@ BEGIN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_rate_per_second = NULL, key_rate_burst = NULL
              WHERE queue = p_queue AND key_rate_per_second IS NOT NULL;
+            PERFORM awa._forget_key_rate_limits(p_queue);
         ELSE
             UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
              WHERE queue = p_queue AND rate_per_second IS NOT NULL;
