@@ -36,11 +36,27 @@ BEGIN
     PERFORM pg_sleep(0.01);
 END $$;
 
+-- A pass moves the watermark once every transaction that was running at an earlier pass's
+-- snapshot has ended; on a busy server (autovacuum's analyze, other databases' maintenance)
+-- one may still run, and the pass then reads what it would read on a server that is still
+-- busy. The passes measure a settled server: each waits (at most 10 s) until every
+-- transaction running when it starts has ended.
+CREATE FUNCTION pg_temp.wait_for_running_transactions() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    s pg_snapshot := pg_current_snapshot();
+BEGIN
+    FOR i IN 1..200 LOOP
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(s) x WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()));
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END $$;
+
 -- One deadline rescue pass under EXPLAIN (ANALYZE, BUFFERS): the shared buffers it used.
 CREATE FUNCTION pg_temp.rescue_pass(p_pass int, p_history int) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     p json;
 BEGIN
+    PERFORM pg_temp.wait_for_running_transactions();
     EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) SELECT awa.rescue_expired_deadlines()' INTO p;
     INSERT INTO passes VALUES (p_pass, p_history,
         (p->0->'Plan'->>'Shared Hit Blocks')::bigint + (p->0->'Plan'->>'Shared Read Blocks')::bigint);
