@@ -97,7 +97,8 @@ SELECT is((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'awa.queues'::regclass AND attnum > 0),
           ARRAY['queue', 'enqueue_shards', 'paused', 'dlq_enabled', 'depth', 'available', 'scheduled', 'retryable', 'running',
                 'completed', 'failed', 'cancelled', 'dlq', 'oldest_waiting_age', 'rate_per_second', 'rate_burst',
-                'concurrency_limit', 'completed_retention', 'failed_retention', 'key_concurrency_limit'],
+                'concurrency_limit', 'completed_retention', 'failed_retention', 'key_concurrency_limit',
+                'key_rate_per_second', 'key_rate_burst'],
           'awa.queues columns');
 SELECT enum_has_labels('awa', 'job_state',
     ARRAY['scheduled', 'available', 'running', 'completed', 'retryable', 'failed', 'cancelled', 'waiting_external'],
