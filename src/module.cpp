@@ -38,11 +38,13 @@ int notify_interval_ms = 250;
 namespace
 {
 
-/* Server-wide state of the module: the rotor and the queue_meta generation. */
+/* Server-wide state of the module: the rotor, the queue_meta generation and the ring stamp. */
 struct SharedState
 {
 	pg_atomic_uint32 rotor;
 	pg_atomic_uint64 queue_meta_generation; /* bumped after a commit that changed queue_meta */
+	pg_atomic_uint64 ring_generation;		/* bumped when a ring change starts and when it ends */
+	pg_atomic_uint32 ring_changes_open;		/* transactions that changed a ring table, not yet ended */
 };
 
 /* NULL when the library was not preloaded. */
@@ -50,6 +52,7 @@ SharedState *shared = nullptr;
 std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
 bool queue_meta_changed_in_xact = false;
+bool ring_changed_in_xact = false;
 
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
@@ -73,6 +76,8 @@ module_shmem_startup()
 	{
 		pg_atomic_init_u32(&shared->rotor, 0);
 		pg_atomic_init_u64(&shared->queue_meta_generation, 1);
+		pg_atomic_init_u64(&shared->ring_generation, 1);
+		pg_atomic_init_u32(&shared->ring_changes_open, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -113,6 +118,23 @@ startup_shmem()
 }
 
 /*
+ * A transaction that changed a ring table ended (committed: its change is visible now):
+ * move the ring generation while it still counts as open, then close it, so that a stamp
+ * read from here on differs from every stamp read before the change began.
+ */
+void
+end_ring_change()
+{
+	if (!ring_changed_in_xact)
+		return;
+	ring_changed_in_xact = false;
+	if (shared == nullptr)
+		return;
+	pg_atomic_fetch_add_u64(&shared->ring_generation, 1);
+	pg_atomic_fetch_sub_u32(&shared->ring_changes_open, 1);
+}
+
+/*
  * Transaction end: move the cache epoch and deliver wake-ups, of workers (wakeup.cpp) and of
  * callers waiting for a job (job_wait.cpp) (must not raise at commit).
  * PREPARE ends the session's transaction too: its write slots, held while their locks
@@ -133,10 +155,17 @@ on_xact_event(XactEvent event, void *arg)
 							errdetail("Backends cache queue widths until a commit that changes queue_meta "
 									  "tells them to re-read; a prepared transaction commits without it."),
 							errhint("Create, pause, resume or resize queues outside the prepared transaction.")));
+		if (ring_changed_in_xact && shared != nullptr)
+			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							errmsg("cannot prepare a transaction that changed a ring of awa_shard"),
+							errdetail("Backends cache the rings' cursors until a transaction that changes them ends; "
+									  "a prepared transaction commits elsewhere, after its own session has moved on."),
+							errhint("Run rotation, prune and maintenance outside the prepared transaction.")));
 		break;
 	case XACT_EVENT_PREPARE:
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
+		end_ring_change();
 		wakeup_at_prepare();
 		job_wait_at_xact_end(false);
 		rate_limit_at_xact_end(false);
@@ -148,6 +177,7 @@ on_xact_event(XactEvent event, void *arg)
 		if (queue_meta_changed_in_xact && shared != nullptr)
 			pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
 		queue_meta_changed_in_xact = false;
+		end_ring_change();
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
 		rate_limit_at_xact_end(true);
@@ -156,6 +186,7 @@ on_xact_event(XactEvent event, void *arg)
 	case XACT_EVENT_PARALLEL_ABORT:
 		xact_epoch++;
 		queue_meta_changed_in_xact = false;
+		end_ring_change();
 		wakeup_at_xact_end(false);
 		job_wait_at_xact_end(false);
 		rate_limit_at_xact_end(false);
@@ -206,6 +237,41 @@ void
 note_queue_meta_changed()
 {
 	queue_meta_changed_in_xact = true;
+}
+
+/*
+ * Validity stamp of cached ring cursors (ring.cpp), read before the rings' tables; 0: do not
+ * cache (not preloaded, this transaction changed a ring, or some transaction that changed
+ * one has not ended). A cached cursor is current while the stamp it was read under is.
+ */
+std::uint64_t
+ring_state_stamp()
+{
+	std::uint64_t generation;
+
+	if (shared == nullptr || ring_changed_in_xact)
+		return 0;
+	generation = pg_atomic_read_u64(&shared->ring_generation);
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&shared->ring_changes_open) != 0)
+		return 0;
+	return generation;
+}
+
+/*
+ * The ring trigger fired in this transaction: count it open (and move the generation) until
+ * it ends, so no backend trusts a cached cursor meanwhile.
+ */
+void
+note_ring_changed()
+{
+	if (ring_changed_in_xact)
+		return;
+	ring_changed_in_xact = true;
+	if (shared == nullptr)
+		return;
+	pg_atomic_fetch_add_u32(&shared->ring_changes_open, 1);
+	pg_atomic_fetch_add_u64(&shared->ring_generation, 1);
 }
 
 } // namespace awa

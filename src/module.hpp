@@ -1,7 +1,7 @@
 /*
  * module.hpp — what the library entry (module.cpp) offers the other concerns: the NOTIFY
  * setting, whether the library was preloaded, the keyless rotor, and the per-transaction
- * epoch and queue_meta stamp that backend caches compare against.
+ * epoch, the queue_meta stamp and the ring stamp that backend caches compare against.
  */
 #pragma once
 
@@ -27,5 +27,11 @@ std::uint64_t queue_meta_stamp();
 
 /* Called by the queue_meta trigger: widths change at this transaction's commit. */
 void note_queue_meta_changed();
+
+/* Validity stamp of cached ring cursors; 0 when they must be read (see module.cpp). */
+std::uint64_t ring_state_stamp();
+
+/* Called by the ring tables' trigger: cached ring cursors are untrusted until this transaction ends. */
+void note_ring_changed();
 
 } // namespace awa

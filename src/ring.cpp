@@ -13,6 +13,15 @@
  * Prune takes ACCESS EXCLUSIVE on a slot's partitions before it decides anything, so once
  * step 3 passed, the slot cannot be pruned until this transaction ends; a slot sealed by a
  * rotation meanwhile is still live and read by claims.
+ *
+ * When preloaded, step 1 and the live arcs come from a backend cache of each ring's cursor
+ * and slot generations, trusted while the server-wide ring stamp (module.cpp) is the one it
+ * was read under: the statement trigger ring_changed on every ring table opens a change
+ * when a transaction first writes one, and the change closes when that transaction ends, so
+ * a cached cursor is only used when no ring table has changed since it was read, which is
+ * what a read of the latest committed state would have returned. Step 3 needs no read then:
+ * the lock is taken before the stamp is compared, and a prune holds its ACCESS EXCLUSIVE
+ * lock until its change has closed.
  */
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "citus.hpp"
@@ -32,6 +41,7 @@ extern "C"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "commands/trigger.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -42,6 +52,7 @@ extern "C"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -129,6 +140,25 @@ struct HeldSlot
 	RingSlot slot;
 	Oid first_partition;
 };
+
+/*
+ * A ring's cursor and live arc as read from its tables under `stamp` (0: nothing cached),
+ * by `user` (the direct reads check the caller's SELECT privilege), from tables `state_oid`
+ * and `slots_oid`.
+ */
+struct CachedRing
+{
+	std::uint64_t stamp;
+	Oid user;
+	Oid state_oid;
+	Oid slots_oid;
+	int current;
+	int64 current_generation;
+	int arc[4];
+};
+
+CachedRing cached[3];
+bool ring_cache_callback_registered = false;
 
 HeldSlot held[3];
 SPIPlanPtr read_plans[3];
@@ -393,6 +423,133 @@ read_arc_direct(int ring, Snapshot snapshot, int ranges[4])
 	return true;
 }
 
+/* A relation's relcache entry was invalidated (all of them: relid 0): forget rings read from it. */
+void
+on_ring_relcache_inval(Datum arg, Oid relid)
+{
+	for (CachedRing &c : cached)
+		if (!OidIsValid(relid) || relid == c.state_oid || relid == c.slots_oid)
+			c.stamp = 0;
+}
+
+/* Whether `rel` carries the ring_changed trigger in a state that fires for every writer. */
+bool
+has_ring_trigger(Relation rel)
+{
+	if (rel->trigdesc == nullptr)
+		return false;
+	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
+	{
+		const Trigger &t = rel->trigdesc->triggers[i];
+
+		if (strcmp(t.tgname, "ring_changed") == 0 && t.tgenabled == TRIGGER_FIRES_ALWAYS)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Read a ring's cursor and live arc into the cache under `stamp`: the state row by a heap
+ * scan and every slot's generation by a heap scan of the slot table, on one latest snapshot.
+ * False: no privilege, Citus, or a table without the ring_changed trigger (a 1.0 catalog),
+ * where nothing may be cached.
+ */
+bool
+fill_ring_cache(int ring, std::uint64_t stamp)
+{
+	CachedRing c;
+	Relation state = open_for_read(kRings[ring].state_table);
+	Relation slots;
+	Snapshot snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	int slot_count = 0;
+	int rows = 0;
+	bool have_oldest = false;
+	bool have_current = false;
+	int oldest = 0;
+	int64 oldest_generation = 0;
+
+	if (state == nullptr)
+		return false;
+	slots = open_for_read(kRings[ring].slots_table);
+	if (slots == nullptr || !has_ring_trigger(state) || !has_ring_trigger(slots))
+	{
+		if (slots != nullptr)
+			table_close(slots, NoLock);
+		table_close(state, NoLock);
+		return false;
+	}
+	c.state_oid = RelationGetRelid(state);
+	c.slots_oid = RelationGetRelid(slots);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(state, snapshot, 0, nullptr);
+	slot = table_slot_create(state, nullptr);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		c.current = DatumGetInt32(read_attribute(slot, state, "current_slot"));
+		slot_count = DatumGetInt32(read_attribute(slot, state, "slot_count"));
+		rows++;
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	if (rows != 1)
+		elog(ERROR, "awa_shard: %s ring state is missing (ring cursor read)", kRings[ring].name);
+	scan = table_beginscan(slots, snapshot, 0, nullptr);
+	slot = table_slot_create(slots, nullptr);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		int slot_no = DatumGetInt32(read_attribute(slot, slots, "slot"));
+		int64 generation = DatumGetInt64(read_attribute(slot, slots, "generation"));
+
+		if (slot_no == c.current)
+		{
+			c.current_generation = generation;
+			have_current = true;
+		}
+		if (generation >= 0 && (!have_oldest || generation < oldest_generation))
+		{
+			have_oldest = true;
+			oldest_generation = generation;
+			oldest = slot_no;
+		}
+	}
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	table_close(slots, NoLock);
+	table_close(state, NoLock);
+	if (!have_current)
+		elog(ERROR, "awa_shard: %s ring state is missing (ring slot check)", kRings[ring].name);
+	arc_ranges(oldest, !have_oldest, c.current, slot_count, c.arc);
+	c.stamp = stamp;
+	c.user = GetUserId();
+	if (!ring_cache_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(on_ring_relcache_inval, PointerGetDatum(nullptr));
+		ring_cache_callback_registered = true;
+	}
+	cached[ring] = c;
+	return true;
+}
+
+/*
+ * A ring's cursor and live arc as of the latest committed state, from the cache (read into
+ * it when stale), or nullptr where they must be read by the caller (see the file comment).
+ */
+const CachedRing *
+cached_ring(int ring)
+{
+	std::uint64_t stamp = ring_state_stamp(); /* read before the tables */
+	const CachedRing &c = cached[ring];
+
+	if (stamp == 0)
+		return nullptr;
+	if (c.stamp == stamp && c.user == GetUserId())
+		return &c;
+	return fill_ring_cache(ring, stamp) ? &c : nullptr;
+}
+
 /* A ring's cursor read with the queue ring's live_sql row beside it (from column kArcAfterRead). */
 const char *const kReadWithQueueArcSql = "SELECT c.current_slot, c.generation, a.* FROM (%s) c, (%s) a";
 SPIPlanPtr read_with_queue_arc_plans[3];
@@ -409,6 +566,19 @@ read_current(int ring, int *queue_arc)
 	bool isnull;
 
 	s.partition = InvalidOid;
+	{
+		const CachedRing *c = cached_ring(ring);
+		const CachedRing *q = queue_arc == nullptr ? nullptr : cached_ring(static_cast<int>(Ring::Queue));
+
+		if (c != nullptr && (queue_arc == nullptr || q != nullptr))
+		{
+			s.slot = c->current;
+			s.generation = c->current_generation;
+			if (queue_arc != nullptr)
+				memcpy(queue_arc, q->arc, sizeof(q->arc));
+			return s;
+		}
+	}
 	{
 		/* One snapshot for every read: a slot, its generation and the arc of one committed state. */
 		Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -446,8 +616,14 @@ read_slot_generation(int ring, int slot)
 	Datum values[1] = {Int32GetDatum(slot)};
 	bool isnull;
 	int64 generation;
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool read = read_generation_direct(ring, snapshot, slot, &generation);
+	const CachedRing *c = cached_ring(ring);
+	Snapshot snapshot;
+	bool read;
+
+	if (c != nullptr && c->current == slot)
+		return c->current_generation;
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	read = read_generation_direct(ring, snapshot, slot, &generation);
 
 	UnregisterSnapshot(snapshot);
 	if (read)
@@ -495,8 +671,17 @@ live_slot_ranges(Ring ring, int ranges[4])
 {
 	int r = static_cast<int>(ring);
 	bool isnull;
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool read = read_arc_direct(r, snapshot, ranges);
+	const CachedRing *c = cached_ring(r);
+	Snapshot snapshot;
+	bool read;
+
+	if (c != nullptr)
+	{
+		memcpy(ranges, c->arc, sizeof(c->arc));
+		return;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	read = read_arc_direct(r, snapshot, ranges);
 
 	UnregisterSnapshot(snapshot);
 	if (read)
@@ -513,8 +698,21 @@ live_slot_ranges(Ring ring, int ranges[4])
 void
 live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
 {
-	Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool read = read_arc_direct(static_cast<int>(Ring::Queue), snapshot, queue_arc) &&
+	const CachedRing *q = cached_ring(static_cast<int>(Ring::Queue));
+	const CachedRing *c = q == nullptr ? nullptr : cached_ring(static_cast<int>(Ring::Claim));
+	const CachedRing *l = c == nullptr ? nullptr : cached_ring(static_cast<int>(Ring::Lease));
+	Snapshot snapshot;
+	bool read;
+
+	if (l != nullptr)
+	{
+		memcpy(queue_arc, q->arc, sizeof(q->arc));
+		memcpy(claim_arc, c->arc, sizeof(c->arc));
+		memcpy(lease_arc, l->arc, sizeof(l->arc));
+		return;
+	}
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	read = read_arc_direct(static_cast<int>(Ring::Queue), snapshot, queue_arc) &&
 				read_arc_direct(static_cast<int>(Ring::Claim), snapshot, claim_arc) &&
 				read_arc_direct(static_cast<int>(Ring::Lease), snapshot, lease_arc);
 
@@ -713,4 +911,14 @@ AWA_SQL_FUNCTION(awa_seen_ended_by_all)
 AWA_SQL_FUNCTION(awa_next_xid)
 {
 	PG_RETURN_FULLTRANSACTIONID(ReadNextFullTransactionId());
+}
+
+/* Statement trigger ring_changed on every ring table: cached ring cursors are untrusted until this transaction ends. */
+AWA_SQL_FUNCTION(awa_ring_changed)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+						errmsg("awa._ring_changed must be called as a trigger")));
+	awa::note_ring_changed();
+	return PointerGetDatum(nullptr);
 }
