@@ -713,8 +713,8 @@ live_slot_ranges_all(int queue_arc[4], int claim_arc[4], int lease_arc[4])
 	}
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	read = read_arc_direct(static_cast<int>(Ring::Queue), snapshot, queue_arc) &&
-				read_arc_direct(static_cast<int>(Ring::Claim), snapshot, claim_arc) &&
-				read_arc_direct(static_cast<int>(Ring::Lease), snapshot, lease_arc);
+		   read_arc_direct(static_cast<int>(Ring::Claim), snapshot, claim_arc) &&
+		   read_arc_direct(static_cast<int>(Ring::Lease), snapshot, lease_arc);
 
 	UnregisterSnapshot(snapshot);
 	if (read)
