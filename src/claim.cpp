@@ -33,6 +33,7 @@
 #include "compat_1_0.hpp"
 #include "direct_drain.hpp"
 #include "flow_control.hpp"
+#include "head_wait.hpp"
 #include "lane_lock.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
@@ -424,10 +425,11 @@ walk_order(const Head &a, const Head &b)
  * queue, keeps the lanes that show a row at or after their cursor and below their fence
  * (the head's hint, else probe_lane), orders them by effective priority, run_at of that row,
  * lane priority, and locks the first one no other claim holds (FOR UPDATE SKIP LOCKED, one
- * statement per head tried, so concurrent claimers spread over the lanes).
+ * statement per head tried, so concurrent claimers spread over the lanes). *saw_held is set
+ * when a lane with work was skipped because another transaction holds its head.
  */
 bool
-walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out)
+walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out, bool *saw_held)
 {
 	static const Oid lock_types[3] = {TEXTOID, INT2OID, INT2OID};
 	Datum values[3];
@@ -491,8 +493,9 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			continue;
 		}
 		bool locked;
+		bool held;
 
-		if (!awa::lock_head_direct(queue, heads[i].priority, heads[i].shard, &locked))
+		if (!awa::lock_head_direct(queue, heads[i].priority, heads[i].shard, &locked, &held))
 		{
 			values[1] = Int16GetDatum(heads[i].priority);
 			values[2] = Int16GetDatum(heads[i].shard);
@@ -501,7 +504,10 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			locked = SPI_processed > 0;
 		}
 		if (!locked)
+		{
+			*saw_held = *saw_held || held;
 			continue; /* another claim holds this lane */
+		}
 		/*
 		 * The cursor, on a snapshot taken after the lock: the claim that held the head before
 		 * committed its mark first, and none can move it now. A claim that committed since the
@@ -536,7 +542,7 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
  * walked again (a few times, then the claim returns nothing, as when every lane is busy).
  */
 bool
-lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out)
+lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Candidate *out, bool *saw_held)
 {
 	struct Walk
 	{
@@ -546,19 +552,48 @@ lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *ar
 		LazyArc *arc;
 		Candidate *out;
 		bool found;
-	} walk = {queue, catalog, aging_secs, arc, out, false};
+		bool saw_held;
+	} walk = {queue, catalog, aging_secs, arc, out, false, false};
 	auto walk_in_subxact = [](void *arg)
 	{
 		Walk *w = static_cast<Walk *>(arg);
 
-		w->found = walk_once(w->queue, w->catalog, w->aging_secs, w->arc, w->out);
+		w->found = walk_once(w->queue, w->catalog, w->aging_secs, w->arc, w->out, &w->saw_held);
 	};
 
+	*saw_held = false;
 	if (!IsolationUsesXactSnapshot())
-		return walk_once(queue, catalog, aging_secs, arc, out);
+		return walk_once(queue, catalog, aging_secs, arc, out, saw_held);
 	for (int attempt = 0; attempt < 5; attempt++)
 		if (awa::run_unless_serialization_failure(walk_in_subxact, &walk))
 			return walk.found;
+	return false;
+}
+
+/*
+ * The walk locked no lane and saw one with work held by another claim (head_wait.cpp): sleep
+ * until a claim of the queue ends and walk again, until a lane is locked, none is held any
+ * more, or awa_shard.claim_wait has passed since the first walk. `ticket` was read before it.
+ */
+bool
+wait_then_walk(text *queue, awa::Catalog catalog, double aging_secs, std::uint64_t ticket, Candidate *out)
+{
+	TimestampTz deadline;
+
+	if (ticket == 0)
+		return false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), awa::claim_wait_ms);
+	while (awa::wait_for_head_release(queue, ticket, deadline))
+	{
+		LazyArc arc;
+		bool saw_held = false;
+
+		ticket = awa::head_release_ticket(queue);
+		if (walk_once(queue, catalog, aging_secs, &arc, out, &saw_held))
+			return true;
+		if (!saw_held || ticket == 0)
+			return false;
+	}
 	return false;
 }
 
@@ -679,8 +714,11 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	{
 		Candidate cand;
 		LazyArc walk_arc;
+		bool saw_held;
+		std::uint64_t ticket = awa::head_release_ticket(queue); /* before the walk tries the heads */
 
-		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand))
+		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand, &saw_held) &&
+			!(saw_held && wait_then_walk(queue, catalog, aging_secs, ticket, &cand)))
 		{
 			if (passed_lanes.n > 0)
 				awa::note_key_capped(queue);

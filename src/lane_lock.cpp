@@ -20,6 +20,7 @@
  */
 #include "citus.hpp"
 #include "direct_insert.hpp"
+#include "head_wait.hpp"
 #include "lane_lock.hpp"
 
 extern "C"
@@ -148,7 +149,7 @@ first_of_lane(Relation rel, Relation index, Snapshot snapshot, text *queue, int1
 
 /* Lock a lane head unless another transaction holds it (see the file comment). */
 bool
-lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
+lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked, bool *held)
 {
 	Relation rel = open_lane_table("queue_claim_heads", RowShareLock, true);
 	Relation index;
@@ -158,6 +159,7 @@ lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
 	Snapshot snapshot;
 
 	*locked = false;
+	*held = false;
 	if (rel == nullptr)
 		return false;
 	/* A read-only transaction gets the statement's error (no row lock in it). */
@@ -195,10 +197,13 @@ lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked)
 		{
 		case TM_Ok:
 			*locked = true;
+			note_head_held(queue);
 			break;
 		case TM_WouldBlock:
+			*held = true;
+			break; /* held by another transaction: skipped */
 		case TM_SelfModified:
-			break; /* held by another transaction, or changed by this one since: skipped */
+			break; /* changed by this transaction since: skipped */
 		case TM_Updated:
 		case TM_Deleted:
 			if (IsolationUsesXactSnapshot())

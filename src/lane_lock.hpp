@@ -18,11 +18,12 @@ namespace awa
 /*
  * Lock the claim head of a lane unless another transaction holds it (FOR UPDATE SKIP
  * LOCKED, on the latest committed version): *locked says whether this transaction holds it
- * now. At REPEATABLE READ and SERIALIZABLE a head updated or deleted since the latest
- * snapshot raises 40001, as the statement does. False, having locked nothing, when the
- * statement must run instead (Citus, privileges, row security).
+ * now, *held whether another transaction held it. At REPEATABLE READ and SERIALIZABLE a head
+ * updated or deleted since the latest snapshot raises 40001, as the statement does. False,
+ * having locked nothing, when the statement must run instead (Citus, privileges, row
+ * security).
  */
-bool lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked);
+bool lock_head_direct(text *queue, int16 priority, int16 shard, bool *locked, bool *held);
 
 /*
  * A lane's claim cursor (the greater of its head's claim_seq and its latest claim mark's) on

@@ -8,6 +8,7 @@
 #include "enqueue.hpp"
 #include "job_wait.hpp"
 #include "launcher.hpp"
+#include "head_wait.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
 #include "registry.hpp"
@@ -99,6 +100,7 @@ request_shmem()
 	registry_shmem_request();
 	cursor_board_shmem_request();
 	rate_limit_shmem_request();
+	head_wait_shmem_request();
 }
 
 /* shmem_startup_hook: each concern claims its shared memory by name. */
@@ -115,6 +117,7 @@ startup_shmem()
 	registry_shmem_startup();
 	cursor_board_shmem_startup();
 	rate_limit_shmem_startup();
+	head_wait_shmem_startup();
 }
 
 /*
@@ -293,6 +296,7 @@ _PG_init(void)
 							250, -1, 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 	awa::define_maintenance_settings();
 	awa::define_reservation_settings(process_shared_preload_libraries_in_progress);
+	awa::init_head_wait();
 	MarkGUCPrefixReserved("awa_shard");
 
 	awa::local_rotor = static_cast<std::uint32_t>(MyProcPid) * 2654435761u;

@@ -1,0 +1,181 @@
+/*
+ * head_wait.cpp — a claim whose lanes with work are all held by other claims waits for one of
+ * them to end (docs/design.md §4, "Waiting for a held head").
+ *
+ * A claim locks one lane head FOR UPDATE SKIP LOCKED and holds it to its commit; a claim that
+ * finds every lane with work held would return nothing, and a worker that claims again at
+ * once spins on the held heads, taking the CPU the holder needs to commit. So, preloaded and
+ * at READ COMMITTED, such a claim sleeps on its queue's wait slot (a condition variable in
+ * shared memory, queues hashed onto kHeadWaitSlots slots per database) until a transaction
+ * that held a head of the slot ends, then walks the lanes again, for at most
+ * awa_shard.claim_wait milliseconds in all; then it returns nothing, as before.
+ *
+ * No lost wake-up: the claim reads the slot's release count before its walk tries the heads,
+ * and a holder bumps the count and broadcasts only once its transaction has ended in full
+ * (resource release after its locks, as wakeup.cpp delivers), so a release between the walk
+ * and the sleep is seen as a moved count. A holder's subtransaction rolled back or a prepared
+ * holder releases without a broadcast: the waiters wait out their claim_wait. At REPEATABLE
+ * READ and SERIALIZABLE a claim never waits (the head it waited for has moved past its
+ * snapshot: 40001 at the lock).
+ */
+#include "head_wait.hpp"
+#include "pg_boundary.hpp"
+
+extern "C"
+{
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/resowner.h"
+#include "utils/wait_event.h"
+}
+
+namespace awa
+{
+
+int claim_wait_ms = 10;
+
+namespace
+{
+
+constexpr int kHeadWaitSlots = 64;
+
+/* One wait slot: a holder's end bumps the count, then broadcasts. */
+struct HeadWaitSlot
+{
+	ConditionVariable cv;
+	pg_atomic_uint64 releases;
+};
+
+struct HeadWaitShared
+{
+	HeadWaitSlot slots[kHeadWaitSlots];
+};
+
+HeadWaitShared *shared_heads = nullptr;
+
+/* Slots of the heads this transaction locked (a bit each). */
+std::uint64_t held_slots = 0;
+
+/* The wait slot of a queue of this database. */
+int
+slot_of(text *queue)
+{
+	return static_cast<int>(hash_combine(hash_bytes_uint32(MyDatabaseId),
+										 hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)),
+													VARSIZE_ANY_EXHDR(queue))) %
+							kHeadWaitSlots);
+}
+
+/*
+ * Resource release of a top-level transaction, after its locks were released: the heads it
+ * held are free, so bump and broadcast their slots. Never raises.
+ */
+void
+on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *arg)
+{
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_top_level || held_slots == 0)
+		return;
+	for (int s = 0; s < kHeadWaitSlots; s++)
+		if (held_slots & (UINT64CONST(1) << s))
+		{
+			pg_atomic_fetch_add_u64(&shared_heads->slots[s].releases, 1);
+			ConditionVariableBroadcast(&shared_heads->slots[s].cv);
+		}
+	held_slots = 0;
+}
+
+} // namespace
+
+/* The release count of the queue's slot before a walk; 0: this claim must not wait. */
+std::uint64_t
+head_release_ticket(text *queue)
+{
+	if (shared_heads == nullptr || claim_wait_ms <= 0 || IsolationUsesXactSnapshot())
+		return 0;
+	/* Never 0 when waiting is possible: the count is offset by one. */
+	return pg_atomic_read_u64(&shared_heads->slots[slot_of(queue)].releases) + 1;
+}
+
+/* Sleep until the slot's count moves past `ticket` or the deadline; true when it moved. */
+bool
+wait_for_head_release(text *queue, std::uint64_t ticket, TimestampTz deadline)
+{
+	HeadWaitSlot *slot;
+	bool moved = false;
+
+	if (shared_heads == nullptr || ticket == 0)
+		return false;
+	slot = &shared_heads->slots[slot_of(queue)];
+	ConditionVariablePrepareToSleep(&slot->cv);
+	for (;;)
+	{
+		long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+		if (pg_atomic_read_u64(&slot->releases) + 1 != ticket)
+		{
+			moved = true;
+			break;
+		}
+		if (remaining <= 0)
+			break;
+		(void)ConditionVariableTimedSleep(&slot->cv, remaining, PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ConditionVariableCancelSleep();
+	return moved;
+}
+
+/* Remember the queue's slot: this transaction's end wakes its waiters. */
+void
+note_head_held(text *queue)
+{
+	if (shared_heads != nullptr)
+		held_slots |= UINT64CONST(1) << slot_of(queue);
+}
+
+/* awa_shard.claim_wait and the resource-release hook. */
+void
+init_head_wait()
+{
+	DefineCustomIntVariable("awa_shard.claim_wait",
+							"Milliseconds a claim waits for a lane head another claim holds, when every lane with "
+							"work is held.",
+							"0 returns nothing at once, as FOR UPDATE SKIP LOCKED does. Only with the preload, and "
+							"only at READ COMMITTED.",
+							&claim_wait_ms, 10, 0, 10000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+	RegisterResourceReleaseCallback(on_resource_release, nullptr);
+}
+
+/* shmem_request_hook: room for the wait slots. */
+void
+head_wait_shmem_request()
+{
+	RequestAddinShmemSpace(sizeof(HeadWaitShared));
+}
+
+/* shmem_startup_hook: claim the wait slots by name (initialised once, by the postmaster). */
+void
+head_wait_shmem_startup()
+{
+	bool found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shared_heads =
+		static_cast<HeadWaitShared *>(ShmemInitStruct("awa_shard head wait", sizeof(HeadWaitShared), &found));
+	if (!found)
+		for (HeadWaitSlot &s : shared_heads->slots)
+		{
+			ConditionVariableInit(&s.cv);
+			pg_atomic_init_u64(&s.releases, 0);
+		}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+} // namespace awa
