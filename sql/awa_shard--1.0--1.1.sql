@@ -442,15 +442,16 @@ REVOKE ALL ON FUNCTION awa._ring_slot_freed(text, integer) FROM PUBLIC;
 
 -- Every write to a ring table (rotation, prune, a restore) opens a ring change that closes
 -- when its transaction ends; backends use their cached ring cursors only while no change is
--- open and none has closed since they read them (docs/maintenance.md §2). ENABLE ALWAYS: it
--- fires in replica sessions too (session_replication_role, a logical replication apply
--- worker), and a table without it enabled that way is never cached.
+-- open and none has closed since they read them (docs/maintenance.md §2). A statement
+-- trigger (every statement, TRUNCATE included) and a row trigger (a logical replication
+-- apply worker fires row triggers only), both ENABLE ALWAYS so that they fire in replica
+-- sessions too; a table without both enabled that way is never cached.
 CREATE FUNCTION awa._ring_changed() RETURNS trigger
     AS 'MODULE_PATHNAME', 'awa_ring_changed'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_changed() FROM PUBLIC;
-COMMENT ON FUNCTION awa._ring_changed() IS 'Internal: statement trigger on the ring tables; cached ring cursors are not trusted until this transaction ends.';
+COMMENT ON FUNCTION awa._ring_changed() IS 'Internal: statement and row trigger on the ring tables; cached ring cursors are not trusted until this transaction ends.';
 CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_ring_state
     FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
 CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_ring_slots
@@ -464,11 +465,29 @@ CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.
 CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.lease_ring_slots
     FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
 ALTER TABLE awa.queue_ring_state ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_ring_state
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.queue_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
 ALTER TABLE awa.queue_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_ring_slots
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.queue_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
 ALTER TABLE awa.claim_ring_state ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.claim_ring_state
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.claim_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
 ALTER TABLE awa.claim_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.claim_ring_slots
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.claim_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
 ALTER TABLE awa.lease_ring_state ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.lease_ring_state
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.lease_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
 ALTER TABLE awa.lease_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
+CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.lease_ring_slots
+    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
+ALTER TABLE awa.lease_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
 
 -- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
 -- readers in) on awa.<table> for every table named, without ever queueing for long: the first

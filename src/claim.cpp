@@ -502,6 +502,8 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			awa::keep_plan(&lock_head_plan, kLockHeadSql, 3, lock_types);
 			awa::exec_plan_latest(lock_head_plan, values, nullptr, false, 1, SPI_OK_SELECT, "claim head lock");
 			locked = SPI_processed > 0;
+			if (locked)
+				awa::note_head_held(queue);
 		}
 		if (!locked)
 		{
@@ -573,28 +575,38 @@ lock_candidate(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *ar
 /*
  * The walk locked no lane and saw one with work held by another claim (head_wait.cpp): sleep
  * until a claim of the queue ends and walk again, until a lane is locked, none is held any
- * more, or awa_shard.claim_wait has passed since the first walk. `ticket` was read before it.
+ * more, or *deadline (set at the first wait of the call: awa_shard.claim_wait from then, for
+ * every wait of one claim) has passed. `ticket` was read before the walk. Each walk runs in
+ * a memory context of its own, reset after it: a long wait on a busy slot walks often.
  */
 bool
-wait_then_walk(text *queue, awa::Catalog catalog, double aging_secs, std::uint64_t ticket, Candidate *out)
+wait_then_walk(text *queue, awa::Catalog catalog, double aging_secs, std::uint64_t ticket, TimestampTz *deadline,
+			   Candidate *out)
 {
-	TimestampTz deadline;
+	MemoryContext walks;
+	MemoryContext caller;
+	bool found = false;
 
 	if (ticket == 0)
 		return false;
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), awa::claim_wait_ms);
-	while (awa::wait_for_head_release(queue, ticket, deadline))
+	if (*deadline == 0)
+		*deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), awa::claim_wait_ms);
+	walks = AllocSetContextCreate(CurrentMemoryContext, "awa_shard claim wait", ALLOCSET_SMALL_SIZES);
+	caller = MemoryContextSwitchTo(walks);
+	while (awa::wait_for_head_release(queue, ticket, *deadline))
 	{
 		LazyArc arc;
 		bool saw_held = false;
 
 		ticket = awa::head_release_ticket(queue);
-		if (walk_once(queue, catalog, aging_secs, &arc, out, &saw_held))
-			return true;
-		if (!saw_held || ticket == 0)
-			return false;
+		found = walk_once(queue, catalog, aging_secs, &arc, out, &saw_held);
+		MemoryContextReset(walks);
+		if (found || !saw_held || ticket == 0)
+			break;
 	}
-	return false;
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(walks);
+	return found;
 }
 
 /*
@@ -677,6 +689,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	int64 tokens = 0;						  /* taken from the rate limit's bucket */
 	awa::KeyTokens key_tokens = {nullptr, 0}; /* taken from the keys' buckets (per-key rate limit) */
 	int64 lane_batch;
+	TimestampTz wait_deadline = 0; /* of the waits for held heads, from the first one */
 
 	max_batch = awa::max_batch_arg(fcinfo, 1, "p_max_batch");
 	deadline_secs = awa::seconds_arg(fcinfo, 2, "p_deadline_secs", 0);
@@ -718,7 +731,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		std::uint64_t ticket = awa::head_release_ticket(queue); /* before the walk tries the heads */
 
 		if (!lock_candidate(queue, catalog, aging_secs, &walk_arc, &cand, &saw_held) &&
-			!(saw_held && wait_then_walk(queue, catalog, aging_secs, ticket, &cand)))
+			!(saw_held && wait_then_walk(queue, catalog, aging_secs, ticket, &wait_deadline, &cand)))
 		{
 			if (passed_lanes.n > 0)
 				awa::note_key_capped(queue);

@@ -13,8 +13,8 @@
  * No lost wake-up: the claim reads the slot's release count before its walk tries the heads,
  * and a holder bumps the count and broadcasts only once its transaction has ended in full
  * (resource release after its locks, as wakeup.cpp delivers), so a release between the walk
- * and the sleep is seen as a moved count. A holder's subtransaction rolled back or a prepared
- * holder releases without a broadcast: the waiters wait out their claim_wait. At REPEATABLE
+ * and the sleep is seen as a moved count; a subtransaction rolled back broadcasts too. A
+ * prepared holder keeps its heads, and its waiters wait out their claim_wait. At REPEATABLE
  * READ and SERIALIZABLE a claim never waits (the head it waited for has moved past its
  * snapshot: 40001 at the lock).
  */
@@ -74,13 +74,14 @@ slot_of(text *queue)
 }
 
 /*
- * Resource release of a top-level transaction, after its locks were released: the heads it
- * held are free, so bump and broadcast their slots. Never raises.
+ * Resource release after a transaction's locks were released (or a rolled-back
+ * subtransaction's): the heads it held are free, so bump and broadcast their slots. Never
+ * raises.
  */
 void
 on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *arg)
 {
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_top_level || held_slots == 0)
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || held_slots == 0 || (!is_top_level && is_commit))
 		return;
 	for (int s = 0; s < kHeadWaitSlots; s++)
 		if (held_slots & (UINT64CONST(1) << s))
@@ -88,7 +89,9 @@ on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_leve
 			pg_atomic_fetch_add_u64(&shared_heads->slots[s].releases, 1);
 			ConditionVariableBroadcast(&shared_heads->slots[s].cv);
 		}
-	held_slots = 0;
+	/* A rolled-back subtransaction released its heads; the transaction may hold others. */
+	if (is_top_level)
+		held_slots = 0;
 }
 
 } // namespace

@@ -16,8 +16,9 @@
  *
  * When preloaded, step 1 and the live arcs come from a backend cache of each ring's cursor
  * and slot generations, trusted while the server-wide ring stamp (module.cpp) is the one it
- * was read under: the statement trigger ring_changed on every ring table opens a change
- * when a transaction first writes one, and the change closes when that transaction ends, so
+ * was read under: the triggers ring_changed (statement) and ring_row_changed (row) on every
+ * ring table open a change when a transaction first writes one, and the change closes when
+ * that transaction ends, so
  * a cached cursor is only used when no ring table has changed since it was read, which is
  * what a read of the latest committed state would have returned. Step 3 needs no read then:
  * the lock is taken before the stamp is compared, and a prune holds its ACCESS EXCLUSIVE
@@ -432,20 +433,29 @@ on_ring_relcache_inval(Datum arg, Oid relid)
 			c.stamp = 0;
 }
 
-/* Whether `rel` carries the ring_changed trigger in a state that fires for every writer. */
+/*
+ * Whether `rel` carries both ring triggers in a state that fires for every writer: the
+ * statement trigger ring_changed (every statement, TRUNCATE included) and the row trigger
+ * ring_row_changed (a logical replication apply worker fires row triggers only).
+ */
 bool
 has_ring_trigger(Relation rel)
 {
+	bool statement = false;
+	bool row = false;
+
 	if (rel->trigdesc == nullptr)
 		return false;
 	for (int i = 0; i < rel->trigdesc->numtriggers; i++)
 	{
 		const Trigger &t = rel->trigdesc->triggers[i];
 
-		if (strcmp(t.tgname, "ring_changed") == 0 && t.tgenabled == TRIGGER_FIRES_ALWAYS)
-			return true;
+		if (t.tgenabled != TRIGGER_FIRES_ALWAYS)
+			continue;
+		statement = statement || strcmp(t.tgname, "ring_changed") == 0;
+		row = row || strcmp(t.tgname, "ring_row_changed") == 0;
 	}
-	return false;
+	return statement && row;
 }
 
 /*
@@ -540,8 +550,12 @@ fill_ring_cache(int ring, std::uint64_t stamp)
 const CachedRing *
 cached_ring(int ring)
 {
-	std::uint64_t stamp = ring_state_stamp(); /* read before the tables */
+	std::uint64_t stamp;
 	const CachedRing &c = cached[ring];
+
+	/* A trigger disabled or a table replaced since: its invalidation drops the entry first. */
+	AcceptInvalidationMessages();
+	stamp = ring_state_stamp(); /* read before the tables */
 
 	if (stamp == 0)
 		return nullptr;
@@ -913,7 +927,8 @@ AWA_SQL_FUNCTION(awa_next_xid)
 	PG_RETURN_FULLTRANSACTIONID(ReadNextFullTransactionId());
 }
 
-/* Statement trigger ring_changed on every ring table: cached ring cursors are untrusted until this transaction ends. */
+/* Triggers ring_changed and ring_row_changed on every ring table: cached ring cursors are untrusted until this
+ * transaction ends. */
 AWA_SQL_FUNCTION(awa_ring_changed)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))
