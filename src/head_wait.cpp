@@ -11,9 +11,12 @@
  * awa_shard.claim_wait milliseconds in all; then it returns nothing, as before.
  *
  * No lost wake-up: the claim reads the slot's release count before its walk tries the heads,
- * and a holder bumps the count and broadcasts only once its transaction has ended in full
- * (resource release after its locks, as wakeup.cpp delivers), so a release between the walk
- * and the sleep is seen as a moved count; a subtransaction rolled back broadcasts too. A
+ * and a holder bumps the count and signals one waiter only once its transaction has ended in
+ * full (resource release after its locks, as wakeup.cpp delivers), so a release between the
+ * walk and the sleep is seen as a moved count; a subtransaction rolled back signals too. One
+ * waiter per release, not all: the head it frees serves one claim, and a woken claim that
+ * locks a head signals the next at its own end (waking all seven waiters of one hot lane
+ * cost more CPU than the holder's commit). A
  * prepared holder keeps its heads, and its waiters wait out their claim_wait. At REPEATABLE
  * READ and SERIALIZABLE a claim never waits (the head it waited for has moved past its
  * snapshot: 40001 at the lock).
@@ -46,7 +49,7 @@ namespace
 
 constexpr int kHeadWaitSlots = 64;
 
-/* One wait slot: a holder's end bumps the count, then broadcasts. */
+/* One wait slot: a holder's end bumps the count, then signals one waiter. */
 struct HeadWaitSlot
 {
 	ConditionVariable cv;
@@ -75,7 +78,8 @@ slot_of(text *queue)
 
 /*
  * Resource release after a transaction's locks were released (or a rolled-back
- * subtransaction's): the heads it held are free, so bump and broadcast their slots. Never
+ * subtransaction's): the heads it held are free, so bump their slots and wake one waiter of
+ * each. Never
  * raises.
  */
 void
@@ -87,7 +91,7 @@ on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_leve
 		if (held_slots & (UINT64CONST(1) << s))
 		{
 			pg_atomic_fetch_add_u64(&shared_heads->slots[s].releases, 1);
-			ConditionVariableBroadcast(&shared_heads->slots[s].cv);
+			ConditionVariableSignal(&shared_heads->slots[s].cv);
 		}
 	/* A rolled-back subtransaction released its heads; the transaction may hold others. */
 	if (is_top_level)
