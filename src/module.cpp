@@ -4,6 +4,7 @@
  * the queue_meta generation) and the transaction hooks that drive per-transaction caches
  * and commit wake-ups.
  */
+#include "citus.hpp"
 #include "claim_cursor.hpp"
 #include "enqueue.hpp"
 #include "job_wait.hpp"
@@ -158,7 +159,8 @@ on_xact_event(XactEvent event, void *arg)
 							errdetail("Backends cache queue widths until a commit that changes queue_meta "
 									  "tells them to re-read; a prepared transaction commits without it."),
 							errhint("Create, pause, resume or resize queues outside the prepared transaction.")));
-		if (ring_changed_in_xact && shared != nullptr)
+		/* Under Citus no ring is cached (ring.cpp), and Citus prepares the ring writes it replicates. */
+		if (ring_changed_in_xact && shared != nullptr && !citus_present())
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that changed a ring of awa_shard"),
 							errdetail("Backends cache the rings' cursors until a transaction that changes them ends; "
