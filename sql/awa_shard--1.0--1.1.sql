@@ -452,42 +452,21 @@ CREATE FUNCTION awa._ring_changed() RETURNS trigger
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._ring_changed() FROM PUBLIC;
 COMMENT ON FUNCTION awa._ring_changed() IS 'Internal: statement and row trigger on the ring tables; cached ring cursors are not trusted until this transaction ends.';
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_ring_state
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_ring_slots
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.claim_ring_state
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.claim_ring_slots
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.lease_ring_state
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.lease_ring_slots
-    FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.queue_ring_state ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_ring_state
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.queue_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
-ALTER TABLE awa.queue_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_ring_slots
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.queue_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
-ALTER TABLE awa.claim_ring_state ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.claim_ring_state
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.claim_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
-ALTER TABLE awa.claim_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.claim_ring_slots
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.claim_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
-ALTER TABLE awa.lease_ring_state ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.lease_ring_state
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.lease_ring_state ENABLE ALWAYS TRIGGER ring_row_changed;
-ALTER TABLE awa.lease_ring_slots ENABLE ALWAYS TRIGGER ring_changed;
-CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.lease_ring_slots
-    FOR EACH ROW EXECUTE FUNCTION awa._ring_changed();
-ALTER TABLE awa.lease_ring_slots ENABLE ALWAYS TRIGGER ring_row_changed;
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['queue_ring_state', 'queue_ring_slots', 'claim_ring_state', 'claim_ring_slots',
+                             'lease_ring_state', 'lease_ring_slots'] LOOP
+        EXECUTE format('CREATE TRIGGER ring_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.%I
+                            FOR EACH STATEMENT EXECUTE FUNCTION awa._ring_changed()', t);
+        EXECUTE format('CREATE TRIGGER ring_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.%I
+                            FOR EACH ROW EXECUTE FUNCTION awa._ring_changed()', t);
+        EXECUTE format('ALTER TABLE awa.%I ENABLE ALWAYS TRIGGER ring_changed', t);
+        EXECUTE format('ALTER TABLE awa.%I ENABLE ALWAYS TRIGGER ring_row_changed', t);
+    END LOOP;
+END
+$$;
 
 -- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
 -- readers in) on awa.<table> for every table named, without ever queueing for long: the first

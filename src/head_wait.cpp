@@ -22,6 +22,7 @@
  * snapshot: 40001 at the lock).
  */
 #include "head_wait.hpp"
+#include "counted_wait.hpp"
 #include "pg_boundary.hpp"
 
 extern "C"
@@ -49,16 +50,10 @@ namespace
 
 constexpr int kHeadWaitSlots = 64;
 
-/* One wait slot: a holder's end bumps the count, then signals one waiter. */
-struct HeadWaitSlot
-{
-	ConditionVariable cv;
-	pg_atomic_uint64 releases;
-};
-
+/* The wait slots: a holder's end counts a release on its queue's slot and wakes one waiter. */
 struct HeadWaitShared
 {
-	HeadWaitSlot slots[kHeadWaitSlots];
+	CountedWait slots[kHeadWaitSlots];
 };
 
 HeadWaitShared *shared_heads = nullptr;
@@ -89,10 +84,7 @@ on_resource_release(ResourceReleasePhase phase, bool is_commit, bool is_top_leve
 		return;
 	for (int s = 0; s < kHeadWaitSlots; s++)
 		if (held_slots & (UINT64CONST(1) << s))
-		{
-			pg_atomic_fetch_add_u64(&shared_heads->slots[s].releases, 1);
-			ConditionVariableSignal(&shared_heads->slots[s].cv);
-		}
+			counted_wait_announce(&shared_heads->slots[s], false);
 	/* A rolled-back subtransaction released its heads; the transaction may hold others. */
 	if (is_top_level)
 		held_slots = 0;
@@ -107,36 +99,16 @@ head_release_ticket(text *queue)
 	if (shared_heads == nullptr || claim_wait_ms <= 0 || IsolationUsesXactSnapshot())
 		return 0;
 	/* Never 0 when waiting is possible: the count is offset by one. */
-	return pg_atomic_read_u64(&shared_heads->slots[slot_of(queue)].releases) + 1;
+	return counted_wait_seen(&shared_heads->slots[slot_of(queue)]) + 1;
 }
 
 /* Sleep until the slot's count moves past `ticket` or the deadline; true when it moved. */
 bool
 wait_for_head_release(text *queue, std::uint64_t ticket, TimestampTz deadline)
 {
-	HeadWaitSlot *slot;
-	bool moved = false;
-
 	if (shared_heads == nullptr || ticket == 0)
 		return false;
-	slot = &shared_heads->slots[slot_of(queue)];
-	ConditionVariablePrepareToSleep(&slot->cv);
-	for (;;)
-	{
-		long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-
-		if (pg_atomic_read_u64(&slot->releases) + 1 != ticket)
-		{
-			moved = true;
-			break;
-		}
-		if (remaining <= 0)
-			break;
-		(void)ConditionVariableTimedSleep(&slot->cv, remaining, PG_WAIT_EXTENSION);
-		CHECK_FOR_INTERRUPTS();
-	}
-	ConditionVariableCancelSleep();
-	return moved;
+	return counted_wait_sleep(&shared_heads->slots[slot_of(queue)], ticket - 1, deadline);
 }
 
 /* Remember the queue's slot: this transaction's end wakes its waiters. */
@@ -177,11 +149,8 @@ head_wait_shmem_startup()
 	shared_heads =
 		static_cast<HeadWaitShared *>(ShmemInitStruct("awa_shard head wait", sizeof(HeadWaitShared), &found));
 	if (!found)
-		for (HeadWaitSlot &s : shared_heads->slots)
-		{
-			ConditionVariableInit(&s.cv);
-			pg_atomic_init_u64(&s.releases, 0);
-		}
+		for (CountedWait &slot : shared_heads->slots)
+			counted_wait_init(&slot);
 	LWLockRelease(AddinShmemInitLock);
 }
 

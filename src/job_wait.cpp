@@ -14,6 +14,7 @@
  */
 #include "job_wait.hpp"
 #include "citus.hpp"
+#include "counted_wait.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
@@ -51,16 +52,10 @@ constexpr int kJobWaitSlots = 256;
 /* Re-read interval of a waiter when the library is not preloaded (documented in docs/api.md). */
 constexpr int kPollMs = 100;
 
-/* One wait slot: a finishing commit bumps the counter, then broadcasts. */
-struct JobWaitSlot
-{
-	ConditionVariable cv;
-	pg_atomic_uint64 finishes;
-};
-
+/* The wait slots: a finishing commit counts a finish on its job's slot and wakes every waiter. */
 struct JobWaitShared
 {
-	JobWaitSlot slots[kJobWaitSlots];
+	CountedWait slots[kJobWaitSlots];
 };
 
 JobWaitShared *shared_waits = nullptr;
@@ -85,8 +80,7 @@ slot_of(int64 job_id)
 void
 signal_slot(int s)
 {
-	pg_atomic_fetch_add_u64(&shared_waits->slots[s].finishes, 1);
-	ConditionVariableBroadcast(&shared_waits->slots[s].cv);
+	counted_wait_announce(&shared_waits->slots[s], true);
 }
 
 /*
@@ -141,35 +135,6 @@ read_job(int64 job_id, text *queue, TupleDesc result_desc, MemoryContext into, D
 	return found;
 }
 
-/*
- * Sleep on the slot until its counter moves from `seen` or the deadline passes; returns
- * whether it moved. Cancelling the query ends the sleep at once (ConditionVariableTimedSleep
- * checks for interrupts).
- */
-bool
-sleep_on_slot(JobWaitSlot *slot, std::uint64_t seen, TimestampTz deadline)
-{
-	bool moved = false;
-
-	ConditionVariablePrepareToSleep(&slot->cv);
-	for (;;)
-	{
-		long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-
-		if (pg_atomic_read_u64(&slot->finishes) != seen)
-		{
-			moved = true;
-			break;
-		}
-		if (remaining <= 0)
-			break;
-		(void)ConditionVariableTimedSleep(&slot->cv, remaining, PG_WAIT_EXTENSION);
-		CHECK_FOR_INTERRUPTS();
-	}
-	ConditionVariableCancelSleep();
-	return moved;
-}
-
 } // namespace
 
 /* Mark the job's slot in this transaction's bitmap; its waiters wake at commit. */
@@ -222,11 +187,8 @@ job_wait_shmem_startup()
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shared_waits = static_cast<JobWaitShared *>(ShmemInitStruct("awa_shard job wait", sizeof(JobWaitShared), &found));
 	if (!found)
-		for (int s = 0; s < kJobWaitSlots; s++)
-		{
-			ConditionVariableInit(&shared_waits->slots[s].cv);
-			pg_atomic_init_u64(&shared_waits->slots[s].finishes, 0);
-		}
+		for (CountedWait &slot : shared_waits->slots)
+			counted_wait_init(&slot);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -267,10 +229,10 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 
 	for (;;)
 	{
-		awa::JobWaitSlot *slot =
+		awa::CountedWait *slot =
 			awa::shared_waits != nullptr ? &awa::shared_waits->slots[awa::slot_of(job_id)] : nullptr;
 		/* Read the counter before the job, so a finish committed after the read wakes the sleep. */
-		std::uint64_t seen = slot != nullptr ? pg_atomic_read_u64(&slot->finishes) : 0;
+		std::uint64_t seen = slot != nullptr ? awa::counted_wait_seen(slot) : 0;
 
 		MemoryContextReset(reads);
 		if (!awa::read_job(job_id, queue, desc, reads, &row, &terminal))
@@ -279,7 +241,7 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 			PG_RETURN_DATUM(datumCopy(row, false, -1));
 		if (slot != nullptr)
 		{
-			if (!awa::sleep_on_slot(slot, seen, deadline))
+			if (!awa::counted_wait_sleep(slot, seen, deadline))
 				deadline = GetCurrentTimestamp(); /* timed out: one last read of the current row */
 		}
 		else

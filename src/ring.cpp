@@ -385,10 +385,11 @@ read_generation_direct(int ring, Snapshot snapshot, int slot_no, int64 *generati
 
 /*
  * The live arc of a ring (as live_sql: the live slot of the lowest generation, the current
- * slot, the slot count) by heap scans of its state and slot tables; false: no privilege.
+ * slot, the slot count) by heap scans of its state and slot tables, and with current, the
+ * current slot; false: no privilege.
  */
 bool
-read_arc_direct(int ring, Snapshot snapshot, int ranges[4])
+read_arc_direct(int ring, Snapshot snapshot, int ranges[4], int *current_out = nullptr)
 {
 	int current;
 	int slot_count;
@@ -421,6 +422,8 @@ read_arc_direct(int ring, Snapshot snapshot, int ranges[4])
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
 	arc_ranges(oldest, !have_oldest, current, slot_count, ranges);
+	if (current_out != nullptr)
+		*current_out = current;
 	return true;
 }
 
@@ -459,79 +462,48 @@ has_ring_trigger(Relation rel)
 }
 
 /*
- * Read a ring's cursor and live arc into the cache under `stamp`: the state row by a heap
- * scan and every slot's generation by a heap scan of the slot table, on one latest snapshot.
- * False: no privilege, Citus, or a table without the ring_changed trigger (a 1.0 catalog),
- * where nothing may be cached.
+ * Whether a ring's tables may be cached: this user may read them, no Citus, and both carry
+ * their ring triggers (a 1.0 catalog does not); their OIDs in *state_oid and *slots_oid.
+ */
+bool
+ring_tables_cacheable(int ring, Oid *state_oid, Oid *slots_oid)
+{
+	Relation state = open_for_read(kRings[ring].state_table);
+	Relation slots = state == nullptr ? nullptr : open_for_read(kRings[ring].slots_table);
+	bool cacheable = slots != nullptr && has_ring_trigger(state) && has_ring_trigger(slots);
+
+	if (cacheable)
+	{
+		*state_oid = RelationGetRelid(state);
+		*slots_oid = RelationGetRelid(slots);
+	}
+	if (slots != nullptr)
+		table_close(slots, NoLock);
+	if (state != nullptr)
+		table_close(state, NoLock);
+	return cacheable;
+}
+
+/*
+ * Read a ring's live arc, current slot and its generation into the cache under `stamp`, on
+ * one latest snapshot (read_arc_direct, read_generation_direct). False where nothing may be
+ * cached (ring_tables_cacheable).
  */
 bool
 fill_ring_cache(int ring, std::uint64_t stamp)
 {
 	CachedRing c;
-	Relation state = open_for_read(kRings[ring].state_table);
-	Relation slots;
 	Snapshot snapshot;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	int slot_count = 0;
-	int rows = 0;
-	bool have_oldest = false;
-	bool have_current = false;
-	int oldest = 0;
-	int64 oldest_generation = 0;
+	bool read;
 
-	if (state == nullptr)
+	if (!ring_tables_cacheable(ring, &c.state_oid, &c.slots_oid))
 		return false;
-	slots = open_for_read(kRings[ring].slots_table);
-	if (slots == nullptr || !has_ring_trigger(state) || !has_ring_trigger(slots))
-	{
-		if (slots != nullptr)
-			table_close(slots, NoLock);
-		table_close(state, NoLock);
-		return false;
-	}
-	c.state_oid = RelationGetRelid(state);
-	c.slots_oid = RelationGetRelid(slots);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(state, snapshot, 0, nullptr);
-	slot = table_slot_create(state, nullptr);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		c.current = DatumGetInt32(read_attribute(slot, state, "current_slot"));
-		slot_count = DatumGetInt32(read_attribute(slot, state, "slot_count"));
-		rows++;
-	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	if (rows != 1)
-		elog(ERROR, "awa_shard: %s ring state is missing (ring cursor read)", kRings[ring].name);
-	scan = table_beginscan(slots, snapshot, 0, nullptr);
-	slot = table_slot_create(slots, nullptr);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		int slot_no = DatumGetInt32(read_attribute(slot, slots, "slot"));
-		int64 generation = DatumGetInt64(read_attribute(slot, slots, "generation"));
-
-		if (slot_no == c.current)
-		{
-			c.current_generation = generation;
-			have_current = true;
-		}
-		if (generation >= 0 && (!have_oldest || generation < oldest_generation))
-		{
-			have_oldest = true;
-			oldest_generation = generation;
-			oldest = slot_no;
-		}
-	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
+	read = read_arc_direct(ring, snapshot, c.arc, &c.current) &&
+		   read_generation_direct(ring, snapshot, c.current, &c.current_generation);
 	UnregisterSnapshot(snapshot);
-	table_close(slots, NoLock);
-	table_close(state, NoLock);
-	if (!have_current)
-		elog(ERROR, "awa_shard: %s ring state is missing (ring slot check)", kRings[ring].name);
-	arc_ranges(oldest, !have_oldest, c.current, slot_count, c.arc);
+	if (!read)
+		return false;
 	c.stamp = stamp;
 	c.user = GetUserId();
 	if (!ring_cache_callback_registered)
