@@ -8,21 +8,7 @@ SELECT current_database() AS home \gset
 CREATE DATABASE awa_maintenance_ring;
 ALTER DATABASE awa_maintenance_ring SET awa_shard.maintenance = off;
 \c awa_maintenance_ring
--- A prune that truncates moved rows waits until every snapshot of the database sees the move
--- ('skipped_snapshots' before); a session the server starts meanwhile (autovacuum's ANALYZE,
--- a maintenance worker's probe) may hold one for a moment, and so may this session's own
--- snapshot while a transaction older than the move runs anywhere on the server: that answer
--- is retried for 10 s, each try in a transaction (and a snapshot) of its own.
-CREATE PROCEDURE pg_temp.prune_when_seen(INOUT prune text) LANGUAGE plpgsql AS $f$
-BEGIN
-    FOR i IN 1..1000 LOOP
-        prune := awa.prune_queue_ring();
-        EXIT WHEN prune <> 'skipped_snapshots';
-        COMMIT;
-        PERFORM pg_sleep(0.01);
-    END LOOP;
-END
-$f$;
+\i sql/prune_when_seen.psql
 SET client_min_messages = warning;
 CREATE EXTENSION awa_shard;
 RESET client_min_messages;

@@ -16,6 +16,7 @@ CREATE EXTENSION awa_shard;
 RESET client_min_messages;
 \set VERBOSITY terse
 \i sql/err.psql
+\i sql/prune_when_seen.psql
 
 SELECT awa.create_queue(q) IS NOT NULL AS created FROM unnest(ARRAY['ret_keep', 'ret_default', 'ret_short']) q;
 -- The default: NULL in awa.queues.
@@ -76,7 +77,7 @@ SELECT j.queue, j.what, g.state, g.result, g.errors -> -1 ->> 'error' AS error
 -- deleted (the slot is 'moved', then truncated once no snapshot needs it).
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT awa.prune_queue_ring() AS prune_copies;
-SELECT awa.prune_queue_ring() AS prune_frees;
+CALL pg_temp.prune_when_seen(NULL); -- prune_frees
 SELECT count(*) AS live_ring_slots FROM awa.queue_ring_slots WHERE generation >= 0;
 -- ret_keep: every finished job found, completed with its result, failed with its error
 -- (failed and cancelled kept 30 days); ret_default: the failed job only (kept as before);

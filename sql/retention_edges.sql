@@ -11,6 +11,7 @@ CREATE EXTENSION awa_shard;
 RESET client_min_messages;
 \set VERBOSITY terse
 \i sql/err.psql
+\i sql/prune_when_seen.psql
 
 SELECT awa.create_queue('re_q');
 
@@ -51,7 +52,7 @@ SELECT count(*) AS completed FROM awa.claim_ready_runtime('re_q', 1) c,
 SELECT awa.fail_job(c.job_id, c.run_lease, 'boom') AS failed FROM awa.claim_ready_runtime('re_q', 1) c;
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT awa.prune_queue_ring() AS prune_copies;
-SELECT awa.prune_queue_ring() AS prune_frees;
+CALL pg_temp.prune_when_seen(NULL); -- prune_frees
 SELECT awa.run_maintenance() ->> 'queue_prune' AS maintenance_prune;
 SELECT g, x.state, x.result FROM re_jobs j LEFT JOIN LATERAL awa.get_job(j.id) x ON true ORDER BY g;
 SELECT count(*) AS in_buckets FROM awa.done_entries WHERE queue = 're_q' AND ready_slot <= -2;
@@ -76,7 +77,7 @@ SELECT awa.pause_queue('re_paused');
 SELECT awa.cancel_job(id) AS cancelled FROM rp_jobs WHERE g = 6;
 SELECT awa.rotate_queue_ring() AS rotate;
 SELECT awa.prune_queue_ring() AS prune_moves;
-SELECT awa.prune_queue_ring() AS prune_frees;
+CALL pg_temp.prune_when_seen(NULL); -- prune_frees
 SELECT count(*) AS sealed_slots_left FROM awa.queue_ring_slots s, awa.queue_ring_state st
  WHERE s.generation >= 0 AND s.slot <> st.current_slot;
 SELECT g, x.state, x.args ->> 'g' AS args, x.result FROM rp_jobs j LEFT JOIN LATERAL awa.get_job(j.id) x ON true ORDER BY g;
