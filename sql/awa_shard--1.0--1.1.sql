@@ -404,6 +404,29 @@ COMMENT ON VIEW awa._open_receipts IS
     'Internal: receipts of running attempts (no closure, ready row present, no terminal row or completion for the attempt).';
 GRANT SELECT ON awa._open_receipts TO awa_admin;
 
+-- Claim batches that hold at least one open receipt (awa._open_receipts). A batch every
+-- lane offset of which a completion batch of its block names holds none, and costs one
+-- probe; only the others are tested receipt by receipt (OFFSET 0 keeps that test a probe
+-- per such batch: joined, it read every receipt of the ring). Asked of a claim slot or a
+-- ready slot by prune, it reads the slot's batches, not their receipts: a claim-ring slot
+-- of 339 completed batches (10 s of 1,000 jobs/s) took 116 ms through awa._open_receipts,
+-- 5 ms here, and the maintenance pass that asked it held back jobs enqueued meanwhile.
+CREATE VIEW awa._open_claim_batches AS
+    SELECT b.* FROM awa.claim_batches b
+     WHERE NOT b.lane_offsets <@ ARRAY(
+               SELECT o FROM awa.completion_batches f CROSS JOIN LATERAL pg_catalog.unnest(f.lane_offsets) o
+                WHERE f.queue = b.queue AND f.priority = b.priority AND f.enqueue_shard = b.enqueue_shard
+                  AND f.lane_block = b.lane_block AND f.ready_slot = b.ready_slot
+                  AND f.ready_generation = b.ready_generation)
+       AND EXISTS (SELECT 1 FROM awa._open_receipts c
+                    WHERE c.claim_slot = b.claim_slot AND c.receipt_base = b.receipt_base
+                      AND c.queue = b.queue AND c.priority = b.priority AND c.enqueue_shard = b.enqueue_shard
+                      AND c.lane_block = b.lane_block AND c.ready_slot = b.ready_slot
+                    OFFSET 0);
+COMMENT ON VIEW awa._open_claim_batches IS
+    'Internal: claim batches holding at least one open receipt, found batch by batch.';
+GRANT SELECT ON awa._open_claim_batches TO awa_admin;
+
 -- A lane's claim cursor on the latest committed state, whatever the caller's isolation
 -- level: what an admin path reads after locking the lane's head (no claim can move the
 -- cursor then). NULL for an unknown lane.
@@ -816,7 +839,7 @@ COMMENT ON FUNCTION awa._seen_ended_by_all(xid8) IS 'Internal: whether every sna
 -- so a slot that is all backlog costs one probe per lane.
 CREATE FUNCTION awa._queue_slot_worth_pruning(p_slot integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp SET jit = off
+    SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_finished bigint;
@@ -876,13 +899,14 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 -- delete and insert), the second, in a later call, truncates the slot once every snapshot
 -- of the database sees the move as committed (TRUNCATE is not MVCC-safe). The first step:
 --   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
---   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
---      lease) still reads a ready row of the slot -- these checks hold no lock; with
---      p_amortised (what maintenance passes), also refuse ('skipped_not_worth') unless the
+--   2. with p_amortised (what maintenance passes), refuse ('skipped_not_worth') unless the
 --      slot frees at least three rows for every pending row it copies
 --      (awa._queue_slot_worth_pruning), or every slot of the ring is live and the current
 --      slot has grown as large as this one (a backlog that pins the ring is then copied
---      once for at least as many rows written since);
+--      once for at least as many rows written since); then remember every lane's claim
+--      cursor and refuse when an open attempt (a claim batch with an open receipt, or a
+--      lease) still reads a ready row of the slot. These checks hold no lock, and the
+--      cheaper comes first: a slot a backlog pins is refused without reading its receipts;
 --   3. copy failed terminal rows, with their body, to the retained partition once. Still
 --      without a lock: no attempt of the slot is open, so no failed row can be added to it
 --      (a claim since step 2 makes step 4 refuse, which undoes the copies). Not when a
@@ -909,10 +933,15 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
 -- Returns pruned / moved / skipped_none_sealed / skipped_running / skipped_not_worth /
 -- skipped_snapshots / skipped_locked / skipped_concurrent.
+-- Its statements and awa._queue_slot_worth_pruning's run generic plans, which prune the
+-- ring's partitions as each plan starts: custom plans were planned again on every call, and
+-- a maintenance pass that found the oldest slot not worth pruning spent 3.7 ms of CPU on it
+-- (0.6 ms generic; 100,000 jobs waiting in the slot, docs/benchmarks.md).
 CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000, p_amortised boolean DEFAULT false)
     RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     st awa.queue_ring_state;
@@ -973,11 +1002,6 @@ BEGIN
             RETURN 'pruned';
         END IF;
     END IF;
-    SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
-    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = v_slot)
-       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
-        RETURN 'skipped_running';
-    END IF;
     IF p_amortised
        AND NOT ((SELECT s.generation FROM awa.queue_ring_slots s
                   WHERE s.slot = (st.current_slot + 1) % st.slot_count) >= 0
@@ -985,6 +1009,11 @@ BEGIN
                     >= pg_catalog.pg_relation_size(format('awa.%I', 'ready_entries_' || v_slot)::regclass))
        AND NOT awa._queue_slot_worth_pruning(v_slot) THEN
         RETURN 'skipped_not_worth';
+    END IF;
+    SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
+    IF EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.ready_slot = v_slot)
+       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
+        RETURN 'skipped_running';
     END IF;
     BEGIN
         -- Copy early unless a transaction that has already run longer than the lock budget
@@ -1381,7 +1410,11 @@ CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolea
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+    -- On a Citus cluster by the receipts: Citus plans no correlated subquery with an OFFSET.
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.claim_slot = p_slot);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;

@@ -385,7 +385,7 @@ COMMENT ON FUNCTION awa._seen_ended_by_all(xid8) IS 'Internal: whether every sna
 -- so a slot that is all backlog costs one probe per lane.
 CREATE FUNCTION awa._queue_slot_worth_pruning(p_slot integer) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp SET jit = off
+    SET search_path = pg_catalog, pg_temp SET jit = off SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_finished bigint;
@@ -445,13 +445,14 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 -- delete and insert), the second, in a later call, truncates the slot once every snapshot
 -- of the database sees the move as committed (TRUNCATE is not MVCC-safe). The first step:
 --   1. lock the ring's cursor row (NOWAIT: a concurrent rotation or prune wins);
---   2. remember every lane's claim cursor, then refuse when an open attempt (receipt or
---      lease) still reads a ready row of the slot -- these checks hold no lock; with
---      p_amortised (what maintenance passes), also refuse ('skipped_not_worth') unless the
+--   2. with p_amortised (what maintenance passes), refuse ('skipped_not_worth') unless the
 --      slot frees at least three rows for every pending row it copies
 --      (awa._queue_slot_worth_pruning), or every slot of the ring is live and the current
 --      slot has grown as large as this one (a backlog that pins the ring is then copied
---      once for at least as many rows written since);
+--      once for at least as many rows written since); then remember every lane's claim
+--      cursor and refuse when an open attempt (a claim batch with an open receipt, or a
+--      lease) still reads a ready row of the slot. These checks hold no lock, and the
+--      cheaper comes first: a slot a backlog pins is refused without reading its receipts;
 --   3. copy the finished jobs that outlive the slot (awa._retain_finished: failed ones, and
 --      those of a queue with a retention that has not run out), with their body and
 --      result, to the retained partition or their retention bucket, once. Still
@@ -480,10 +481,15 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 -- Any refusal after step 1 rolls back a subtransaction, which releases every lock taken.
 -- Returns pruned / moved / skipped_none_sealed / skipped_running / skipped_not_worth /
 -- skipped_snapshots / skipped_locked / skipped_concurrent.
+-- Its statements and awa._queue_slot_worth_pruning's run generic plans, which prune the
+-- ring's partitions as each plan starts: custom plans were planned again on every call, and
+-- a maintenance pass that found the oldest slot not worth pruning spent 3.7 ms of CPU on it
+-- (0.6 ms generic; 100,000 jobs waiting in the slot, docs/benchmarks.md).
 CREATE FUNCTION awa.prune_queue_ring(p_lock_timeout_ms bigint DEFAULT 1000, p_amortised boolean DEFAULT false)
     RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     st awa.queue_ring_state;
@@ -544,11 +550,6 @@ BEGIN
             RETURN 'pruned';
         END IF;
     END IF;
-    SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
-    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = v_slot)
-       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
-        RETURN 'skipped_running';
-    END IF;
     IF p_amortised
        AND NOT ((SELECT s.generation FROM awa.queue_ring_slots s
                   WHERE s.slot = (st.current_slot + 1) % st.slot_count) >= 0
@@ -556,6 +557,11 @@ BEGIN
                     >= pg_catalog.pg_relation_size(format('awa.%I', 'ready_entries_' || v_slot)::regclass))
        AND NOT awa._queue_slot_worth_pruning(v_slot) THEN
         RETURN 'skipped_not_worth';
+    END IF;
+    SELECT array_agg(h) INTO v_cursors FROM awa.lane_cursors h;
+    IF EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.ready_slot = v_slot)
+       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = v_slot) THEN
+        RETURN 'skipped_running';
     END IF;
     BEGIN
         -- Copy early unless a transaction that has already run longer than the lock budget
@@ -854,7 +860,11 @@ CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolea
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+    -- On a Citus cluster by the receipts: Citus plans no correlated subquery with an OFFSET.
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.claim_slot = p_slot);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
