@@ -83,6 +83,12 @@ COMMENT ON FUNCTION awa._sweep_stale_attempt_state(text, timestamptz, integer) I
 -- leaves its own candidate: its start, or the earliest deadline of an attempt it left open
 -- (its batch was busy, or beyond p_limit), with the snapshot it read that under and the next
 -- transaction id after it.
+-- A deadline pass first asks whether any claim batch with a deadline in its window holds an
+-- open receipt (awa._open_claim_batches, by the deadline index) or any running lease is past
+-- its deadline; if none, it runs neither the search nor the earliest-deadline read, whose
+-- plans start every partition of the ready, batch and attempt tables (8.7 ms a pass in a
+-- 1,000 jobs/s cell, the most of any step), and its candidate is its start, read with its
+-- snapshot in the same statement as the answer.
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
@@ -104,6 +110,7 @@ DECLARE
     v_queue text;
     v_queues text[];
     v_swept integer := 0;
+    v_due boolean := false;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
@@ -134,6 +141,19 @@ BEGIN
                            pg_catalog.pg_snapshot_xmax(v_progress.candidate_snapshot)::text::bigint AS xmax,
                            v_progress.candidate_next::text::bigint AS next) s;
         END IF;
+        -- Anything due: a claim batch with an open receipt and a deadline in the window
+        -- (batch by batch: a completed batch costs one probe), or a running lease past its
+        -- deadline. On one server only (a Citus node reads queue by queue below).
+        IF v_citus THEN
+            v_due := true;
+        ELSE
+            SELECT EXISTS (SELECT 1 FROM awa._open_claim_batches b
+                            WHERE b.deadline_at >= v_from AND b.deadline_at < v_now)
+                   OR EXISTS (SELECT 1 FROM awa.leases l
+                               WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
+                   pg_catalog.pg_current_snapshot()
+              INTO v_due, v_open_snapshot;
+        END IF;
     END IF;
     -- On a Citus cluster: this node's queues, one at a time, each in its own statements
     -- (awa._rescue_queue, the deadline search from this node's watermark; docs/scale-out.md,
@@ -144,7 +164,7 @@ BEGIN
             deadline_rescued := deadline_rescued + r.deadline_rescued;
             heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
         END LOOP;
-    ELSE
+    ELSIF v_due OR v_cutoff IS NOT NULL THEN
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
@@ -196,10 +216,13 @@ BEGIN
                   FROM awa._open_receipts c
                  WHERE c.queue = v_queue AND c.deadline_at >= v_from AND c.deadline_at < v_now;
             END LOOP;
-        ELSE
+        ELSIF v_due THEN
             SELECT least(min(c.deadline_at), v_now), pg_catalog.pg_current_snapshot()
               INTO v_open_from, v_open_snapshot
               FROM awa._open_receipts c WHERE c.deadline_at >= v_from AND c.deadline_at < v_now;
+        ELSE
+            -- No open receipt had a deadline in the window when v_open_snapshot was taken.
+            v_open_from := v_now;
         END IF;
         v_open_next := awa._next_xid();
         UPDATE awa.rescue_progress p
