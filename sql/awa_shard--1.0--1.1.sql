@@ -1563,7 +1563,8 @@ COMMENT ON FUNCTION awa._sweep_stale_attempt_state(text, timestamptz, integer) I
 -- its deadline; if none, it runs neither the search nor the earliest-deadline read, whose
 -- plans start every partition of the ready, batch and attempt tables (8.7 ms a pass in a
 -- 1,000 jobs/s cell, the most of any step), and its candidate is its start, read with its
--- snapshot in the same statement as the answer.
+-- snapshot in the same statement as the answer. A heartbeat pass likewise searches only when
+-- a claim batch was claimed before its cutoff or a running lease's heartbeat is older.
 CREATE FUNCTION awa._rescue(p_stale interval, p_deadlines boolean, p_limit integer,
                             OUT deadline_rescued integer, OUT heartbeat_rescued integer)
     LANGUAGE plpgsql VOLATILE
@@ -1586,6 +1587,7 @@ DECLARE
     v_queues text[];
     v_swept integer := 0;
     v_due boolean := false;
+    v_stale boolean := false;
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
@@ -1616,18 +1618,28 @@ BEGIN
                            pg_catalog.pg_snapshot_xmax(v_progress.candidate_snapshot)::text::bigint AS xmax,
                            v_progress.candidate_next::text::bigint AS next) s;
         END IF;
-        -- Anything due: a claim batch with an open receipt and a deadline in the window
-        -- (batch by batch: a completed batch costs one probe), or a running lease past its
-        -- deadline. On one server only (a Citus node reads queue by queue below).
+        -- Anything due: a claim batch with a deadline in the window (by the deadline index)
+        -- and then, if so, one with an open receipt (batch by batch: a completed batch costs
+        -- one probe; its plan starts the receipt test's partitions, so it is asked second),
+        -- or a running lease past its deadline. On one server only (a Citus node reads queue
+        -- by queue below).
         IF v_citus THEN
             v_due := true;
         ELSE
-            SELECT EXISTS (SELECT 1 FROM awa._open_claim_batches b
+            SELECT EXISTS (SELECT 1 FROM awa.claim_batches b
                             WHERE b.deadline_at >= v_from AND b.deadline_at < v_now)
                    OR EXISTS (SELECT 1 FROM awa.leases l
                                WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
                    pg_catalog.pg_current_snapshot()
               INTO v_due, v_open_snapshot;
+            IF v_due THEN
+                SELECT EXISTS (SELECT 1 FROM awa._open_claim_batches b
+                                WHERE b.deadline_at >= v_from AND b.deadline_at < v_now)
+                       OR EXISTS (SELECT 1 FROM awa.leases l
+                                   WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
+                       pg_catalog.pg_current_snapshot()
+                  INTO v_due, v_open_snapshot;
+            END IF;
         END IF;
     END IF;
     -- On a Citus cluster: this node's queues, one at a time, each in its own statements
@@ -1639,7 +1651,14 @@ BEGIN
             deadline_rescued := deadline_rescued + r.deadline_rescued;
             heartbeat_rescued := heartbeat_rescued + r.heartbeat_rescued;
         END LOOP;
-    ELSIF v_due OR v_cutoff IS NOT NULL THEN
+    ELSE
+    -- Anything stale at all: a claim batch claimed before the cutoff (its attempts may be
+    -- open) or a running lease whose heartbeat is older.
+    IF v_cutoff IS NOT NULL THEN
+        v_stale := EXISTS (SELECT 1 FROM awa.claim_batches b WHERE b.claimed_at < v_cutoff)
+                   OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.state = 'running' AND l.heartbeat_at < v_cutoff);
+    END IF;
+    IF v_due OR v_stale THEN
     FOR r IN
         WITH deadlines AS (
             SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
@@ -1676,6 +1695,7 @@ BEGIN
             heartbeat_rescued := heartbeat_rescued + 1;
         END IF;
     END LOOP;
+    END IF;
     END IF;
     IF v_owner THEN
         -- The earliest deadline still open in what this pass searched (its own rescues are
