@@ -1587,6 +1587,7 @@ DECLARE
     v_queues text[];
     v_swept integer := 0;
     v_due boolean := false;
+    v_leases_due boolean := false;
     v_stale boolean := false;
 BEGIN
     deadline_rescued := 0;
@@ -1623,23 +1624,24 @@ BEGIN
         -- one probe; its plan starts the receipt test's partitions, so it is asked second),
         -- or a running lease past its deadline. On one server only (a Citus node reads queue
         -- by queue below).
+        -- The snapshot that goes with the candidate is the one of the statement that last
+        -- looked at the batches (leases have no candidate).
         IF v_citus THEN
             v_due := true;
         ELSE
             SELECT EXISTS (SELECT 1 FROM awa.claim_batches b
-                            WHERE b.deadline_at >= v_from AND b.deadline_at < v_now)
-                   OR EXISTS (SELECT 1 FROM awa.leases l
-                               WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
+                            WHERE b.deadline_at >= v_from AND b.deadline_at < v_now),
+                   EXISTS (SELECT 1 FROM awa.leases l
+                            WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
                    pg_catalog.pg_current_snapshot()
-              INTO v_due, v_open_snapshot;
-            IF v_due THEN
+              INTO v_due, v_leases_due, v_open_snapshot;
+            IF v_due AND NOT v_leases_due THEN
                 SELECT EXISTS (SELECT 1 FROM awa._open_claim_batches b
-                                WHERE b.deadline_at >= v_from AND b.deadline_at < v_now)
-                       OR EXISTS (SELECT 1 FROM awa.leases l
-                                   WHERE l.deadline_at IS NOT NULL AND l.deadline_at < v_now AND l.state = 'running'),
+                                WHERE b.deadline_at >= v_from AND b.deadline_at < v_now),
                        pg_catalog.pg_current_snapshot()
                   INTO v_due, v_open_snapshot;
             END IF;
+            v_due := v_due OR v_leases_due;
         END IF;
     END IF;
     -- On a Citus cluster: this node's queues, one at a time, each in its own statements
