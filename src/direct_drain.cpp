@@ -48,6 +48,7 @@ extern "C"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -385,7 +386,7 @@ push_key(JsonbParseState **state, const char *key)
  * to_jsonb(coalesce(tags, '{}')), 'errors', coalesce(errors, '[]')).
  */
 Datum
-payload_of(const ReadyRow &row)
+build_payload(const ReadyRow &row)
 {
 	JsonbParseState *state = nullptr;
 	JsonbValue *result;
@@ -437,6 +438,29 @@ payload_of(const ReadyRow &row)
 		push_jsonb(&state, row.value[R_ERRORS]);
 	result = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
 	return JsonbPGetDatum(JsonbValueToJsonb(result));
+}
+
+/*
+ * The payload of a row (build_payload). Most rows have no metadata, tags or errors: their
+ * payload is one constant, built once per backend, so a claim of many such rows builds no
+ * jsonb per row (each build allocated a kilobyte or more of the call's memory).
+ */
+Datum
+payload_of(const ReadyRow &row)
+{
+	static Datum empty = (Datum)0;
+
+	if (!row.null[R_METADATA] || !row.null[R_TAGS] || !row.null[R_ERRORS])
+		return build_payload(row);
+	if (empty == (Datum)0)
+	{
+		Datum built = build_payload(row);
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		empty = datumCopy(built, false, -1);
+		MemoryContextSwitchTo(old);
+	}
+	return empty;
 }
 
 /* For every attribute of the result its ResultColumn; false when one is unknown. */
