@@ -106,7 +106,7 @@ struct WakeShared
 {
 	WakeSlot slots[kWakeSlots];
 	Promise promises[kPromiseSlots];
-	pg_atomic_uint64 last_notify_us[kNotifySlots];
+	pg_atomic_uint64 last_notify_us[kNotifySlots]; /* notify_stamp of each throttle slot */
 	int n_sleepers;
 	Sleeper sleepers[FLEXIBLE_ARRAY_MEMBER];
 };
@@ -370,12 +370,32 @@ on_exit_unlist(int code, Datum arg)
 	unlist_on_error();
 }
 
+/*
+ * A throttle slot's value: the queue's tag (16 bits of its hash that the slot number does not
+ * use) and the time of its last NOTIFY in milliseconds since 2000 (48 bits). A slot that
+ * another queue last used does not throttle this one: it notifies and takes the slot.
+ */
+std::uint64_t
+notify_stamp(std::uint32_t h, std::uint64_t now_ms)
+{
+	return (static_cast<std::uint64_t>((h >> 16) & 0xFFFF) << 48) | (now_ms & ((UINT64CONST(1) << 48) - 1));
+}
+
+/* Whether slot value `last` (notify_stamp) throttles queue hash `h` at `now_ms` for `interval_ms`. */
+bool
+notify_throttled(std::uint64_t last, std::uint32_t h, std::uint64_t now_ms, std::uint64_t interval_ms)
+{
+	std::uint64_t then = last & ((UINT64CONST(1) << 48) - 1);
+
+	return last != 0 && (last >> 48) == ((h >> 16) & 0xFFFF) && now_ms >= then && now_ms - then < interval_ms;
+}
+
 /* Whether the throttle lets this transaction NOTIFY for the queue now (claims the slot if so). */
 bool
 notify_due(std::uint32_t h)
 {
-	std::uint64_t now = static_cast<std::uint64_t>(GetCurrentTimestamp());
-	std::uint64_t interval = static_cast<std::uint64_t>(notify_interval_ms) * 1000;
+	std::uint64_t now_ms = static_cast<std::uint64_t>(GetCurrentTimestamp()) / 1000;
+	std::uint64_t interval_ms = static_cast<std::uint64_t>(notify_interval_ms);
 	int slot = h % kNotifySlots;
 
 	if (notify_interval_ms < 0)
@@ -386,13 +406,15 @@ notify_due(std::uint32_t h)
 	{
 		std::uint64_t last = pg_atomic_read_u64(&wake->last_notify_us[slot]);
 
-		if (now - last < interval && now >= last)
-			return false;
-		return pg_atomic_compare_exchange_u64(&wake->last_notify_us[slot], &last, now);
-	}
-	if (now - local_last_notify_us[slot] < interval && now >= local_last_notify_us[slot])
+		/* A failed exchange re-reads the slot: another queue's stamp there does not throttle this one. */
+		while (!notify_throttled(last, h, now_ms, interval_ms))
+			if (pg_atomic_compare_exchange_u64(&wake->last_notify_us[slot], &last, notify_stamp(h, now_ms)))
+				return true;
 		return false;
-	local_last_notify_us[slot] = now;
+	}
+	if (notify_throttled(local_last_notify_us[slot], h, now_ms, interval_ms))
+		return false;
+	local_last_notify_us[slot] = notify_stamp(h, now_ms);
 	return true;
 }
 
