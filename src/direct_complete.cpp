@@ -346,6 +346,39 @@ position_in(Datum array, int16 offset)
 	return 0;
 }
 
+/*
+ * The offsets an int2[] of lane_offsets names, as bits 0..63. Lane sequences start at 1, so
+ * every offset a lane_seq % 64 can take is one bit; an element outside 0..63 names none.
+ */
+uint64
+offset_bits(Datum array)
+{
+	ArrayType *a = DatumGetArrayTypeP(array);
+	Datum *elems;
+	bool *nulls;
+	int n;
+	uint64 bits = 0;
+
+	deconstruct_array(a, INT2OID, sizeof(int16), true, TYPALIGN_SHORT, &elems, &nulls, &n);
+	for (int k = 0; k < n; k++)
+	{
+		int16 offset = DatumGetInt16(elems[k]);
+
+		if (!nulls[k] && offset >= 0 && offset < 64)
+			bits |= UINT64CONST(1) << offset;
+	}
+	return bits;
+}
+
+/* Whether `bits` (offset_bits) names the offset of `lane_seq` in its block (lane_seq % 64). */
+bool
+has_offset(uint64 bits, int64 lane_seq)
+{
+	int64 offset = lane_seq % 64;
+
+	return offset >= 0 && ((bits >> offset) & 1) != 0;
+}
+
 /* Order of pairs: (job_id, run_lease), then input position (the first result given wins). */
 int
 pair_order(const void *a, const void *b)
@@ -674,6 +707,149 @@ read_pairs(Pass *pass, ArrayType *ids, ArrayType *leases, ArrayType *results, bo
 }
 
 /*
+ * A lane block of a ready slot: the key of the block indexes of claim_batches and
+ * completion_batches (queue, priority, enqueue_shard, lane_block, ready_slot). The receipts
+ * of one completion mostly share a few blocks (a claim takes a run of one lane), so what a
+ * block holds is read once per pass and snapshot, not once per receipt.
+ */
+struct BlockKey
+{
+	text *queue;
+	int16 priority;
+	int16 enqueue_shard;
+	int64 block;
+	int32 ready_slot;
+};
+
+/* The block of a receipt's attempt. */
+BlockKey
+block_of(const Receipt *r)
+{
+	return {r->queue, r->priority, r->enqueue_shard, r->lane_seq / 64, r->ready_slot};
+}
+
+/* Whether two block keys are the same block. */
+bool
+same_block(const BlockKey &a, const BlockKey &b)
+{
+	return a.block == b.block && a.ready_slot == b.ready_slot && a.priority == b.priority &&
+		   a.enqueue_shard == b.enqueue_shard && text_equal(a.queue, b.queue);
+}
+
+/* The equality keys of a block index (claim_batches or completion_batches) for `key`. */
+void
+block_keys(ScanKey keys, Relation index, const BlockKey &key)
+{
+	eq_key(&keys[0], index, 1, F_TEXTEQ, PointerGetDatum(key.queue));
+	eq_key(&keys[1], index, 2, F_INT2EQ, Int16GetDatum(key.priority));
+	eq_key(&keys[2], index, 3, F_INT2EQ, Int16GetDatum(key.enqueue_shard));
+	eq_key(&keys[3], index, 4, F_INT8EQ, Int64GetDatum(key.block));
+	eq_key(&keys[4], index, 5, F_INT4EQ, Int32GetDatum(key.ready_slot));
+}
+
+/*
+ * The blocks a pass read most recently, each with what it found there (T has a `key`);
+ * the oldest is replaced when all are taken. Pairs come sorted by job id: the blocks of the
+ * lanes of one claim interleave, so a few entries hold them all.
+ */
+template <typename T> struct RecentBlocks
+{
+	static constexpr int kEntries = 16;
+	T entries[kEntries];
+	int used; /* zeroed with the struct (palloc0) */
+	int next;
+
+	/* The entry of `key`, or nullptr when it has not been read. */
+	T *find(const BlockKey &key)
+	{
+		for (int k = 0; k < used; k++)
+			if (same_block(entries[k].key, key))
+				return &entries[k];
+		return nullptr;
+	}
+
+	/* A cleared entry for `key`, replacing the oldest when every entry is taken. */
+	T *add(const BlockKey &key)
+	{
+		T *e = &entries[next];
+
+		next = (next + 1) % kEntries;
+		used = Max(used, next == 0 ? kEntries : next);
+		memset(e, 0, sizeof(T));
+		e->key = key;
+		return e;
+	}
+};
+
+/* A claim batch of a block: where it is, its generation, its offsets, and what a receipt takes from it. */
+struct ClaimedBatch
+{
+	Part *claim;
+	ItemPointerData tid;
+	int64 generation;
+	uint64 offsets;
+	int32 claim_slot;
+	int64 receipt_base;
+	TimestampTz claimed_at;
+};
+
+/* The claim batches of one block on every live claim partition. */
+struct ClaimBlock
+{
+	BlockKey key;
+	ClaimedBatch *batches;
+	int n;
+};
+
+/*
+ * The claim batch holding the receipt's attempt (its generation, its offset), from the
+ * block's batches on every live claim partition, read once per block on the scans' snapshot;
+ * nullptr when none holds it.
+ */
+const ClaimedBatch *
+claimed_batch(Pass *pass, RecentBlocks<ClaimBlock> *blocks, IndexScanDesc *scans, AttrNumber (*atts)[CA_N],
+			  const Receipt *r)
+{
+	BlockKey key = block_of(r);
+	ClaimBlock *b = blocks->find(key);
+
+	if (b == nullptr)
+	{
+		int cap = 4;
+
+		b = blocks->add(key);
+		b->batches = static_cast<ClaimedBatch *>(palloc(sizeof(ClaimedBatch) * cap));
+		for (int c = 0; c < pass->nclaim; c++)
+		{
+			Part *cp = &pass->claim_parts[c];
+			ScanKeyData keys[5];
+
+			block_keys(keys, cp->index, key);
+			index_rescan(scans[c], keys, 5, nullptr, 0);
+			while (index_getnext_slot(scans[c], ForwardScanDirection, cp->row))
+			{
+				if (b->n == cap)
+				{
+					cap *= 2;
+					b->batches = static_cast<ClaimedBatch *>(repalloc(b->batches, sizeof(ClaimedBatch) * cap));
+				}
+				b->batches[b->n++] = {cp,
+									  cp->row->tts_tid,
+									  DatumGetInt64(column(cp->row, atts[c][CA_READY_GENERATION])),
+									  offset_bits(column(cp->row, atts[c][CA_LANE_OFFSETS])),
+									  DatumGetInt32(column(cp->row, atts[c][CA_CLAIM_SLOT])),
+									  DatumGetInt64(column(cp->row, atts[c][CA_RECEIPT_BASE])),
+									  DatumGetTimestampTz(column(cp->row, atts[c][CA_CLAIMED_AT]))};
+			}
+		}
+	}
+	for (int k = 0; k < b->n; k++)
+		if (b->batches[k].generation == r->ready_generation && has_offset(b->batches[k].offsets, r->lane_seq))
+			return &b->batches[k];
+	return nullptr;
+}
+
+/*
  * Each pair's receipt on `snapshot`: its ready row by the job index of every live ready
  * partition (run_lease + 1, and the queue when one is given), then its claim batch by the
  * block index of every live claim partition, the attempt at its offset's position.
@@ -687,6 +863,8 @@ find_receipts(Pass *pass, text *queue, Snapshot snapshot)
 	IndexScanDesc *claim_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nclaim + 1)));
 	AttrNumber(*ready_atts)[RA_N] = static_cast<AttrNumber(*)[RA_N]>(palloc(sizeof(AttrNumber[RA_N]) * (nready + 1)));
 	AttrNumber(*claim_atts)[CA_N] = static_cast<AttrNumber(*)[CA_N]>(palloc(sizeof(AttrNumber[CA_N]) * (nclaim + 1)));
+	RecentBlocks<ClaimBlock> *claims = static_cast<RecentBlocks<ClaimBlock> *>(palloc0(sizeof(RecentBlocks<ClaimBlock>)));
+	int last_ready = 0;
 
 	for (int k = 0; k < nready; k++)
 		for (int a = 0; a < RA_N; a++)
@@ -703,8 +881,10 @@ find_receipts(Pass *pass, text *queue, Snapshot snapshot)
 	{
 		const Pair &pair = pass->pairs[p];
 
-		for (int k = 0; k < nready && !pass->found[p]; k++)
+		/* The partition of the last receipt found first: a completion's jobs mostly share one. */
+		for (int i = 0; i < nready && !pass->found[p]; i++)
 		{
+			int k = (last_ready + i) % nready;
 			Part *rp = &pass->ready_parts[k];
 			ScanKeyData key;
 			TupleTableSlot *rs = rp->row;
@@ -718,6 +898,7 @@ find_receipts(Pass *pass, text *queue, Snapshot snapshot)
 				bool key_null;
 				bool states_null;
 				Datum unique_states;
+				const ClaimedBatch *b;
 
 				if (DatumGetInt64(column(rs, att[RA_JOB_ID])) != pair.job_id ||
 					DatumGetInt64(column(rs, att[RA_RUN_LEASE])) + 1 != pair.run_lease)
@@ -739,34 +920,18 @@ find_receipts(Pass *pass, text *queue, Snapshot snapshot)
 				/* As `unique_key IS NOT NULL AND NOT job_state_in_bitmask(unique_states, 'completed')` (strict). */
 				r->release_unique = !key_null && !states_null && !mask_has_state(unique_states, "completed");
 
-				for (int c = 0; c < nclaim && !pass->found[p]; c++)
-				{
-					Part *cp = &pass->claim_parts[c];
-					ScanKeyData keys[5];
-					TupleTableSlot *bs = cp->row;
-					const AttrNumber *catt = claim_atts[c];
-
-					eq_key(&keys[0], cp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-					eq_key(&keys[1], cp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-					eq_key(&keys[2], cp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-					eq_key(&keys[3], cp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
-					eq_key(&keys[4], cp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-					index_rescan(claim_scans[c], keys, 5, nullptr, 0);
-					while (!pass->found[p] && index_getnext_slot(claim_scans[c], ForwardScanDirection, bs))
-					{
-						if (DatumGetInt64(column(bs, catt[CA_READY_GENERATION])) != r->ready_generation ||
-							position_in(column(bs, catt[CA_LANE_OFFSETS]), static_cast<int16>(r->lane_seq % 64)) == 0)
-							continue;
-						r->claim = cp;
-						r->batch_tid = bs->tts_tid;
-						r->claim_slot = DatumGetInt32(column(bs, catt[CA_CLAIM_SLOT]));
-						r->receipt_base = DatumGetInt64(column(bs, catt[CA_RECEIPT_BASE]));
-						r->claimed_at = DatumGetTimestampTz(column(bs, catt[CA_CLAIMED_AT]));
-						r->locked = true; /* until a completion's lock says otherwise */
-						pass->found[p] = true;
-						pass->nreceipts++;
-					}
-				}
+				b = claimed_batch(pass, claims, claim_scans, claim_atts, r);
+				if (b == nullptr)
+					continue;
+				r->claim = b->claim;
+				r->batch_tid = b->tid;
+				r->claim_slot = b->claim_slot;
+				r->receipt_base = b->receipt_base;
+				r->claimed_at = b->claimed_at;
+				r->locked = true; /* until a completion's lock says otherwise */
+				pass->found[p] = true;
+				pass->nreceipts++;
+				last_ready = k;
 			}
 		}
 	}
@@ -846,78 +1011,276 @@ probe_finds(Part *part, Snapshot snapshot, ScanKey keys, int nkeys, bool (*match
 	return found;
 }
 
-/* What the probes of the open test compare a row with. */
-struct OpenProbe
+/* An attempt named by a row of an index that leads with the job id (after equality columns). */
+struct AttemptKey
 {
-	const Receipt *r;
-	const Pair *pair;
-	AttrNumber a;
-	AttrNumber b;
+	int64 job_id;
+	int64 run_lease;
+	text *queue;
 };
 
-/* A terminal row of the attempt (its job_id and run_lease). */
-bool
-is_terminal_row(TupleTableSlot *slot, const void *arg)
+/* The attempts an index holds for a range of job ids, in index order (job_id, run_lease). */
+struct AttemptRange
 {
-	const OpenProbe *p = static_cast<const OpenProbe *>(arg);
+	bool read; /* false: the range was too wide; probe each attempt instead */
+	AttemptKey *keys;
+	int n;
+};
 
-	return DatumGetInt64(column(slot, p->a)) == p->pair->job_id &&
-		   DatumGetInt64(column(slot, p->b)) == p->pair->run_lease;
+/*
+ * Whether one range scan over job ids [lo, hi] reads less than `n` probes would: job ids
+ * are dense, and an attempt-keyed index holds a row or two per job id at most, so a range
+ * a few times `n` wide costs no more than the probes; a wider one (a completion naming
+ * jobs far apart) is probed attempt by attempt.
+ */
+bool
+range_is_narrow(int64 lo, int64 hi, int n)
+{
+	return hi >= lo && hi - lo <= 4 * static_cast<int64>(n) + 64;
 }
 
-/* A completion batch naming the attempt (its ready generation, its offset in lane_offsets). */
-bool
-names_attempt(TupleTableSlot *slot, const void *arg)
+/*
+ * The attempts of index `index` of `rel` whose equality columns 1..neq equal `eq` and whose
+ * job id (column neq + 1) is in [lo, hi], on `snapshot`: one range scan.
+ */
+AttemptRange
+read_attempt_range(Relation rel, Relation index, TupleTableSlot *slot, Snapshot snapshot, const ScanKeyData *eq,
+				   int neq, int64 lo, int64 hi)
 {
-	const OpenProbe *p = static_cast<const OpenProbe *>(arg);
+	ScanKeyData keys[3];
+	IndexScanDesc scan;
+	AttrNumber job_att = attnum_of(rel, "job_id");
+	AttrNumber lease_att = attnum_of(rel, "run_lease");
+	AttrNumber queue_att = attnum_of(rel, "queue");
+	int cap = 8;
+	AttemptRange range = {true, static_cast<AttemptKey *>(palloc(sizeof(AttemptKey) * cap)), 0};
 
-	return DatumGetInt64(column(slot, p->a)) == p->r->ready_generation &&
-		   position_in(column(slot, p->b), static_cast<int16>(p->r->lane_seq % 64)) != 0;
+	for (int k = 0; k < neq; k++)
+		keys[k] = eq[k];
+	ScanKeyEntryInitialize(&keys[neq], 0, neq + 1, BTGreaterEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[neq], F_INT8GE, Int64GetDatum(lo));
+	ScanKeyEntryInitialize(&keys[neq + 1], 0, neq + 1, BTLessEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[neq], F_INT8LE, Int64GetDatum(hi));
+	scan = index_beginscan(rel, index, snapshot, neq + 2, 0);
+	index_rescan(scan, keys, neq + 2, nullptr, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		if (range.n == cap)
+		{
+			cap *= 2;
+			range.keys = static_cast<AttemptKey *>(repalloc(range.keys, sizeof(AttemptKey) * cap));
+		}
+		range.keys[range.n++] = {DatumGetInt64(column(slot, job_att)), DatumGetInt64(column(slot, lease_att)),
+								 static_cast<text *>(PG_DETOAST_DATUM_COPY(column(slot, queue_att)))};
+	}
+	index_endscan(scan);
+	return range;
 }
 
-/* Whether a completion batch names the receipt's attempt on `snapshot` (its ready slot's partition). */
+/* Whether `range` (read) holds the attempt (job_id, run_lease, queue): a binary search. */
 bool
-in_completion_batch(Pass *pass, const Receipt *r, Snapshot snapshot)
+range_holds(const AttemptRange &range, int64 job_id, int64 run_lease, text *queue)
 {
-	Part *bp = nullptr;
-	ScanKeyData keys[5];
-	OpenProbe probe = {r, nullptr, InvalidAttrNumber, InvalidAttrNumber};
+	int lo = 0;
+	int hi = range.n;
 
-	for (int t = 0; t < pass->nready; t++)
-		if (pass->targets[t].part.slot == r->ready_slot)
-			bp = &pass->targets[t].part;
-	if (bp == nullptr)
-		elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
-	eq_key(&keys[0], bp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-	eq_key(&keys[1], bp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-	eq_key(&keys[2], bp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-	eq_key(&keys[3], bp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq / 64));
-	eq_key(&keys[4], bp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-	probe.a = attnum_of(bp->rel, "ready_generation");
-	probe.b = attnum_of(bp->rel, "lane_offsets");
-	return probe_finds(bp, snapshot, keys, 5, names_attempt, &probe);
+	while (lo < hi)
+	{
+		int mid = (lo + hi) / 2;
+		const AttemptKey &k = range.keys[mid];
+
+		if (k.job_id < job_id || (k.job_id == job_id && k.run_lease < run_lease))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (int k = lo; k < range.n && range.keys[k].job_id == job_id && range.keys[k].run_lease == run_lease; k++)
+		if (text_equal(range.keys[k].queue, queue))
+			return true;
+	return false;
+}
+
+/*
+ * What the open test read of one block on its snapshot: the offsets that completion batches
+ * name, by ready generation, and the terminal rows (done_entries) by offset.
+ */
+struct OpenBlock
+{
+	BlockKey key;
+	bool batches_read;
+	int64 *generations;
+	uint64 *completed; /* completed[k]: the offsets named for generations[k] */
+	int ngenerations;
+	bool terminal_read;
+	uint64 terminal; /* offsets with a terminal row, whose attempt is terminal_attempt[offset] */
+	int64 terminal_job[64];
+	int64 terminal_lease[64];
+};
+
+/* The open-test entry of the receipt's block (cleared when it has not been read). */
+OpenBlock *
+open_block(RecentBlocks<OpenBlock> *blocks, const Receipt *r)
+{
+	BlockKey key = block_of(r);
+	OpenBlock *b = blocks->find(key);
+
+	return b != nullptr ? b : blocks->add(key);
+}
+
+/* An empty set of open-test blocks, for one snapshot. */
+RecentBlocks<OpenBlock> *
+new_open_blocks()
+{
+	return static_cast<RecentBlocks<OpenBlock> *>(palloc0(sizeof(RecentBlocks<OpenBlock>)));
+}
+
+/*
+ * Whether a completion batch names the receipt's attempt on `snapshot` (its ready slot's
+ * partition): the block's batches are read once, their offsets merged by generation.
+ */
+bool
+in_completion_batch(Pass *pass, RecentBlocks<OpenBlock> *blocks, const Receipt *r, Snapshot snapshot)
+{
+	OpenBlock *b = open_block(blocks, r);
+
+	if (!b->batches_read)
+	{
+		Part *bp = nullptr;
+		ScanKeyData keys[5];
+		IndexScanDesc scan;
+		AttrNumber generation_att;
+		AttrNumber offsets_att;
+		int cap = 2;
+
+		for (int t = 0; t < pass->nready; t++)
+			if (pass->targets[t].part.slot == r->ready_slot)
+				bp = &pass->targets[t].part;
+		if (bp == nullptr)
+			elog(ERROR, "awa_shard: ready slot %d is not on the queue ring's live arc", r->ready_slot);
+		generation_att = attnum_of(bp->rel, "ready_generation");
+		offsets_att = attnum_of(bp->rel, "lane_offsets");
+		b->generations = static_cast<int64 *>(palloc(sizeof(int64) * cap));
+		b->completed = static_cast<uint64 *>(palloc(sizeof(uint64) * cap));
+		block_keys(keys, bp->index, b->key);
+		scan = index_beginscan(bp->rel, bp->index, snapshot, 5, 0);
+		index_rescan(scan, keys, 5, nullptr, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, bp->row))
+		{
+			int64 generation = DatumGetInt64(column(bp->row, generation_att));
+			uint64 offsets = offset_bits(column(bp->row, offsets_att));
+			int k = 0;
+
+			while (k < b->ngenerations && b->generations[k] != generation)
+				k++;
+			if (k == b->ngenerations)
+			{
+				if (k == cap)
+				{
+					cap *= 2;
+					b->generations = static_cast<int64 *>(repalloc(b->generations, sizeof(int64) * cap));
+					b->completed = static_cast<uint64 *>(repalloc(b->completed, sizeof(uint64) * cap));
+				}
+				b->generations[k] = generation;
+				b->completed[k] = 0;
+				b->ngenerations++;
+			}
+			b->completed[k] |= offsets;
+		}
+		index_endscan(scan);
+		b->batches_read = true;
+	}
+	for (int k = 0; k < b->ngenerations; k++)
+		if (b->generations[k] == r->ready_generation)
+			return has_offset(b->completed[k], r->lane_seq);
+	return false;
+}
+
+/*
+ * Whether a terminal row of the attempt (its job_id and run_lease at its lane_seq) is in
+ * done partition `dp` on `snapshot`: the block's terminal rows are read once, by a range
+ * scan of the primary key over the block's 64 lane sequences.
+ */
+bool
+has_terminal_row(Part *dp, RecentBlocks<OpenBlock> *blocks, const Receipt *r, const Pair *pair, Snapshot snapshot)
+{
+	OpenBlock *b = open_block(blocks, r);
+	int64 first = b->key.block * 64;
+	int64 offset = r->lane_seq - first;
+
+	if (!b->terminal_read)
+	{
+		ScanKeyData keys[5];
+		IndexScanDesc scan;
+		AttrNumber job_att = attnum_of(dp->rel, "job_id");
+		AttrNumber lease_att = attnum_of(dp->rel, "run_lease");
+		AttrNumber seq_att = attnum_of(dp->rel, "lane_seq");
+		AttrNumber slot_att = attnum_of(dp->rel, "ready_slot");
+
+		eq_key(&keys[0], dp->index, 1, F_TEXTEQ, PointerGetDatum(b->key.queue));
+		eq_key(&keys[1], dp->index, 2, F_INT2EQ, Int16GetDatum(b->key.priority));
+		eq_key(&keys[2], dp->index, 3, F_INT2EQ, Int16GetDatum(b->key.enqueue_shard));
+		ScanKeyEntryInitialize(&keys[3], 0, 4, BTGreaterEqualStrategyNumber, InvalidOid, dp->index->rd_indcollation[3],
+							   F_INT8GE, Int64GetDatum(first));
+		ScanKeyEntryInitialize(&keys[4], 0, 4, BTLessStrategyNumber, InvalidOid, dp->index->rd_indcollation[3],
+							   F_INT8LT, Int64GetDatum(first + 64));
+		scan = index_beginscan(dp->rel, dp->index, snapshot, 5, 0);
+		index_rescan(scan, keys, 5, nullptr, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, dp->row))
+		{
+			int64 at = DatumGetInt64(column(dp->row, seq_att)) - first;
+
+			if (DatumGetInt32(column(dp->row, slot_att)) != b->key.ready_slot || at < 0 || at >= 64)
+				continue;
+			b->terminal |= UINT64CONST(1) << at;
+			b->terminal_job[at] = DatumGetInt64(column(dp->row, job_att));
+			b->terminal_lease[at] = DatumGetInt64(column(dp->row, lease_att));
+		}
+		index_endscan(scan);
+		b->terminal_read = true;
+	}
+	return offset >= 0 && offset < 64 && ((b->terminal >> offset) & 1) != 0 && b->terminal_job[offset] == pair->job_id &&
+		   b->terminal_lease[offset] == pair->run_lease;
 }
 
 /*
  * The open test of every receipt found (and still locked) on `snapshot`: its ready row is
  * visible (with `recheck_ready`, when the snapshot is newer than the one it was found on),
- * and no terminal row, completion batch entry or closure names the attempt, each probed in
- * the one live partition that can hold it (awa._open_receipts).
+ * and no terminal row, completion batch entry or closure names the attempt, each read in
+ * the one live partition that can hold it (awa._open_receipts): terminal rows and
+ * completion batches once per block (`blocks`, on this snapshot), the closures of a claim
+ * slot by one range scan over the receipts' job ids (a probe per receipt when they are far
+ * apart).
  */
 void
-test_open(Pass *pass, Snapshot snapshot, bool recheck_ready)
+test_open(Pass *pass, RecentBlocks<OpenBlock> *blocks, Snapshot snapshot, bool recheck_ready)
 {
-	Part *done_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->max_slot + 1)));
-	Part *closure_parts = static_cast<Part *>(palloc0(sizeof(Part) * (pass->max_slot + 1)));
+	int nslots = pass->max_slot + 1;
+	Part *done_parts = static_cast<Part *>(palloc0(sizeof(Part) * nslots));
+	Part *closure_parts = static_cast<Part *>(palloc0(sizeof(Part) * nslots));
+	IndexScanDesc *closure_scans = static_cast<IndexScanDesc *>(palloc0(sizeof(IndexScanDesc) * nslots));
+	AttemptRange *closures = static_cast<AttemptRange *>(palloc0(sizeof(AttemptRange) * nslots));
+	int64 *lo = static_cast<int64 *>(palloc(sizeof(int64) * nslots));
+	int64 *hi = static_cast<int64 *>(palloc(sizeof(int64) * nslots));
+	int *count = static_cast<int *>(palloc0(sizeof(int) * nslots));
 
+	for (int k = 0; k < pass->nreceipts; k++)
+	{
+		const Receipt *r = &pass->receipts[k];
+		int64 job_id = pass->pairs[r->pair].job_id;
+
+		if (!r->locked)
+			continue;
+		lo[r->claim_slot] = count[r->claim_slot] == 0 ? job_id : Min(lo[r->claim_slot], job_id);
+		hi[r->claim_slot] = count[r->claim_slot] == 0 ? job_id : Max(hi[r->claim_slot], job_id);
+		count[r->claim_slot]++;
+	}
 	for (int k = 0; k < pass->nreceipts; k++)
 	{
 		Receipt *r = &pass->receipts[k];
 		const Pair *pair = &pass->pairs[r->pair];
 		Part *dp = &done_parts[r->ready_slot];
 		Part *xp = &closure_parts[r->claim_slot];
-		ScanKeyData keys[5];
-		OpenProbe probe = {r, pair, InvalidAttrNumber, InvalidAttrNumber};
+		ScanKeyData keys[4];
 
 		r->open = false;
 		if (!r->locked)
@@ -927,30 +1290,42 @@ test_open(Pass *pass, Snapshot snapshot, bool recheck_ready)
 			continue;
 		if (dp->rel == nullptr && !open_part("done_entries_", r->ready_slot, AccessShareLock, kDoneKey, 5, dp))
 			elog(ERROR, "awa_shard: the primary key of awa.done_entries_%d is missing", r->ready_slot);
-		eq_key(&keys[0], dp->index, 1, F_TEXTEQ, PointerGetDatum(r->queue));
-		eq_key(&keys[1], dp->index, 2, F_INT2EQ, Int16GetDatum(r->priority));
-		eq_key(&keys[2], dp->index, 3, F_INT2EQ, Int16GetDatum(r->enqueue_shard));
-		eq_key(&keys[3], dp->index, 4, F_INT8EQ, Int64GetDatum(r->lane_seq));
-		eq_key(&keys[4], dp->index, 5, F_INT4EQ, Int32GetDatum(r->ready_slot));
-		probe.a = attnum_of(dp->rel, "job_id");
-		probe.b = attnum_of(dp->rel, "run_lease");
-		if (probe_finds(dp, snapshot, keys, 5, is_terminal_row, &probe))
+		if (has_terminal_row(dp, blocks, r, pair, snapshot))
 			continue;
-		if (!r->batch_checked && in_completion_batch(pass, r, snapshot))
+		if (!r->batch_checked && in_completion_batch(pass, blocks, r, snapshot))
 			continue;
-		if (xp->rel == nullptr &&
-			!open_part("lease_claim_closures_", r->claim_slot, AccessShareLock, kClosureKey, 4, xp))
-			elog(ERROR, "awa_shard: the primary key of awa.lease_claim_closures_%d is missing", r->claim_slot);
-		eq_key(&keys[0], xp->index, 1, F_INT4EQ, Int32GetDatum(r->claim_slot));
-		eq_key(&keys[1], xp->index, 2, F_INT8EQ, Int64GetDatum(pair->job_id));
-		eq_key(&keys[2], xp->index, 3, F_INT8EQ, Int64GetDatum(pair->run_lease));
-		eq_key(&keys[3], xp->index, 4, F_TEXTEQ, PointerGetDatum(r->queue));
-		if (probe_finds(xp, snapshot, keys, 4, nullptr, nullptr))
-			continue;
+		if (xp->rel == nullptr)
+		{
+			if (!open_part("lease_claim_closures_", r->claim_slot, AccessShareLock, kClosureKey, 4, xp))
+				elog(ERROR, "awa_shard: the primary key of awa.lease_claim_closures_%d is missing", r->claim_slot);
+			eq_key(&keys[0], xp->index, 1, F_INT4EQ, Int32GetDatum(r->claim_slot));
+			if (range_is_narrow(lo[r->claim_slot], hi[r->claim_slot], count[r->claim_slot]))
+				closures[r->claim_slot] = read_attempt_range(xp->rel, xp->index, xp->row, snapshot, keys, 1,
+															 lo[r->claim_slot], hi[r->claim_slot]);
+			else
+				closure_scans[r->claim_slot] = index_beginscan(xp->rel, xp->index, snapshot, 4, 0);
+		}
+		if (closures[r->claim_slot].read)
+		{
+			if (range_holds(closures[r->claim_slot], pair->job_id, pair->run_lease, r->queue))
+				continue;
+		}
+		else
+		{
+			eq_key(&keys[0], xp->index, 1, F_INT4EQ, Int32GetDatum(r->claim_slot));
+			eq_key(&keys[1], xp->index, 2, F_INT8EQ, Int64GetDatum(pair->job_id));
+			eq_key(&keys[2], xp->index, 3, F_INT8EQ, Int64GetDatum(pair->run_lease));
+			eq_key(&keys[3], xp->index, 4, F_TEXTEQ, PointerGetDatum(r->queue));
+			index_rescan(closure_scans[r->claim_slot], keys, 4, nullptr, 0);
+			if (index_getnext_slot(closure_scans[r->claim_slot], ForwardScanDirection, xp->row))
+				continue;
+		}
 		r->open = true;
 	}
-	for (int s = 0; s <= pass->max_slot; s++)
+	for (int s = 0; s < nslots; s++)
 	{
+		if (closure_scans[s] != nullptr)
+			index_endscan(closure_scans[s]);
 		close_part(&done_parts[s]);
 		close_part(&closure_parts[s]);
 	}
@@ -1076,9 +1451,10 @@ insert_batches(Pass *pass, Receipt **order, int nopen)
 }
 
 /*
- * The completed attempts' heartbeats and unique claims: each heartbeat probed by the key of
- * attempt_state on `snapshot`, a unique claim released when the ready row's mask does not
- * hold 'completed'; a statement deletes them only when there is one.
+ * The completed attempts' heartbeats and unique claims: the heartbeats read from the key of
+ * attempt_state on `snapshot` (one range scan over the attempts' job ids, or a probe per
+ * attempt when they are far apart), a unique claim released when the ready row's mask does
+ * not hold 'completed'; a statement deletes them only when there is one.
  */
 void
 forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
@@ -1091,22 +1467,47 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 	Datum *uq_queues = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
 	int nhb = 0;
 	int nuq = 0;
+	int nopen = 0;
+	int64 lo = 0;
+	int64 hi = 0;
 	TupleTableSlot *ss = table_slot_create(pass->state_rel, nullptr);
-	IndexScanDesc scan = index_beginscan(pass->state_rel, pass->state_index, snapshot, 3, 0);
+	IndexScanDesc scan = nullptr;
+	AttemptRange states = {false, nullptr, 0};
 
+	for (int k = 0; k < n; k++)
+		if (pass->receipts[k].open)
+		{
+			int64 job_id = pass->pairs[pass->receipts[k].pair].job_id;
+
+			lo = nopen == 0 ? job_id : Min(lo, job_id);
+			hi = nopen == 0 ? job_id : Max(hi, job_id);
+			nopen++;
+		}
+	if (nopen > 0 && range_is_narrow(lo, hi, nopen))
+		states = read_attempt_range(pass->state_rel, pass->state_index, ss, snapshot, nullptr, 0, lo, hi);
+	else if (nopen > 0)
+		scan = index_beginscan(pass->state_rel, pass->state_index, snapshot, 3, 0);
 	for (int k = 0; k < n; k++)
 	{
 		Receipt *r = &pass->receipts[k];
 		const Pair *pair = &pass->pairs[r->pair];
-		ScanKeyData keys[3];
+		bool has_state;
 
 		if (!r->open)
 			continue;
-		eq_key(&keys[0], pass->state_index, 1, F_INT8EQ, Int64GetDatum(pair->job_id));
-		eq_key(&keys[1], pass->state_index, 2, F_INT8EQ, Int64GetDatum(pair->run_lease));
-		eq_key(&keys[2], pass->state_index, 3, F_TEXTEQ, PointerGetDatum(r->queue));
-		index_rescan(scan, keys, 3, nullptr, 0);
-		if (index_getnext_slot(scan, ForwardScanDirection, ss))
+		if (states.read)
+			has_state = range_holds(states, pair->job_id, pair->run_lease, r->queue);
+		else
+		{
+			ScanKeyData keys[3];
+
+			eq_key(&keys[0], pass->state_index, 1, F_INT8EQ, Int64GetDatum(pair->job_id));
+			eq_key(&keys[1], pass->state_index, 2, F_INT8EQ, Int64GetDatum(pair->run_lease));
+			eq_key(&keys[2], pass->state_index, 3, F_TEXTEQ, PointerGetDatum(r->queue));
+			index_rescan(scan, keys, 3, nullptr, 0);
+			has_state = index_getnext_slot(scan, ForwardScanDirection, ss);
+		}
+		if (has_state)
 		{
 			hb_ids[nhb] = Int64GetDatum(pair->job_id);
 			hb_leases[nhb] = Int64GetDatum(pair->run_lease);
@@ -1118,7 +1519,8 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 			uq_queues[nuq++] = PointerGetDatum(r->queue);
 		}
 	}
-	index_endscan(scan);
+	if (scan != nullptr)
+		index_endscan(scan);
 	ExecDropSingleTupleTableSlot(ss);
 	if (nhb > 0)
 	{
@@ -1290,6 +1692,7 @@ direct_named_receipts_open(const NamedAttempt *attempts, int n, const int queue_
 						   Snapshot snapshot, bool *open)
 {
 	Pass pass;
+	RecentBlocks<OpenBlock> *blocks = new_open_blocks();
 
 	if (!open_pass(&pass, queue_arc, claim_arc, false))
 		return false;
@@ -1327,7 +1730,7 @@ direct_named_receipts_open(const NamedAttempt *attempts, int n, const int queue_
 		 * The completion batch first: most entries a count meets have been completed, and one
 		 * probe tells (the test is a conjunction: its order does not change the answer).
 		 */
-		if (in_completion_batch(&pass, r, snapshot))
+		if (in_completion_batch(&pass, blocks, r, snapshot))
 			continue;
 		r->batch_checked = true;
 		probe.a = &a;
@@ -1348,7 +1751,7 @@ direct_named_receipts_open(const NamedAttempt *attempts, int n, const int queue_
 		r->locked = true; /* nothing is locked: the test is on this one snapshot */
 		pass.nreceipts++;
 	}
-	test_open(&pass, snapshot, false);
+	test_open(&pass, blocks, snapshot, false);
 	for (int k = 0; k < pass.nreceipts; k++)
 		open[pass.receipts[k].pair] = pass.receipts[k].open;
 	close_pass(&pass);
@@ -1383,7 +1786,7 @@ direct_complete_receipts(ArrayType *ids, ArrayType *leases, ArrayType *results, 
 	/* 3. On a snapshot taken after the locks: which receipts are still open. */
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	test_open(&pass, snapshot, true);
+	test_open(&pass, new_open_blocks(), snapshot, true);
 
 	/* 4. The open ones appended as completion batches. */
 	for (int k = 0; k < pass.nreceipts; k++)
@@ -1435,7 +1838,7 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 	/* One snapshot, as the statement's: the receipts found and their open test. */
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	find_receipts(&pass, queue, snapshot);
-	test_open(&pass, snapshot, false);
+	test_open(&pass, new_open_blocks(), snapshot, false);
 	UnregisterSnapshot(snapshot);
 
 	alive_ids = static_cast<Datum *>(palloc(sizeof(Datum) * (pass.nreceipts + 1)));
