@@ -1017,6 +1017,7 @@ struct AttemptKey
 	int64 job_id;
 	int64 run_lease;
 	text *queue;
+	ItemPointerData tid;
 };
 
 /* The attempts an index holds for a range of job ids, in index order (job_id, run_lease). */
@@ -1071,15 +1072,15 @@ read_attempt_range(Relation rel, Relation index, TupleTableSlot *slot, Snapshot 
 			range.keys = static_cast<AttemptKey *>(repalloc(range.keys, sizeof(AttemptKey) * cap));
 		}
 		range.keys[range.n++] = {DatumGetInt64(column(slot, job_att)), DatumGetInt64(column(slot, lease_att)),
-								 static_cast<text *>(PG_DETOAST_DATUM_COPY(column(slot, queue_att)))};
+								 static_cast<text *>(PG_DETOAST_DATUM_COPY(column(slot, queue_att))), slot->tts_tid};
 	}
 	index_endscan(scan);
 	return range;
 }
 
-/* Whether `range` (read) holds the attempt (job_id, run_lease, queue): a binary search. */
-bool
-range_holds(const AttemptRange &range, int64 job_id, int64 run_lease, text *queue)
+/* The row of `range` (read) that names the attempt (job_id, run_lease, queue), or nullptr: a binary search. */
+const AttemptKey *
+range_row(const AttemptRange &range, int64 job_id, int64 run_lease, text *queue)
 {
 	int lo = 0;
 	int hi = range.n;
@@ -1096,8 +1097,8 @@ range_holds(const AttemptRange &range, int64 job_id, int64 run_lease, text *queu
 	}
 	for (int k = lo; k < range.n && range.keys[k].job_id == job_id && range.keys[k].run_lease == run_lease; k++)
 		if (text_equal(range.keys[k].queue, queue))
-			return true;
-	return false;
+			return &range.keys[k];
+	return nullptr;
 }
 
 /*
@@ -1307,7 +1308,7 @@ test_open(Pass *pass, RecentBlocks<OpenBlock> *blocks, Snapshot snapshot, bool r
 		}
 		if (closures[r->claim_slot].read)
 		{
-			if (range_holds(closures[r->claim_slot], pair->job_id, pair->run_lease, r->queue))
+			if (range_row(closures[r->claim_slot], pair->job_id, pair->run_lease, r->queue) != nullptr)
 				continue;
 		}
 		else
@@ -1451,10 +1452,26 @@ insert_batches(Pass *pass, Receipt **order, int nopen)
 }
 
 /*
+ * Delete the heartbeat row at `tid`, found on `snapshot`, as the statement's DELETE deletes it;
+ * false when another transaction changed or deleted it since (the statement, which reads the
+ * latest version, then deletes it).
+ */
+bool
+delete_state_row(Relation rel, ItemPointer tid, Snapshot snapshot)
+{
+	TM_FailureData tmfd;
+
+	return table_tuple_delete(rel, tid, GetCurrentCommandId(true), snapshot, InvalidSnapshot, true, &tmfd, false) ==
+		   TM_Ok;
+}
+
+/*
  * The completed attempts' heartbeats and unique claims: the heartbeats read from the key of
  * attempt_state on `snapshot` (one range scan over the attempts' job ids, or a probe per
- * attempt when they are far apart), a unique claim released when the ready row's mask does
- * not hold 'completed'; a statement deletes them only when there is one.
+ * attempt when they are far apart) and deleted where they were found (with the statement's
+ * lock, RowExclusiveLock; a row changed since, or a caller without DELETE on the table, leaves
+ * it to a statement), a unique claim released by a statement when the ready row's mask does
+ * not hold 'completed'.
  */
 void
 forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
@@ -1473,6 +1490,8 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 	TupleTableSlot *ss = table_slot_create(pass->state_rel, nullptr);
 	IndexScanDesc scan = nullptr;
 	AttemptRange states = {false, nullptr, 0};
+	bool direct = may("attempt_state", ACL_DELETE);
+	bool deleted = false;
 
 	for (int k = 0; k < n; k++)
 		if (pass->receipts[k].open)
@@ -1492,11 +1511,18 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 		Receipt *r = &pass->receipts[k];
 		const Pair *pair = &pass->pairs[r->pair];
 		bool has_state;
+		ItemPointerData tid;
 
 		if (!r->open)
 			continue;
 		if (states.read)
-			has_state = range_holds(states, pair->job_id, pair->run_lease, r->queue);
+		{
+			const AttemptKey *row = range_row(states, pair->job_id, pair->run_lease, r->queue);
+
+			has_state = row != nullptr;
+			if (has_state)
+				tid = row->tid;
+		}
 		else
 		{
 			ScanKeyData keys[3];
@@ -1506,6 +1532,16 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 			eq_key(&keys[2], pass->state_index, 3, F_TEXTEQ, PointerGetDatum(r->queue));
 			index_rescan(scan, keys, 3, nullptr, 0);
 			has_state = index_getnext_slot(scan, ForwardScanDirection, ss);
+			if (has_state)
+				tid = ss->tts_tid;
+		}
+		if (has_state && direct)
+		{
+			if (!deleted)
+				LockRelationOid(RelationGetRelid(pass->state_rel), RowExclusiveLock);
+			deleted = true;
+			if (delete_state_row(pass->state_rel, &tid, snapshot))
+				has_state = false;
 		}
 		if (has_state)
 		{
@@ -1522,6 +1558,8 @@ forget_heartbeats_and_claims(Pass *pass, Snapshot snapshot)
 	if (scan != nullptr)
 		index_endscan(scan);
 	ExecDropSingleTupleTableSlot(ss);
+	if (deleted)
+		CommandCounterIncrement();
 	if (nhb > 0)
 	{
 		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TEXTARRAYOID};
