@@ -863,7 +863,8 @@ find_receipts(Pass *pass, text *queue, Snapshot snapshot)
 	IndexScanDesc *claim_scans = static_cast<IndexScanDesc *>(palloc(sizeof(IndexScanDesc) * (nclaim + 1)));
 	AttrNumber(*ready_atts)[RA_N] = static_cast<AttrNumber(*)[RA_N]>(palloc(sizeof(AttrNumber[RA_N]) * (nready + 1)));
 	AttrNumber(*claim_atts)[CA_N] = static_cast<AttrNumber(*)[CA_N]>(palloc(sizeof(AttrNumber[CA_N]) * (nclaim + 1)));
-	RecentBlocks<ClaimBlock> *claims = static_cast<RecentBlocks<ClaimBlock> *>(palloc0(sizeof(RecentBlocks<ClaimBlock>)));
+	RecentBlocks<ClaimBlock> *claims =
+		static_cast<RecentBlocks<ClaimBlock> *>(palloc0(sizeof(RecentBlocks<ClaimBlock>)));
 	int last_ready = 0;
 
 	for (int k = 0; k < nready; k++)
@@ -1239,8 +1240,8 @@ has_terminal_row(Part *dp, RecentBlocks<OpenBlock> *blocks, const Receipt *r, co
 		index_endscan(scan);
 		b->terminal_read = true;
 	}
-	return offset >= 0 && offset < 64 && ((b->terminal >> offset) & 1) != 0 && b->terminal_job[offset] == pair->job_id &&
-		   b->terminal_lease[offset] == pair->run_lease;
+	return offset >= 0 && offset < 64 && ((b->terminal >> offset) & 1) != 0 &&
+		   b->terminal_job[offset] == pair->job_id && b->terminal_lease[offset] == pair->run_lease;
 }
 
 /*
