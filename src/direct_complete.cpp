@@ -330,22 +330,6 @@ column(TupleTableSlot *slot, AttrNumber att, bool *isnull = nullptr)
 	return value;
 }
 
-/* 1-based position of `offset` in an int2[] (0: absent), as array_position. */
-int
-position_in(Datum array, int16 offset)
-{
-	ArrayType *a = DatumGetArrayTypeP(array);
-	Datum *elems;
-	bool *nulls;
-	int n;
-
-	deconstruct_array(a, INT2OID, sizeof(int16), true, TYPALIGN_SHORT, &elems, &nulls, &n);
-	for (int k = 0; k < n; k++)
-		if (!nulls[k] && DatumGetInt16(elems[k]) == offset)
-			return k + 1;
-	return 0;
-}
-
 /*
  * The offsets an int2[] of lane_offsets names, as bits 0..63. Lane sequences start at 1, so
  * every offset a lane_seq % 64 can take is one bit; an element outside 0..63 names none.
@@ -1674,7 +1658,7 @@ holds_named_attempt(TupleTableSlot *slot, const void *arg)
 	const NamedProbe *p = static_cast<const NamedProbe *>(arg);
 
 	return DatumGetInt64(column(slot, p->generation)) == p->a->ready_generation &&
-		   position_in(column(slot, p->offsets), static_cast<int16>(p->a->lane_seq % 64)) != 0;
+		   has_offset(offset_bits(column(slot, p->offsets)), p->a->lane_seq);
 }
 
 /* The part of a pass's parts that holds `slot`, or nullptr when the slot is not on its arc. */

@@ -106,13 +106,14 @@ struct WakeShared
 {
 	WakeSlot slots[kWakeSlots];
 	Promise promises[kPromiseSlots];
-	pg_atomic_uint64 last_notify_us[kNotifySlots]; /* notify_stamp of each throttle slot */
+	pg_atomic_uint64 notify_stamps[kNotifySlots]; /* notify_stamp of each throttle slot */
 	int n_sleepers;
 	Sleeper sleepers[FLEXIBLE_ARRAY_MEMBER];
 };
 
 WakeShared *wake = nullptr;
-std::uint64_t local_last_notify_us[kNotifySlots];
+/* The throttle stamps of this backend alone, used when shared memory is not there. */
+std::uint64_t local_notify_stamps[kNotifySlots];
 
 /* Queues fed by the current transaction: sleepers to wake, and whether it reserved numbers. */
 struct Fed
@@ -404,17 +405,17 @@ notify_due(std::uint32_t h)
 		return true;
 	if (wake != nullptr)
 	{
-		std::uint64_t last = pg_atomic_read_u64(&wake->last_notify_us[slot]);
+		std::uint64_t last = pg_atomic_read_u64(&wake->notify_stamps[slot]);
 
 		/* A failed exchange re-reads the slot: another queue's stamp there does not throttle this one. */
 		while (!notify_throttled(last, h, now_ms, interval_ms))
-			if (pg_atomic_compare_exchange_u64(&wake->last_notify_us[slot], &last, notify_stamp(h, now_ms)))
+			if (pg_atomic_compare_exchange_u64(&wake->notify_stamps[slot], &last, notify_stamp(h, now_ms)))
 				return true;
 		return false;
 	}
-	if (notify_throttled(local_last_notify_us[slot], h, now_ms, interval_ms))
+	if (notify_throttled(local_notify_stamps[slot], h, now_ms, interval_ms))
 		return false;
-	local_last_notify_us[slot] = notify_stamp(h, now_ms);
+	local_notify_stamps[slot] = notify_stamp(h, now_ms);
 	return true;
 }
 
@@ -660,7 +661,7 @@ wakeup_shmem_startup()
 			wake->slots[s].fence_ends = 0;
 		}
 		for (int s = 0; s < kNotifySlots; s++)
-			pg_atomic_init_u64(&wake->last_notify_us[s], 0);
+			pg_atomic_init_u64(&wake->notify_stamps[s], 0);
 		for (int s = 0; s < kPromiseSlots; s++)
 		{
 			SpinLockInit(&wake->promises[s].mutex);
