@@ -23,6 +23,7 @@
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
 #include "receipt_sql.hpp"
+#include "report_commit.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
 
@@ -414,6 +415,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	args[11] = queue;
 	nulls[11] = q ? ' ' : 'n';
 	spi_connect();
+	awa::report_writes_begin();
 	awa::keep_generic_plan(&heartbeat_receipts_plan[q], kHeartbeatReceiptsSql[q], 12, types);
 	awa::keep_generic_plan(&heartbeat_leases_plan[q], kHeartbeatLeasesSql[q], 8, lease_types);
 	level = awa::push_hot_path_planner();
@@ -430,6 +432,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 		if (direct.nleft == 0)
 		{
 			awa::pop_hot_path_planner(level);
+			awa::report_writes_end();
 			spi_finish();
 			PG_RETURN_INT32(static_cast<int32>(alive));
 		}
@@ -455,6 +458,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	awa::exec_plan_latest(heartbeat_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
 	alive += SPI_processed;
 	awa::pop_hot_path_planner(level);
+	awa::report_writes_end();
 	spi_finish();
 	PG_RETURN_INT32(static_cast<int32>(alive));
 }

@@ -13,6 +13,7 @@
 #include "module.hpp"
 #include "rate_limit.hpp"
 #include "registry.hpp"
+#include "report_commit.hpp"
 #include "reserve.hpp"
 #include "stats.hpp"
 #include "wakeup.hpp"
@@ -152,6 +153,9 @@ on_xact_event(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+	case XACT_EVENT_PRE_COMMIT:
+		report_commit_at_pre_commit();
+		break;
 	case XACT_EVENT_PRE_PREPARE:
 		if (queue_meta_changed_in_xact && shared != nullptr)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -174,6 +178,7 @@ on_xact_event(XactEvent event, void *arg)
 		wakeup_at_prepare();
 		job_wait_at_xact_end(false);
 		rate_limit_at_xact_end(false);
+		report_commit_at_xact_end();
 		break;
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
@@ -186,6 +191,7 @@ on_xact_event(XactEvent event, void *arg)
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
 		rate_limit_at_xact_end(true);
+		report_commit_at_xact_end();
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
@@ -195,6 +201,7 @@ on_xact_event(XactEvent event, void *arg)
 		wakeup_at_xact_end(false);
 		job_wait_at_xact_end(false);
 		rate_limit_at_xact_end(false);
+		report_commit_at_xact_end();
 		break;
 	default:
 		break;
@@ -297,6 +304,7 @@ _PG_init(void)
 							"0 notifies on every producing transaction, -1 never notifies.", &awa::notify_interval_ms,
 							250, -1, 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr, nullptr, nullptr);
 	awa::define_maintenance_settings();
+	awa::define_report_settings();
 	awa::define_reservation_settings(process_shared_preload_libraries_in_progress);
 	awa::init_head_wait();
 	MarkGUCPrefixReserved("awa_shard");

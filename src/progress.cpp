@@ -19,6 +19,7 @@
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
 #include "receipt_sql.hpp"
+#include "report_commit.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
@@ -228,6 +229,7 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
+	awa::report_writes_begin();
 	level = awa::push_hot_path_planner();
 	/* The three rings' live arcs in one read (the lease ring's for the leases statement). */
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
@@ -269,6 +271,7 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 								  &n_found);
 	}
 	awa::pop_hot_path_planner(level);
+	awa::report_writes_end();
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 

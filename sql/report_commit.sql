@@ -1,0 +1,78 @@
+-- report_commit: a transaction whose only writes are heartbeats and progress reports commits
+-- without waiting for its WAL flush (docs/api.md, "Heartbeats and progress commit without
+-- waiting for a flush"); any other write in the transaction, a report that wrote nothing,
+-- awa_shard.async_reports = off or an already asynchronous commit leave the commit as
+-- synchronous_commit says. The decision is reported at DEBUG1 as the transaction commits:
+-- each case below shows the commit's message, or its absence.
+\set VERBOSITY terse
+SET synchronous_commit = on;
+SELECT awa.create_queue('report_commit') IS NOT NULL AS created;
+SELECT array_agg(id ORDER BY id) AS jobs FROM (
+    SELECT (awa.insert_job_compat('rc', 'report_commit')).id FROM generate_series(1, 3)) j \gset
+CREATE TEMP TABLE held AS SELECT job_id, run_lease FROM awa.claim_ready_runtime('report_commit', 3);
+SELECT job_id AS j1, run_lease AS l1 FROM held ORDER BY job_id LIMIT 1 \gset
+CREATE TABLE report_commit_other (n integer);
+
+-- 1. A progress report alone: asynchronous.
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j1, :l1, '{"step": 1}') AS open;
+RESET client_min_messages;
+-- 2. A heartbeat alone, and a batch report alone: asynchronous.
+SET client_min_messages = debug1;
+SELECT awa.heartbeat_jobs(ARRAY(SELECT job_id FROM held ORDER BY job_id), ARRAY(SELECT run_lease FROM held ORDER BY job_id)) AS open;
+SELECT awa.set_jobs_progress(ARRAY(SELECT job_id FROM held ORDER BY job_id), ARRAY(SELECT run_lease FROM held ORDER BY job_id),
+                             array_fill('{"step": 2}'::jsonb, ARRAY[3])) AS open;
+RESET client_min_messages;
+-- 3. Two reports in one transaction: asynchronous.
+BEGIN;
+SELECT awa.set_progress(:j1, :l1, '{"step": 3}') AS open;
+SELECT awa.heartbeat_jobs(ARRAY[:j1]::bigint[], ARRAY[:l1]::bigint[]) AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+-- 4. A report, then the caller's own write: synchronous (no message).
+BEGIN;
+SELECT awa.set_progress(:j1, :l1, '{"step": 4}') AS open;
+INSERT INTO report_commit_other VALUES (4);
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+-- 5. An enqueue, then a report: synchronous.
+BEGIN;
+SELECT kind FROM awa.insert_job_compat('rc_late', 'report_commit');
+SELECT awa.set_progress(:j1, :l1, '{"step": 5}') AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+-- 6. Two reports with the caller's own write between them: synchronous.
+BEGIN;
+SELECT awa.set_progress(:j1, :l1, '{"step": 6}') AS open;
+INSERT INTO report_commit_other VALUES (6);
+SELECT awa.set_progress(:j1, :l1, '{"step": 6.5}') AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+-- 7. A stale report writes nothing: nothing to commit asynchronously.
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j1, :l1 + 1, '{"stale": true}') AS open;
+RESET client_min_messages;
+-- 8. awa_shard.async_reports = off, and a session already at synchronous_commit = off.
+SET awa_shard.async_reports = off;
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j1, :l1, '{"step": 8}') AS open;
+RESET client_min_messages;
+RESET awa_shard.async_reports;
+SET synchronous_commit = off;
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j1, :l1, '{"step": 8.5}') AS open;
+RESET client_min_messages;
+SET synchronous_commit = on;
+
+-- Every report above that was open is stored, the last one kept; the setting is the
+-- session's again after an asynchronous commit; the other writes are there.
+SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open;
+SHOW synchronous_commit;
+SELECT progress FROM awa.get_job(:j1);
+SELECT count(*) FILTER (WHERE progress = '{"step": 2}') AS batch_reports FROM awa.list_jobs('report_commit');
+SELECT array_agg(n ORDER BY n) AS other_writes FROM report_commit_other;
+SELECT count(*) AS late_jobs FROM awa.list_jobs('report_commit') WHERE kind = 'rc_late';
+
+DROP TABLE report_commit_other;
+SELECT awa.drop_queue('report_commit', true) IS NOT NULL AS dropped;
+RESET synchronous_commit;
