@@ -110,9 +110,10 @@ SELECT awa.drop_queue('prog_batch', p_force => true) IS NOT NULL AS dropped,
        awa.drop_queue('prog_beat', p_force => true) IS NOT NULL AS dropped_too;
 
 -- The path a report takes. In receipts mode a report finds and tests its receipts through the
--- direct access routines, as awa.heartbeat_jobs does (src/direct_complete.cpp), and one small
--- upsert writes attempt_state; the receipts statement (src/progress.cpp) runs only where the
--- direct path steps aside (here: a trigger on awa.attempt_state). Which one ran is read from
+-- direct access routines, as awa.heartbeat_jobs does (src/direct_complete.cpp), and inserts or
+-- updates its attempt_state rows there too (the upsert statement only for a row that changed
+-- or raced meanwhile); the receipts statement (src/progress.cpp) runs only where the direct
+-- path steps aside (here: a trigger on awa.attempt_state). Which one ran is read from
 -- this backend's plan cache: a kept statement has a memory context named by its text
 -- (pg_backend_memory_contexts.ident). Both paths must give the same answers and store the same
 -- progress: a stale lease is false and writes nothing, a job not running is false, a pair
@@ -165,7 +166,7 @@ SET client_min_messages = warning;
 SELECT awa.create_queue('prog_nowhere') IS NOT NULL AS created;
 RESET client_min_messages;
 
--- The direct path: no receipts statement was planned, only the upsert.
+-- The direct path: neither the receipts statement nor the upsert was planned.
 SELECT pg_temp.progress_story('prog_direct') AS direct_story \gset
 SELECT :'direct_story'::jsonb -> 'answers' AS answers;
 SELECT jsonb_array_elements(:'direct_story'::jsonb -> 'rows') AS attempt_state_row;

@@ -1,6 +1,7 @@
 -- report_commit: a transaction whose only writes are heartbeats and progress reports commits
 -- without waiting for its WAL flush (docs/api.md, "Heartbeats and progress commit without
 -- waiting for a flush"); any other write in the transaction, a report that wrote nothing,
+-- a report that ran a statement (a trigger on attempt_state, leases mode),
 -- awa_shard.async_reports = off or an already asynchronous commit leave the commit as
 -- synchronous_commit says. The decision is reported at DEBUG1 as the transaction commits:
 -- each case below shows the commit's message, or its absence.
@@ -63,14 +64,40 @@ SET client_min_messages = debug1;
 SELECT awa.set_progress(:j1, :l1, '{"step": 8.5}') AS open;
 RESET client_min_messages;
 SET synchronous_commit = on;
+-- 9. A trigger on attempt_state: the report steps aside to its statement, and the trigger
+-- writes a table of its own: synchronous.
+CREATE FUNCTION report_commit_note() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.report_commit_other VALUES (9);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER report_commit_note AFTER INSERT OR UPDATE ON awa.attempt_state
+    FOR EACH ROW EXECUTE FUNCTION report_commit_note();
+-- (Once without the messages: planning the statement and the trigger logs cache growth.)
+SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open, awa.heartbeat_jobs(ARRAY[:j1]::bigint[], ARRAY[:l1]::bigint[]) AS open;
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open;
+SELECT awa.heartbeat_jobs(ARRAY[:j1]::bigint[], ARRAY[:l1]::bigint[]) AS open;
+RESET client_min_messages;
+DROP TRIGGER report_commit_note ON awa.attempt_state;
+DROP FUNCTION report_commit_note();
+-- 10. Leases mode: a report is a statement on awa.leases (it may have triggers): synchronous.
+UPDATE awa.plane_settings SET receipts = false;
+SELECT job_id AS j2, run_lease AS l2 FROM awa.claim_ready_runtime('report_commit', 1) \gset
+SET client_min_messages = debug1;
+SELECT awa.set_progress(:j2, :l2, '{"leased": true}') AS open;
+SELECT awa.heartbeat_jobs(ARRAY[:j2]::bigint[], ARRAY[:l2]::bigint[]) AS open;
+RESET client_min_messages;
+UPDATE awa.plane_settings SET receipts = true;
 
 -- Every report above that was open is stored, the last one kept; the setting is the
 -- session's again after an asynchronous commit; the other writes are there.
-SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open;
+SELECT awa.set_progress(:j1, :l1, '{"step": 11}') AS open;
 SHOW synchronous_commit;
 SELECT progress FROM awa.get_job(:j1);
 SELECT count(*) FILTER (WHERE progress = '{"step": 2}') AS batch_reports FROM awa.list_jobs('report_commit');
 SELECT array_agg(n ORDER BY n) AS other_writes FROM report_commit_other;
+SELECT progress FROM awa.get_job(:j2);
 SELECT count(*) AS late_jobs FROM awa.list_jobs('report_commit') WHERE kind = 'rc_late';
 
 DROP TABLE report_commit_other;

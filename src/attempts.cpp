@@ -432,7 +432,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 		if (direct.nleft == 0)
 		{
 			awa::pop_hot_path_planner(level);
-			awa::report_writes_end();
+			awa::report_writes_end(!direct.ran_statement);
 			spi_finish();
 			PG_RETURN_INT32(static_cast<int32>(alive));
 		}
@@ -458,7 +458,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	awa::exec_plan_latest(heartbeat_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
 	alive += SPI_processed;
 	awa::pop_hot_path_planner(level);
-	awa::report_writes_end();
+	awa::report_writes_end(false);
 	spi_finish();
 	PG_RETURN_INT32(static_cast<int32>(alive));
 }

@@ -1673,15 +1673,17 @@ part_of_slot(Part *parts, int nparts, int slot)
 
 /*
  * The attempt_state rows of the open attempts (ids, leases, queues, progress of n, sorted by
- * pair) that have none yet, inserted speculatively as the upsert's INSERT would insert them
- * (a first heartbeat or report: heartbeat and update times now, the progress given); the
- * arrays are compacted to the attempts whose row exists or raced this insert, for the
- * upsert statement, and their number returned. Nothing is inserted where the statement must
- * write (direct_target_open's rules); the rows inserted are visible to the next command.
+ * pair), written as the upsert statement would write them: a first heartbeat or report
+ * inserts its row speculatively (heartbeat and update times now, the progress given), a later
+ * one locks the row and updates it in place (a NULL progress keeps the stored one). The
+ * arrays are compacted to the attempts whose row changed or raced meanwhile, for the upsert
+ * statement, and their number returned. Nothing is written where the statement must write
+ * (direct_target_open's rules); the rows written are visible to the next command.
  */
 int
-insert_first_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *queues, Datum *progress, bool *nulls)
+write_attempt_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *queues, Datum *progress, bool *nulls)
 {
+	static const bool keep_stored[6] = {false, false, false, true, false, false}; /* progress */
 	DirectTarget target;
 	TimestampTz now = GetCurrentTimestamp(); /* clock_timestamp(), as the upsert's */
 	int left = 0;
@@ -1694,7 +1696,7 @@ insert_first_states(const Pass *pass, int n, Datum *ids, Datum *leases, Datum *q
 						   queues[k]};
 		bool value_nulls[6] = {false, false, false, nulls[k], false, false};
 
-		if (direct_target_insert_unless_conflict(&target, values, value_nulls, RelationGetRelid(pass->state_index)))
+		if (direct_target_upsert(&target, values, value_nulls, keep_stored, RelationGetRelid(pass->state_index)))
 			continue;
 		ids[left] = ids[k];
 		leases[left] = leases[k];
@@ -1854,6 +1856,7 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 	out->open = nullptr;
 	out->nleft = 0;
 	out->left_ids = out->left_leases = out->left_progress = nullptr;
+	out->ran_statement = false;
 	if (!pairs_usable(ids, leases, progress) || !open_pass(&pass, queue_arc, claim_arc, false))
 		return false;
 	read_pairs(&pass, ids, leases, progress, true);
@@ -1887,12 +1890,12 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 		nalive++;
 	}
 	leftover_pairs(&pass, progress != nullptr, &out->left_ids, &out->left_leases, &out->left_progress, &out->nleft);
-	nupsert = insert_first_states(&pass, nalive, alive_ids, alive_leases, alive_queues, alive_progress, alive_nulls);
+	nupsert = write_attempt_states(&pass, nalive, alive_ids, alive_leases, alive_queues, alive_progress, alive_nulls);
 	close_pass(&pass);
 	out->alive = nalive - nupsert;
 	nalive = nupsert;
 
-	/* attempt_state rows that exist (or raced this insert): their upsert stays a statement. */
+	/* attempt_state rows that changed or raced meanwhile: their upsert is a statement. */
 	if (nalive > 0)
 	{
 		int dims[1] = {nalive};
@@ -1911,6 +1914,7 @@ direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress
 				construct_md_array(alive_progress, alive_nulls, 1, dims, lbs, JSONBOID, -1, false, TYPALIGN_INT));
 			nulls[3] = ' ';
 		}
+		out->ran_statement = true;
 		keep_generic_plan(&heartbeat_upsert_plan, kHeartbeatUpsertSql, 4, types);
 		exec_plan_latest(heartbeat_upsert_plan, values, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
 		if (SPI_processed != static_cast<uint64>(nalive))

@@ -62,8 +62,9 @@ struct DirectAttempt
 
 /*
  * What a direct heartbeat did: the open receipts that got their heartbeat (`open[0..alive)`,
- * each pair once, in (job_id, run_lease) order), and the pairs whose receipt it did not find
- * (leases, stale pairs) with their progress (NULL when none was given), for the lease statement.
+ * each pair once, in (job_id, run_lease) order), the pairs whose receipt it did not find
+ * (leases, stale pairs) with their progress (NULL when none was given), for the lease
+ * statement, and whether it ran the upsert statement (whose triggers may have written).
  */
 struct DirectHeartbeat
 {
@@ -73,6 +74,7 @@ struct DirectHeartbeat
 	ArrayType *left_leases;
 	ArrayType *left_progress;
 	int nleft;
+	bool ran_statement;
 };
 
 /*
@@ -80,8 +82,9 @@ struct DirectHeartbeat
  * (`progress`: a jsonb[] aligned with the pairs, a NULL element keeping the stored progress;
  * nullptr: none; a pair given twice takes its last value), on one copy of the latest
  * snapshot, the receipts found and tested as a completion finds and tests them but without
- * locks; an attempt's first attempt_state row is inserted directly (speculatively, as the
- * upsert's INSERT), a row that exists is updated by the upsert statement. False, having read
+ * locks; an attempt's attempt_state row is inserted (speculatively, as the upsert's INSERT)
+ * or updated in place directly, and by the upsert statement only when it changed or raced
+ * meanwhile. False, having read
  * and written nothing, as direct_complete_receipts. SPI must be connected.
  */
 bool direct_heartbeat_receipts(ArrayType *ids, ArrayType *leases, ArrayType *progress, text *queue,

@@ -34,6 +34,7 @@ extern "C"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/varbit.h"
 }
 
@@ -338,16 +339,23 @@ direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
 	insert_slot(t->rel, t->estate, t->rri, t->slot);
 }
 
-/* Insert one row unless its key conflicts in `arbiter`, as ExecInsert's speculative insertion. */
+namespace
+{
+
+/*
+ * Insert one row unless its key conflicts in `arbiter`, as ExecInsert's speculative insertion;
+ * on a conflict with a row that exists, *conflict_tid names it (invalid when the conflict was
+ * an insertion that raced this one).
+ */
 bool
-direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter)
+insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter, ItemPointer conflict_tid)
 {
 	TupleDesc desc = t->slot->tts_tupleDescriptor;
 	List *arbiters = list_make1_oid(arbiter);
-	ItemPointerData conflict_tid;
 	bool conflict = false;
 	uint32 token;
 
+	ItemPointerSetInvalid(conflict_tid);
 	/* The conflict checks need the unique indexes' operators, as ExecOpenIndices(speculative) builds them. */
 	for (int i = 0; i < t->rri->ri_NumIndices; i++)
 	{
@@ -367,8 +375,8 @@ direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const
 	ExecStoreVirtualTuple(t->slot);
 	if (t->rel->rd_att->constr != nullptr)
 		ExecConstraints(t->rri, t->slot, t->estate);
-	/* A committed or in-progress row with the key (waited for): the statement's ON CONFLICT. */
-	if (!ExecCheckIndexConstraints(t->rri, t->slot, t->estate, &conflict_tid, arbiters))
+	/* A committed or in-progress row with the key (waited for): the caller's update, or its statement. */
+	if (!ExecCheckIndexConstraints(t->rri, t->slot, t->estate, conflict_tid, arbiters))
 	{
 		list_free(arbiters);
 		ResetPerTupleExprContext(t->estate);
@@ -383,6 +391,79 @@ direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const
 	list_free(arbiters);
 	ResetPerTupleExprContext(t->estate);
 	return !conflict;
+}
+
+/*
+ * Update the row at `tid` to values[c], nulls[c] (a NULL value of a column with keep_stored[c]
+ * keeps the stored one), as ExecOnConflictUpdate does: lock the row, waiting for a writer
+ * that holds it, then update it in place (HOT when the page has room) with index entries
+ * when it moved. False, having changed nothing, when the row was updated or deleted
+ * meanwhile (the caller's statement takes it then).
+ */
+bool
+update_conflicting(DirectTarget *t, ItemPointer tid, const Datum *values, const bool *nulls, const bool *keep_stored)
+{
+	TupleDesc desc = t->slot->tts_tupleDescriptor;
+	TupleTableSlot *existing = table_slot_create(t->rel, &t->estate->es_tupleTable);
+	Snapshot snapshot = GetLatestSnapshot();
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool update_indexes;
+	TM_Result result;
+
+	result = table_tuple_lock(t->rel, tid, snapshot, existing, t->estate->es_output_cid, LockTupleExclusive,
+							  LockWaitBlock, 0, &tmfd);
+	if (result != TM_Ok)
+	{
+		ExecClearTuple(existing);
+		return false;
+	}
+	slot_getallattrs(existing);
+	ExecClearTuple(t->slot);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		int c = t->column_of[a];
+		bool keep = c >= 0 && nulls[c] && keep_stored[c];
+
+		t->slot->tts_values[a] = keep ? existing->tts_values[a] : c < 0 ? (Datum)0 : values[c];
+		t->slot->tts_isnull[a] = keep ? existing->tts_isnull[a] : c < 0 || nulls[c];
+	}
+	ExecStoreVirtualTuple(t->slot);
+	if (t->rel->rd_att->constr != nullptr)
+		ExecConstraints(t->rri, t->slot, t->estate);
+	/* The row is locked by this transaction: no other writer can have changed it since. */
+	result = table_tuple_update(t->rel, tid, t->slot, t->estate->es_output_cid, snapshot, InvalidSnapshot, true, &tmfd,
+								&lockmode, &update_indexes);
+	if (result != TM_Ok)
+		elog(ERROR, "awa_shard: a locked row of %s could not be updated (%d)", RelationGetRelationName(t->rel),
+			 static_cast<int>(result));
+	if (update_indexes && t->rri->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(t->rri, t->slot, t->estate, true, false, nullptr, NIL));
+	ExecClearTuple(existing);
+	ResetPerTupleExprContext(t->estate);
+	return true;
+}
+
+} // namespace
+
+/* Insert one row unless its key conflicts in `arbiter`, as ExecInsert's speculative insertion. */
+bool
+direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter)
+{
+	ItemPointerData conflict_tid;
+
+	return insert_unless_conflict(t, values, nulls, arbiter, &conflict_tid);
+}
+
+/* Insert one row, or update the row its key conflicts with, as INSERT .. ON CONFLICT DO UPDATE. */
+bool
+direct_target_upsert(DirectTarget *t, const Datum *values, const bool *nulls, const bool *keep_stored, Oid arbiter)
+{
+	ItemPointerData conflict_tid;
+
+	if (insert_unless_conflict(t, values, nulls, arbiter, &conflict_tid))
+		return true;
+	return ItemPointerIsValid(&conflict_tid) && update_conflicting(t, &conflict_tid, values, nulls, keep_stored);
 }
 
 /* Close an open target (its locks stay to the end of the transaction). */

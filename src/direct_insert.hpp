@@ -76,6 +76,16 @@ void direct_target_insert(DirectTarget *t, const Datum *values, const bool *null
  */
 bool direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter);
 
+/*
+ * Insert one row, or, when a row with its key in the unique index `arbiter` exists, update
+ * that row to the values given (a NULL value of a column with keep_stored[c] keeps the stored
+ * one), as INSERT .. ON CONFLICT DO UPDATE does: the existing row is locked first, waiting for
+ * a writer that holds it. False, having written nothing, when the row changed meanwhile or an
+ * insertion of the key raced this one: the caller's ON CONFLICT statement takes the row.
+ */
+bool direct_target_upsert(DirectTarget *t, const Datum *values, const bool *nulls, const bool *keep_stored,
+						  Oid arbiter);
+
 /* Close a target opened by direct_target_open (the locks stay to the end of the transaction). */
 void direct_target_close(DirectTarget *t);
 

@@ -10,11 +10,12 @@
  * argument before anything is written and answer on the latest committed state, whatever the
  * caller's isolation level, as awa.heartbeat_jobs (attempts.cpp) does, and by the same path:
  * in receipts mode (the default) the receipts are found and tested through the direct access
- * routines (direct_complete.cpp, no planned statement), an attempt's first attempt_state row
- * is inserted there too and a small upsert statement refreshes the rows that exist; where the direct path steps aside
- * (Citus, a read-only transaction, a trigger, rule or row security, a missing privilege) the receipts statement below
- * does it. The leases statement runs only for the pairs without a receipt. Each input position comes back true when its
- * attempt was open.
+ * routines (direct_complete.cpp, no planned statement), and the attempt_state rows are
+ * inserted or updated there too (a small upsert statement takes a row that changed under
+ * it); where the direct path steps aside (Citus, a read-only transaction, a trigger, rule or
+ * row security, a missing privilege) the receipts statement below does it. The leases
+ * statement runs only for the pairs without a receipt. Each input position comes back true
+ * when its attempt was open.
  */
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
@@ -218,6 +219,7 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 	int lease_arc[4];
 	int level;
 	awa::DirectHeartbeat direct;
+	bool direct_only = false;
 
 	for (int k = 0; k < n; k++)
 	{
@@ -237,6 +239,7 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 									   DatumGetArrayTypeP(progress), q ? DatumGetTextPP(queue) : nullptr, queue_arc,
 									   claim_arc, &direct))
 	{
+		direct_only = !direct.ran_statement && direct.nleft == 0;
 		for (uint64 k = 0; k < direct.alive; k++)
 			found[n_found++] = {direct.open[k].job_id, direct.open[k].run_lease};
 		/* Only the pairs without a receipt (leases, stale pairs), and none on the common path. */
@@ -271,7 +274,7 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 								  &n_found);
 	}
 	awa::pop_hot_path_planner(level);
-	awa::report_writes_end();
+	awa::report_writes_end(direct_only);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
 

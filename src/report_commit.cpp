@@ -9,8 +9,10 @@
  * batch of 10 about a tenth of its jobs per second (docs/benchmarks.md). The test rests on
  * what PostgreSQL tracks per transaction: its id must have been taken by a report (a data
  * write takes it, so nothing was written before), and its WAL (XactLastRecEnd) must not have
- * grown between or after the reports. Any other write in the transaction (an enqueue, a
- * completion, the caller's own tables) keeps the commit as synchronous_commit says; so does
+ * grown between or after the reports; and each report must have written through the direct
+ * access routines alone (a statement may fire a trigger, which may write anything). Any other
+ * write in the transaction (an enqueue, a completion, the caller's own tables) keeps the
+ * commit as synchronous_commit says; so do leases mode (its reports are statements) and
  * awa_shard.async_reports = off.
  */
 #include "pg_boundary.hpp"
@@ -69,10 +71,15 @@ report_writes_begin()
 		other_writes = true;
 }
 
-/* After a report has written: whether it took the transaction's id, and where its WAL ends. */
+/*
+ * After a report has written: whether it took the transaction's id, and where its WAL ends. A
+ * report that ran a statement counts as another writer (a trigger may have written anything).
+ */
 void
-report_writes_end()
+report_writes_end(bool direct_only)
 {
+	if (!direct_only)
+		other_writes = true;
 	if (!had_xid && TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		xid_from_report = true;
 	report_end = XactLastRecEnd;
@@ -86,9 +93,9 @@ report_commit_at_pre_commit()
 		return;
 	if (synchronous_commit <= SYNCHRONOUS_COMMIT_OFF)
 		return;
+	(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 	ereport(DEBUG1, (errmsg_internal("awa_shard: only reports wrote this transaction; it commits without waiting "
 									 "for its WAL flush")));
-	(void)set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
 /* At the end of any transaction: forget its reports. */
