@@ -2062,27 +2062,13 @@ REVOKE ALL ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) FROM P
 GRANT EXECUTE ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) TO awa_admin;
 COMMENT ON FUNCTION awa.age_waiting_priorities(interval, bigint, text) IS 'Move waiting jobs older than p_older_than one priority up, in lane order. Role: awa_admin.';
 
--- Record heartbeats (and optional progress) of open attempts; returns how many are alive.
+-- Record heartbeats of open attempts; returns how many are alive (C, src/attempts.cpp).
 DROP FUNCTION awa.heartbeat_jobs(bigint[], bigint[]);
 CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_queue text DEFAULT NULL)
     RETURNS integer
-    LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
-AS $$
-BEGIN
-    PERFORM awa._require(p_job_ids IS NULL OR p_run_leases IS NULL, 'p_job_ids and p_run_leases');
-    PERFORM awa._check_arg(coalesce(array_ndims(p_job_ids), 1) <= 1 AND coalesce(array_ndims(p_run_leases), 1) <= 1,
-                           'p_job_ids and p_run_leases must be one-dimensional arrays');
-    PERFORM awa._check_arg(cardinality(p_job_ids) = cardinality(p_run_leases),
-                           'p_job_ids and p_run_leases must have the same number of elements');
-    IF array_position(p_job_ids, NULL) IS NOT NULL OR array_position(p_run_leases, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'p_job_ids and p_run_leases must not contain nulls' USING ERRCODE = '22004';
-    END IF;
-    -- Open attempts are found on the latest committed state, whatever this transaction's
-    -- isolation level, in the live slots of the claim and lease rings only.
-    RETURN awa._heartbeat_open_attempts(p_job_ids, p_run_leases, NULL, p_queue);
-END
-$$;
+    AS 'MODULE_PATHNAME', 'awa_heartbeat_jobs'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
@@ -3702,18 +3688,6 @@ CREATE FUNCTION awa._take_open_attempt(p_job_id bigint, p_outcome text, p_queue 
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._take_open_attempt(bigint, text, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._take_open_attempt(bigint, text, text) IS 'Internal: take whatever attempt of a job is open.';
-
--- Record a heartbeat of every open attempt among the pairs, and their progress when
--- p_progress is not NULL; how many were open (C, latest committed state). awa.heartbeat_jobs
--- checks the arguments first.
-CREATE FUNCTION awa._heartbeat_open_attempts(p_job_ids bigint[], p_run_leases bigint[], p_progress jsonb DEFAULT NULL,
-                                             p_queue text DEFAULT NULL)
-    RETURNS integer
-    AS 'MODULE_PATHNAME', 'awa_heartbeat_open_attempts'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._heartbeat_open_attempts(bigint[], bigint[], jsonb, text) IS 'Internal: record a heartbeat (and progress) of the open attempts among the pairs (latest committed state).';
 
 -- Take (p_hold) or release a job's unique claim on the latest committed state, whatever the
 -- caller's isolation level: a release must see a claim row committed after the caller's

@@ -2,8 +2,7 @@
  * attempts.cpp — one running attempt at a time, on the latest committed state: take it out
  * of the running set for a per-job exit (awa._take_attempt, awa._take_open_attempt,
  * awa._take_attempt_unless_busy: the arbiter of fail, retry, snooze, dead-letter, cancel
- * and both rescues) and record the
- * heartbeats of open attempts (awa._heartbeat_open_attempts).
+ * and both rescues) and record the heartbeats of open attempts (awa.heartbeat_jobs).
  *
  * A receipt is taken by locking its claim batch (found through the job's ready row), then, in
  * a statement whose snapshot sees what an earlier holder of the lock committed, appending its
@@ -16,8 +15,8 @@
  * running until a rescue. A per-job statement probes every partition of a ring by index:
  * reading the ring's live arc first, to prune the others, cost more than the probes (about a
  * fifth of a take). The heartbeat finds and tests the receipts of a whole batch through the
- * direct access routines (direct_complete.cpp) on the live slots only, then upserts their
- * attempt_state rows in one statement; its statements remain for leases, stale pairs and Citus.
+ * direct access routines (direct_complete.cpp) on the live slots only, and writes their
+ * attempt_state rows there too; its statements remain for leases, stale pairs and Citus.
  */
 #include "citus.hpp"
 #include "pg_boundary.hpp"
@@ -26,6 +25,7 @@
 #include "report_commit.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -300,18 +300,6 @@ spi_finish()
 		elog(ERROR, "awa_shard: SPI_finish failed");
 }
 
-/* One progress value for every pair of `ids`: the jsonb[] the direct heartbeat takes. */
-ArrayType *
-progress_for_each(ArrayType *ids, Datum progress)
-{
-	int n = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
-	Datum *copies = static_cast<Datum *>(palloc(sizeof(Datum) * (n + 1)));
-
-	for (int k = 0; k < n; k++)
-		copies[k] = progress;
-	return construct_array(copies, n, JSONBOID, -1, false, TYPALIGN_INT);
-}
-
 } // namespace
 
 /*
@@ -382,12 +370,12 @@ AWA_SQL_FUNCTION(awa_take_open_attempt)
 }
 
 /*
- * awa._heartbeat_open_attempts(job_ids[], run_leases[], progress[, queue]) -> integer: record
- * a heartbeat of every open attempt among the pairs (checked by awa.heartbeat_jobs and
- * awa.set_progress), and the progress when it is not NULL; how many were open. With a queue,
- * only attempts of that queue are open, and every statement carries it.
+ * awa.heartbeat_jobs(job_ids[], run_leases[][, queue]) -> integer: record a heartbeat of every
+ * open attempt among the pairs; how many were open. The arrays: not NULL (22004), one
+ * dimension and equally long (22023), no NULL element (22004), all checked before anything is
+ * written. With a queue, only attempts of that queue are open, and every statement carries it.
  */
-AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
+AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 {
 	static const Oid types[12] = {INT8ARRAYOID, INT8ARRAYOID, INT4OID, INT4OID, INT4OID,  INT4OID,
 								  INT4OID,		INT4OID,	  INT4OID, INT4OID, JSONBOID, TEXTOID};
@@ -395,9 +383,10 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 									   INT4OID,		 INT4OID,	   JSONBOID, TEXTOID};
 	Datum args[12];
 	char nulls[12];
-	bool no_progress = PG_NARGS() < 3 || PG_ARGISNULL(2);
-	Datum queue = queue_arg(fcinfo, 3);
+	Datum queue = queue_arg(fcinfo, 2);
 	int q = queue != (Datum)0 ? 1 : 0;
+	ArrayType *ids;
+	ArrayType *leases;
 	uint64 alive;
 	int level;
 	int queue_arc[4];
@@ -405,13 +394,23 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	int lease_arc[4];
 	awa::DirectHeartbeat direct;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		PG_RETURN_INT32(0);
+	awa::require_not_null(PG_ARGISNULL(0) || PG_ARGISNULL(1), "p_job_ids and p_run_leases");
+	ids = PG_GETARG_ARRAYTYPE_P(0);
+	leases = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(ids) > 1 || ARR_NDIM(leases) > 1)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("p_job_ids and p_run_leases must be one-dimensional arrays")));
+	if (ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) != ArrayGetNItems(ARR_NDIM(leases), ARR_DIMS(leases)))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("p_job_ids and p_run_leases must have the same number of elements")));
+	if (array_contains_nulls(ids) || array_contains_nulls(leases))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("p_job_ids and p_run_leases must not contain nulls")));
 	memset(nulls, ' ', sizeof(nulls));
-	args[0] = PG_GETARG_DATUM(0);
-	args[1] = PG_GETARG_DATUM(1);
-	args[10] = no_progress ? (Datum)0 : PG_GETARG_DATUM(2);
-	nulls[10] = no_progress ? 'n' : ' ';
+	args[0] = PointerGetDatum(ids);
+	args[1] = PointerGetDatum(leases);
+	args[10] = (Datum)0; /* the statements' progress: none */
+	nulls[10] = 'n';
 	args[11] = queue;
 	nulls[11] = q ? ' ' : 'n';
 	spi_connect();
@@ -424,9 +423,8 @@ AWA_SQL_FUNCTION(awa_heartbeat_open_attempts)
 	 * Receipts through the direct access routines (direct_complete.cpp); the lease statement
 	 * then takes only the pairs without a receipt, and none on the common path.
 	 */
-	if (awa::direct_heartbeat_receipts(PG_GETARG_ARRAYTYPE_P(0), PG_GETARG_ARRAYTYPE_P(1),
-									   no_progress ? nullptr : progress_for_each(PG_GETARG_ARRAYTYPE_P(0), args[10]),
-									   q ? DatumGetTextPP(queue) : nullptr, queue_arc, claim_arc, &direct))
+	if (awa::direct_heartbeat_receipts(ids, leases, nullptr, q ? DatumGetTextPP(queue) : nullptr, queue_arc, claim_arc,
+									   &direct))
 	{
 		alive = direct.alive;
 		if (direct.nleft == 0)
