@@ -107,8 +107,12 @@ restore_check() {
     "$(q "$db" -c "DO \$\$ BEGIN PERFORM awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
                               RAISE EXCEPTION 'duplicate accepted'; EXCEPTION WHEN unique_violation THEN NULL; END \$\$;
                    SELECT 'held'")" "held"
+  # The schedule's tick made due (an hour ago) after a downtime (its previous job a day old):
+  # the latest tick that has come is enqueued, once. With its previous job seconds old (the
+  # source's), every due tick would be, and a real tick of the last hour (01:30 UTC) made two.
   check "$how: a restored schedule enqueues its due tick once" \
-    "$(q "$db" -c "UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 hour' WHERE name = 'b_nightly'" \
+    "$(q "$db" -c "UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 hour', last_enqueued_at = now() - interval '1 day'
+                   WHERE name = 'b_nightly'" \
               -c "SELECT awa.run_schedules()" -c "SELECT awa.run_schedules()" \
               -c "SELECT count(*) FROM awa.jobs WHERE queue = 'b_sched'" | tr '\n' ' ')" "1 0 2 "
   check "$how: the paused schedule stays paused" \
