@@ -8,21 +8,25 @@
 #     reached; needs the preload), each 20000 jobs over 1000 keys on one lane; one client
 #     claims 10 and completes them per transaction; reports the claim statement's median
 #     latency (pgbench -r) over ROUNDS rounds and the ratios.
-#  2. unaffected keys while one key is at its cap: hol_none (S = 4, 20000 'cold' jobs over 200
-#     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_cap (the
-#     same plus 2000 'hot' jobs on their own shard queued first, per-key limit 10, 10 'hot'
-#     attempts left running, so every claim meets the capped lane first and passes it over;
-#     the cold keys never reach 10); 2 clients each run TXS transactions that claim 10 and
-#     complete them; reports completed jobs/s (median of ROUNDS) and the ratio.
+#  2. unaffected keys while one key is at its cap: hol_none (S = 4, COLD 'cold' jobs over 200
+#     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_room (the
+#     same jobs, per-key limit 10, no key at its cap) vs hol_cap (the same plus 2000 'hot'
+#     jobs on their own shard queued first, per-key limit 10, 10 'hot' attempts left running,
+#     so every claim meets the capped lane first and passes it over; the cold keys never
+#     reach 10); 2 clients each run TXS transactions that claim 10 and complete them; reports
+#     completed jobs/s (median of ROUNDS) and the ratios: hol_cap against hol_none (what the
+#     limit and the capped key cost together) and against hol_room (what the capped key
+#     costs).
 # Usage: PGBIN=/usr/lib/postgresql/15/bin bench/per_key_limit.sh
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-ROUNDS=${ROUNDS:-5}; TXS=${TXS:-150}; CLAIMS=${CLAIMS:-300}
+ROUNDS=${ROUNDS:-5}; TXS=${TXS:-500}; CLAIMS=${CLAIMS:-300}
+COLD=$(( (ROUNDS * 2 * TXS * 10 + 19999) / 20000 * 20000 + 20000 ))  # cold jobs per queue: never run out
 db=pk_bench
 psql() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 quiet() { psql "$@" >/dev/null; }
-quiet -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-quiet -d $db <<'SQL'
+quiet -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
+quiet -d $db -v cold=$COLD <<'SQL'
 CREATE EXTENSION awa_shard;
 SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
@@ -30,7 +34,7 @@ SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
   FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT awa.set_concurrency_limit('pk_key', 1000, p_per_key => true);
 SELECT awa.set_rate_limit('pk_rate', 1e9, 1000000, p_per_key => true);
-SELECT awa.create_queue(q, 4) FROM unnest(ARRAY['hol_none', 'hol_cap']) q;
+SELECT awa.create_queue(q, 4) FROM unnest(ARRAY['hol_none', 'hol_room', 'hol_cap']) q;
 CREATE TABLE cold_keys AS
   SELECT k FROM (SELECT 'c' || i AS k FROM generate_series(1, 2000) i) c
    WHERE awa.shard_for_enqueue('hol_cap', 2, convert_to(k, 'UTF8')) <> awa.shard_for_enqueue('hol_cap', 2, 'hot'::bytea)
@@ -38,27 +42,27 @@ CREATE TABLE cold_keys AS
 SELECT cardinality(awa.insert_jobs('hol_cap', ARRAY['k'], p_ordering_keys => array_fill('hot'::bytea, ARRAY[2000]),
                                    p_concurrency_keys => array_fill('hot'::text, ARRAY[2000])));
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_ordering_keys => x.ok, p_concurrency_keys => x.ck))
-  FROM unnest(ARRAY['hol_none', 'hol_cap']) q,
+  FROM unnest(ARRAY['hol_none', 'hol_room', 'hol_cap']) q, generate_series(1, :cold / 20000) g,
        (SELECT array_agg(convert_to(k, 'UTF8') ORDER BY o) AS ok, array_agg(k ORDER BY o) AS ck
           FROM (SELECT k, random() AS o FROM cold_keys, generate_series(1, 100)) y) x;
-SELECT awa.set_concurrency_limit('hol_cap', 10, p_per_key => true);
+SELECT awa.set_concurrency_limit(q, 10, p_per_key => true) FROM unnest(ARRAY['hol_room', 'hol_cap']) q;
 SELECT count(*) AS hot_running FROM awa.claim_ready_runtime('hol_cap', 10);
 SQL
 w=$(mktemp -d); trap 'rm -rf $w' EXIT
-for q in pk_none pk_key pk_rate hol_none hol_cap; do
+for q in pk_none pk_key pk_rate hol_none hol_room hol_cap; do
   cat > $w/$q.sql <<S
 SELECT coalesce(quote_literal(array_agg(job_id)), '''{}''') AS ids, coalesce(quote_literal(array_agg(run_lease)), '''{}''') AS leases FROM awa.claim_ready_runtime('$q', 10) \gset
 SELECT count(*) FROM awa.complete_jobs(:ids::bigint[], :leases::bigint[]);
 S
 done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS"
+echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS, $TXS transactions per client per round, $COLD cold jobs per queue"
 for r in $(seq 1 $ROUNDS); do
   for q in pk_none pk_key pk_rate; do
     "$PGBIN/pgbench" -n -r -c 1 -t $CLAIMS -f $w/$q.sql $db 2>/dev/null \
       | awk '/quote_literal/ {print $1}' >> $w/$q.lat
   done
-  for q in hol_none hol_cap; do
+  for q in hol_none hol_room hol_cap; do
     before=$(psql -d $db -Atc "SELECT count(*) FROM awa.jobs WHERE queue = '$q' AND state = 'completed'")
     start=$(date +%s.%N)
     "$PGBIN/pgbench" -n -c 2 -j 2 -t $TXS -f $w/$q.sql $db >/dev/null 2>&1
@@ -71,7 +75,8 @@ a=$(median < $w/pk_none.lat); b=$(median < $w/pk_key.lat); e=$(median < $w/pk_ra
 echo "claim of 10, ms (median of rounds): no limit $a, per-key limit $b, ratio $(echo "scale=3; $b / $a" | bc)"
 echo "  per-key rate limit $e, ratio $(echo "scale=3; $e / $a" | bc)"
 echo "  rounds: none $(tr '\n' ' ' < $w/pk_none.lat)| per-key $(tr '\n' ' ' < $w/pk_key.lat)| per-key rate $(tr '\n' ' ' < $w/pk_rate.lat)"
-c=$(median < $w/hol_none.tps); d=$(median < $w/hol_cap.tps)
-echo "unaffected keys, jobs/s (median): no cap $c, one key at its cap $d, ratio $(echo "scale=3; $d / $c" | bc)"
-echo "  rounds: none $(tr '\n' ' ' < $w/hol_none.tps)| capped $(tr '\n' ' ' < $w/hol_cap.tps)"
+c=$(median < $w/hol_none.tps); d=$(median < $w/hol_cap.tps); f=$(median < $w/hol_room.tps)
+echo "unaffected keys, jobs/s (median): no limit $c, limit with no key at its cap $f, one key at its cap $d"
+echo "  ratios: capped / no limit $(echo "scale=3; $d / $c" | bc), capped / no key at its cap $(echo "scale=3; $d / $f" | bc)"
+echo "  rounds: none $(tr '\n' ' ' < $w/hol_none.tps)| room $(tr '\n' ' ' < $w/hol_room.tps)| capped $(tr '\n' ' ' < $w/hol_cap.tps)"
 psql -d $db -Atc "SELECT 'hot running: ' || count(*) FROM awa.jobs WHERE queue = 'hol_cap' AND concurrency_key = 'hot' AND state = 'running'"

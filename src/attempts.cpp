@@ -21,6 +21,7 @@
 #include "citus.hpp"
 #include "pg_boundary.hpp"
 #include "direct_complete.hpp"
+#include "key_caps.hpp"
 #include "receipt_sql.hpp"
 #include "report_commit.hpp"
 #include "ring.hpp"
@@ -248,6 +249,7 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool un
 		const char forget_nulls[4] = {' ', ' ', ' ', ' '};
 
 		*taken = SPI_datumTransfer(*taken, false, -1);
+		awa::note_attempt_ended(DatumGetInt64(job_id)); /* claims that passed its key over count again */
 		args[3] = GetAttributeByName(DatumGetHeapTupleHeader(*taken), "queue", &isnull);
 		awa::exec_plan_latest(forget_heartbeat_plan, args, forget_nulls, false, 0, SPI_OK_DELETE, "heartbeat removal");
 	}

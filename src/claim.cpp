@@ -33,6 +33,7 @@
 #include "compat_1_0.hpp"
 #include "direct_drain.hpp"
 #include "flow_control.hpp"
+#include "key_caps.hpp"
 #include "head_wait.hpp"
 #include "lane_lock.hpp"
 #include "limits.hpp"
@@ -757,14 +758,17 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		if (limits.key_concurrency || limits.key_rate)
 		{
 			int64 seen = 0;
+			/* A lane this backend passed over at its head key's cap, and nothing has ended since (key_caps.cpp). */
+			bool capped = limits.key_concurrency && awa::lane_still_capped(queue, priority, shard, claim_seq, bound,
+																		   slot_ranges, limits.key_concurrency_limit);
 
-			if (limits.key_concurrency)
+			if (!capped && limits.key_concurrency)
 				lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch,
 												  limits.key_concurrency_limit, &seen);
-			if (limits.key_rate && lane_batch > 0)
+			if (!capped && limits.key_rate && lane_batch > 0)
 				lane_batch = awa::key_rate_room(queue, priority, shard, claim_seq, bound, slot_ranges, lane_batch,
 												limits, &seen, &key_tokens);
-			if (seen > 0 && lane_batch == 0)
+			if (capped || (seen > 0 && lane_batch == 0))
 			{
 				/* The lane begins with a job whose key is at its cap, busy or out of tokens: try the other lanes. */
 				passed_lanes.priority[passed_lanes.n] = priority;

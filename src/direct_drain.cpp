@@ -774,7 +774,7 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 
 /* The concurrency keys of a lane's window (see the header). */
 bool
-lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n)
+lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq)
 {
 	Relation ready;
 	Snapshot snapshot;
@@ -783,6 +783,7 @@ lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***key
 	bool readable;
 
 	*n = 0;
+	*first_seq = -1;
 	if (limit < 1 || limit > INT_MAX / 2)
 		return false;
 	ready = open_ready_for_read();
@@ -797,6 +798,8 @@ lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***key
 	*keys = static_cast<text **>(palloc(sizeof(text *) * (n_rows > 0 ? n_rows : 1)));
 	for (int i = 0; i < n_rows; i++)
 		(*keys)[i] = rows[i].null[R_CONCURRENCY_KEY] ? nullptr : DatumGetTextPP(rows[i].value[R_CONCURRENCY_KEY]);
+	if (n_rows > 0)
+		*first_seq = DatumGetInt64(rows[0].value[R_LANE_SEQ]);
 	*n = n_rows;
 	return true;
 }

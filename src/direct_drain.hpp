@@ -95,10 +95,11 @@ bool drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc res
 /*
  * The concurrency keys of a lane's window as the drain reads it: its first `limit` visible
  * rows in [from, bound) of the live ready slots, in lane order, on a copy of the latest
- * snapshot; (*keys)[i] is row i's key, nullptr for a keyless row (a palloc'd array of *n).
- * False, having read nothing, when a statement must read instead (as lane_first_row).
+ * snapshot; (*keys)[i] is row i's key, nullptr for a keyless row (a palloc'd array of *n);
+ * *first_seq: the first row's lane_seq (-1: none). False, having read nothing, when a
+ * statement must read instead (as lane_first_row).
  */
-bool lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n);
+bool lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq);
 
 /*
  * The first visible row of a lane in [from, bound) of the live ready slots (arc: two ranges

@@ -129,7 +129,8 @@ delete_entry(Relation rel, ItemPointer tid, Snapshot snapshot)
 
 /* Count the keys' running attempts directly (see the file comment). */
 bool
-count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts)
+count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts,
+						  CapWitness *first_key)
 {
 	int claim_arc[4];
 	Relation rel;
@@ -231,10 +232,20 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 		return false;
 	}
 
-	/* 3. The open ones counted, the ended ones deleted. */
+	/* 3. The open ones counted (the first key's named), the ended ones deleted. */
+	first_key->n = 0;
+	first_key->complete = true;
 	for (int i = 0; i < nentries; i++)
 		if (open[i])
+		{
 			counts[entries[i].key]++;
+			if (entries[i].key != 0)
+				continue;
+			if (first_key->n == kMaxCapWitnesses)
+				first_key->complete = false;
+			else
+				first_key->job_id[first_key->n++] = attempts[i].job_id;
+		}
 		else
 			delete_entry(rel, &entries[i].tid, snapshot);
 	UnregisterSnapshot(snapshot);

@@ -12,6 +12,8 @@ extern "C"
 #include "postgres.h"
 }
 
+#include "key_caps.hpp"
+
 namespace awa
 {
 
@@ -22,8 +24,10 @@ namespace awa
  * (flow_control.cpp) counts them, removing the entries found ended. The caller holds the
  * keys' locks. False, having read and written nothing, when the statement must count
  * instead: Citus, a read-only transaction, missing privileges, a trigger, rule or row
- * security, an unknown key, or an entry of a lease (leases mode). SPI must be connected.
+ * security, an unknown key, or an entry of a lease (leases mode). keys[0]'s running attempts
+ * are named in *first_key (key_caps.hpp). SPI must be connected.
  */
-bool count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts);
+bool count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts,
+							   CapWitness *first_key);
 
 } // namespace awa

@@ -15,6 +15,7 @@
 #include "direct_insert.hpp"
 #include "direct_key_count.hpp"
 #include "flow_control.hpp"
+#include "key_caps.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
@@ -342,10 +343,11 @@ concurrency_room(text *queue, int limit)
 /*
  * The running attempts of each of n keys of the queue into counts[], with the queue ring's
  * live arc the claim read (queue_arc: the drain's) and the claim and lease rings' read now:
- * by direct index probes (direct_key_count.cpp) or, where they step aside, by kKeyCountSql.
+ * by direct index probes (direct_key_count.cpp), which name keys[0]'s running attempts in
+ * *first_key, or, where they step aside, by kKeyCountSql.
  */
 static void
-count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts)
+count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts, CapWitness *first_key)
 {
 	static const Oid types[14] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
 								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
@@ -355,7 +357,9 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 	int lease_arc[4];
 	bool isnull;
 
-	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts))
+	first_key->n = 0;
+	first_key->complete = false; /* the statement counts without naming */
+	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts, first_key))
 		return;
 	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
@@ -410,11 +414,11 @@ same_key(text *a, text *b)
 /*
  * The keys of the window a claim drains (kWindowSql's rows), by the direct lane read
  * (direct_drain.cpp) or, where it steps aside, by the statement: (*keys)[i] is row i's key,
- * nullptr when it has none.
+ * nullptr when it has none; *first_seq: the first row's lane_seq (-1: none, or not read).
  */
 static int64
 window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-			int64 max_batch, text ***keys)
+			int64 max_batch, text ***keys, int64 *first_seq)
 {
 	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
 								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
@@ -425,8 +429,9 @@ window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bou
 	LaneRange lane = {queue, priority, shard, claim_seq, bound};
 	int64 rows;
 
-	if (lane_window_keys(lane, slot_ranges, max_batch, keys, &rows))
+	if (lane_window_keys(lane, slot_ranges, max_batch, keys, &rows, first_seq))
 		return rows;
+	*first_seq = -1;
 	keep_plan(&window_plan, kWindowSql, 10, types);
 	exec_plan_latest(window_plan, values, nullptr, true, 0, SPI_OK_SELECT, "per-key window");
 	rows = static_cast<int64>(SPI_processed);
@@ -450,10 +455,14 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	int64 counts[kMaxKeysPerClaim];
 	int nkeys = 0;
 	int64 rows;
+	int64 first_seq;
+	int64 room;
 	int *row_key;
 	text **window;
+	std::uint64_t exit_seq;
+	CapWitness *first_key;
 
-	rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window);
+	rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq);
 	*seen = rows;
 	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
 	/*
@@ -486,9 +495,18 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	}
 	if (nkeys == 0)
 		return rows;
-	/* Under the keys' locks: every claim that held one before has ended, so its attempts count. */
-	count_key_attempts(queue, keys, nkeys, slot_ranges, counts);
-	return window_room(row_key, rows, counts, nkeys, limit);
+	/*
+	 * Under the keys' locks: every claim that held one before has ended, so its attempts
+	 * count. The exit sequence is read before the count's snapshot (key_caps.cpp).
+	 */
+	exit_seq = attempt_exit_seq();
+	first_key = static_cast<CapWitness *>(palloc(sizeof(CapWitness)));
+	count_key_attempts(queue, keys, nkeys, slot_ranges, counts, first_key);
+	room = window_room(row_key, rows, counts, nkeys, limit);
+	/* The lane begins with a job whose key is at its cap: later claims may pass it over without counting. */
+	if (room == 0 && row_key[0] == 0 && counts[0] >= limit)
+		remember_capped_lane(queue, priority, shard, claim_seq, first_seq, limit, exit_seq, *first_key);
+	return room;
 }
 
 /* Rows of a locked lane's window a claim may take under a per-key rate limit (flow_control.hpp). */
@@ -497,7 +515,8 @@ key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 b
 			  int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken)
 {
 	text **window;
-	int64 rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window);
+	int64 first_seq;
+	int64 rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq);
 
 	*seen = rows;
 	rows = rate_take_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), window, rows, limits.key_per_second,

@@ -15,6 +15,7 @@
 #include "job_wait.hpp"
 #include "citus.hpp"
 #include "counted_wait.hpp"
+#include "key_caps.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
@@ -258,12 +259,16 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 
 /*
  * awa._job_finished(job_id): the PL/pgSQL exits record a job they finished (NULL: jobs they
- * do not name, as purge and drop remove), so its waiters wake at this transaction's commit.
+ * do not name, as purge and drop remove, and with them their attempts: key_caps.cpp), so
+ * its waiters wake at this transaction's commit.
  */
 AWA_SQL_FUNCTION(awa_job_finished)
 {
 	if (PG_ARGISNULL(0))
+	{
 		awa::note_jobs_finished_all();
+		awa::note_attempts_ended_all(); /* their running attempts went with them */
+	}
 	else
 		awa::note_job_finished(PG_GETARG_INT64(0));
 	PG_RETURN_VOID();

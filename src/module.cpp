@@ -9,6 +9,7 @@
 #include "enqueue.hpp"
 #include "head_wait.hpp"
 #include "job_wait.hpp"
+#include "key_caps.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
@@ -97,6 +98,7 @@ request_shmem()
 	module_shmem_request();
 	wakeup_shmem_request();
 	job_wait_shmem_request();
+	key_caps_shmem_request();
 	launcher_shmem_request();
 	stats_shmem_request();
 	registry_shmem_request();
@@ -114,6 +116,7 @@ startup_shmem()
 	module_shmem_startup();
 	wakeup_shmem_startup();
 	job_wait_shmem_startup();
+	key_caps_shmem_startup();
 	launcher_shmem_startup();
 	stats_shmem_startup();
 	registry_shmem_startup();
@@ -140,8 +143,9 @@ end_ring_change()
 }
 
 /*
- * Transaction end: move the cache epoch and deliver wake-ups, of workers (wakeup.cpp) and of
- * callers waiting for a job (job_wait.cpp) (must not raise at commit).
+ * Transaction end: move the cache epoch, deliver wake-ups, of workers (wakeup.cpp) and of
+ * callers waiting for a job (job_wait.cpp), and stamp the attempts that ended (key_caps.cpp)
+ * (must not raise at commit).
  * PREPARE ends the session's transaction too: its write slots, held while their locks
  * were this session's, now belong to the prepared transaction, which another session may
  * commit before the ring is pruned; the next transaction must read and fence afresh. A
@@ -157,6 +161,7 @@ on_xact_event(XactEvent event, void *arg)
 		report_commit_at_pre_commit();
 		break;
 	case XACT_EVENT_PRE_PREPARE:
+		key_caps_at_pre_prepare();
 		if (queue_meta_changed_in_xact && shared != nullptr)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that changed awa.queue_meta"),
@@ -177,6 +182,7 @@ on_xact_event(XactEvent event, void *arg)
 		end_ring_change();
 		wakeup_at_prepare();
 		job_wait_at_xact_end(false);
+		key_caps_at_prepare();
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -190,6 +196,7 @@ on_xact_event(XactEvent event, void *arg)
 		end_ring_change();
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
+		key_caps_at_xact_end(true);
 		rate_limit_at_xact_end(true);
 		report_commit_at_xact_end();
 		break;
@@ -200,6 +207,7 @@ on_xact_event(XactEvent event, void *arg)
 		end_ring_change();
 		wakeup_at_xact_end(false);
 		job_wait_at_xact_end(false);
+		key_caps_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -324,5 +332,6 @@ _PG_init(void)
 	awa::init_registry_hooks();
 	awa::init_wakeup_hooks();
 	awa::init_rate_limit_hooks();
+	awa::init_key_caps_hooks();
 	awa::init_enqueue_cache();
 }

@@ -1,0 +1,426 @@
+/*
+ * key_caps.cpp — what lets a claim pass over a lane whose head key is at its per-key cap
+ * without locking and counting that key again (docs/design.md §4, "Flow control").
+ *
+ * A claim that finds the job at a lane's head keyed by a key at its cap passes the lane over
+ * (flow_control.cpp). Counting costs a key lock and, per running attempt of the key, the
+ * open-receipt test; every claim that meets the lane paid it again. Now the backend
+ * remembers the lane: its cursor, its first row, the limit, and the running attempts the
+ * count found (the witnesses). The key can only get room when one of those attempts ends.
+ *
+ * Attempt exits: shared memory (preloaded) holds a sequence of exits and, per slot of a hash
+ * of (database, job id), the sequence number of the last committed exit in that slot. Every
+ * path that ends an attempt (completion in lifecycle.cpp, the other exits and the rescues
+ * through take_attempt in attempts.cpp) marks its job's slot in the transaction; at commit,
+ * once the end is visible, each marked slot is raised to a new sequence number. A claim reads
+ * the sequence (S) before the count's snapshot. An exit committed after that snapshot is
+ * stamped after S was read, so its slot's number exceeds S; the memory holds while every
+ * witness's slot is at most S. Other jobs sharing a slot only cost a recount. Until a
+ * first count may be remembered (a queue with a per-key limit), commits stamp nothing.
+ *
+ * The memory also ends: when the lane's cursor, first row (read under the head lock) or
+ * limit differ; at the transaction's or a savepoint's rollback (the count saw its own
+ * claims); for the transaction's own marked exits at once; and after kCapMemoryMs in any
+ * case. A prepared transaction that ended attempts is stamped by no commit of its own: its
+ * id is kept in shared memory, nothing is remembered or trusted while it is in progress, and
+ * the first claim to find it ended stamps every slot. Not preloaded, nothing is remembered.
+ */
+#include "key_caps.hpp"
+#include "direct_drain.hpp"
+
+extern "C"
+{
+#include "access/transam.h"
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/spin.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+#include <cstring>
+
+namespace awa
+{
+
+namespace
+{
+
+/* Exit slots: jobs hash onto them; an exit of any job of a slot ends the memories that witness it. */
+constexpr int kExitSlots = 1024;
+/* The longest a remembered lane is trusted, whatever the stamps say. */
+constexpr long kCapMemoryMs = 1000;
+/* Lanes a backend remembers at once (the oldest is replaced). */
+constexpr int kRememberedLanes = 8;
+/* Prepared transactions with exits followed at once (more: nothing is remembered until restart). */
+constexpr int kPreparedExits = 8;
+
+/*
+ * Shared: the exit sequence, each slot's last stamp, the stamp of the last unnamed exits,
+ * and the prepared transactions that ended attempts and may still be in progress.
+ */
+struct ExitStamps
+{
+	pg_atomic_uint64 seq;
+	pg_atomic_uint64 all;	 /* stamp of the last commit that ended attempts it did not name */
+	pg_atomic_uint32 in_use; /* 1 once a count may be remembered: until then, commits stamp nothing */
+	pg_atomic_uint32 n_prepared;
+	slock_t mutex; /* of prepared[] and overflow */
+	bool overflow; /* more than kPreparedExits at once: nothing is remembered until restart */
+	TransactionId prepared[kPreparedExits];
+	pg_atomic_uint64 slot[kExitSlots];
+};
+
+ExitStamps *stamps = nullptr;
+
+/* This transaction's ended attempts: a bit per slot, or all of them. */
+std::uint64_t marked[kExitSlots / 64];
+bool marked_any = false;
+bool marked_all = false;
+
+/* A lane passed over at a key's cap, as the count found it. */
+struct CappedLane
+{
+	bool used;
+	char *queue; /* in TopMemoryContext */
+	int queue_len;
+	int16 priority;
+	int16 shard;
+	int64 claim_seq;
+	int64 first_seq;
+	int limit;
+	std::uint64_t seq;
+	TimestampTz remembered_at;
+	int n_slots;
+	int16 slot[kMaxCapWitnesses];
+};
+
+CappedLane lanes[kRememberedLanes];
+int next_victim = 0;
+
+/* The exit slot of a job of this database. */
+int
+slot_of(int64 job_id)
+{
+	return static_cast<int>(hash_combine(hash_bytes_uint32(MyDatabaseId),
+										 hash_bytes(reinterpret_cast<const unsigned char *>(&job_id), sizeof(job_id))) %
+							kExitSlots);
+}
+
+/* Raise a stamp to at least `to` (concurrent commits may stamp a slot in either order). */
+void
+raise_stamp(pg_atomic_uint64 *stamp, std::uint64_t to)
+{
+	std::uint64_t old = pg_atomic_read_u64(stamp);
+
+	while (old < to && !pg_atomic_compare_exchange_u64(stamp, &old, to))
+	{
+	}
+}
+
+/*
+ * Whether no prepared transaction's exits are pending: each one found ended (committed or
+ * rolled back, its effects visible) is dropped and every slot stamped, which ends the
+ * memories taken while it was in progress.
+ */
+bool
+no_prepared_exits()
+{
+	TransactionId pending[kPreparedExits];
+	bool none;
+
+	if (pg_atomic_read_u32(&stamps->n_prepared) == 0)
+		return !stamps->overflow;
+	SpinLockAcquire(&stamps->mutex);
+	memcpy(pending, stamps->prepared, sizeof(pending));
+	SpinLockRelease(&stamps->mutex);
+	/* Tested outside the spinlock (TransactionIdIsInProgress takes ProcArrayLock). */
+	for (int i = 0; i < kPreparedExits; i++)
+		if (TransactionIdIsValid(pending[i]) && !TransactionIdIsInProgress(pending[i]))
+		{
+			bool dropped = false;
+
+			raise_stamp(&stamps->all, pg_atomic_add_fetch_u64(&stamps->seq, 1));
+			SpinLockAcquire(&stamps->mutex);
+			if (TransactionIdEquals(stamps->prepared[i], pending[i]))
+			{
+				stamps->prepared[i] = InvalidTransactionId;
+				dropped = true;
+			}
+			SpinLockRelease(&stamps->mutex);
+			if (dropped)
+				pg_atomic_fetch_sub_u32(&stamps->n_prepared, 1);
+		}
+	SpinLockAcquire(&stamps->mutex);
+	none = pg_atomic_read_u32(&stamps->n_prepared) == 0 && !stamps->overflow;
+	SpinLockRelease(&stamps->mutex);
+	return none;
+}
+
+/* Forget one remembered lane. */
+void
+forget_lane(CappedLane *l)
+{
+	if (l->queue != nullptr)
+		pfree(l->queue);
+	l->queue = nullptr;
+	l->used = false;
+}
+
+/* Forget every remembered lane. */
+void
+forget_all_lanes()
+{
+	for (CappedLane &l : lanes)
+		if (l.used)
+			forget_lane(&l);
+}
+
+/* The remembered lane of (queue, priority, shard), or nullptr. */
+CappedLane *
+find_lane(text *queue, int16 priority, int16 shard)
+{
+	int len = VARSIZE_ANY_EXHDR(queue);
+
+	for (CappedLane &l : lanes)
+		if (l.used && l.priority == priority && l.shard == shard && l.queue_len == len &&
+			memcmp(l.queue, VARDATA_ANY(queue), len) == 0)
+			return &l;
+	return nullptr;
+}
+
+/* Whether no witnessed attempt of the remembered lane can have ended since its count. */
+bool
+witnesses_running(const CappedLane &l)
+{
+	if (pg_atomic_read_u64(&stamps->all) > l.seq || marked_all)
+		return false;
+	for (int i = 0; i < l.n_slots; i++)
+	{
+		int s = l.slot[i];
+
+		if (pg_atomic_read_u64(&stamps->slot[s]) > l.seq || (marked[s / 64] & (UINT64CONST(1) << (s % 64))))
+			return false;
+	}
+	return true;
+}
+
+/* Subtransaction end: a savepoint rolled back may have held claims the counts saw. */
+void
+on_key_caps_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_all_lanes();
+}
+
+} // namespace
+
+/* Mark the job's slot in this transaction's bitmap (key_caps.hpp). */
+void
+note_attempt_ended(int64 job_id)
+{
+	int s = slot_of(job_id);
+
+	marked[s / 64] |= UINT64CONST(1) << (s % 64);
+	marked_any = true;
+}
+
+/* Mark every slot (key_caps.hpp). */
+void
+note_attempts_ended_all()
+{
+	marked_all = true;
+	marked_any = true;
+}
+
+/* The exit sequence, or 0 when nothing may be remembered (key_caps.hpp). */
+std::uint64_t
+attempt_exit_seq()
+{
+	if (stamps == nullptr || !no_prepared_exits())
+		return 0;
+	/*
+	 * From now on every commit that ends attempts stamps them. Set before the sequence and
+	 * the count's snapshot are read: a commit after that snapshot sees it (the snapshot and
+	 * the commit's end meet on ProcArrayLock).
+	 */
+	if (pg_atomic_read_u32(&stamps->in_use) == 0)
+	{
+		pg_atomic_write_u32(&stamps->in_use, 1);
+		pg_memory_barrier();
+	}
+	return pg_atomic_read_u64(&stamps->seq);
+}
+
+/* Remember a lane passed over at a key's cap (key_caps.hpp). */
+void
+remember_capped_lane(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 first_seq, int limit,
+					 std::uint64_t seq, const CapWitness &witness)
+{
+	CappedLane *l;
+
+	if (seq == 0 || !witness.complete || first_seq < 0 || witness.n < limit)
+		return;
+	l = find_lane(queue, priority, shard);
+	if (l == nullptr)
+	{
+		for (CappedLane &free_lane : lanes)
+			if (!free_lane.used)
+			{
+				l = &free_lane;
+				break;
+			}
+		if (l == nullptr)
+		{
+			l = &lanes[next_victim];
+			next_victim = (next_victim + 1) % kRememberedLanes;
+			forget_lane(l);
+		}
+		l->queue_len = VARSIZE_ANY_EXHDR(queue);
+		l->queue = static_cast<char *>(MemoryContextAlloc(TopMemoryContext, l->queue_len + 1));
+		memcpy(l->queue, VARDATA_ANY(queue), l->queue_len);
+		l->priority = priority;
+		l->shard = shard;
+	}
+	l->used = true;
+	l->claim_seq = claim_seq;
+	l->first_seq = first_seq;
+	l->limit = limit;
+	l->seq = seq;
+	l->remembered_at = GetCurrentTimestamp();
+	l->n_slots = witness.n;
+	for (int i = 0; i < witness.n; i++)
+		l->slot[i] = static_cast<int16>(slot_of(witness.job_id[i]));
+}
+
+/* Whether the locked lane is still at its head key's cap (key_caps.hpp). */
+bool
+lane_still_capped(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
+				  int limit)
+{
+	CappedLane *l;
+	LaneRange lane = {queue, priority, shard, claim_seq, bound};
+	LaneRow first;
+	bool found;
+
+	if (stamps == nullptr)
+		return false;
+	l = find_lane(queue, priority, shard);
+	if (l == nullptr)
+		return false;
+	if (l->claim_seq != claim_seq || l->limit != limit || !no_prepared_exits() || !witnesses_running(*l) ||
+		TimestampDifferenceExceeds(l->remembered_at, GetCurrentTimestamp(), static_cast<int>(kCapMemoryMs)))
+	{
+		forget_lane(l);
+		return false;
+	}
+	/* The same job still heads the lane (a pending one may have been cancelled, moved or aged). */
+	if (!lane_first_row(lane, slot_ranges, &found, &first) || !found || first.lane_seq != l->first_seq)
+	{
+		forget_lane(l);
+		return false;
+	}
+	return true;
+}
+
+/* Transaction end (key_caps.hpp). */
+void
+key_caps_at_xact_end(bool committed)
+{
+	if (!committed)
+		forget_all_lanes();
+	if (!marked_any)
+		return;
+	if (committed && stamps != nullptr && pg_atomic_read_u32(&stamps->in_use) != 0)
+	{
+		std::uint64_t stamp = pg_atomic_add_fetch_u64(&stamps->seq, 1);
+
+		if (marked_all)
+			raise_stamp(&stamps->all, stamp);
+		else
+			for (int s = 0; s < kExitSlots; s++)
+				if (marked[s / 64] & (UINT64CONST(1) << (s % 64)))
+					raise_stamp(&stamps->slot[s], stamp);
+	}
+	memset(marked, 0, sizeof(marked));
+	marked_any = false;
+	marked_all = false;
+}
+
+/* Before PREPARE (key_caps.hpp). */
+void
+key_caps_at_pre_prepare()
+{
+	TransactionId xid = GetTopTransactionIdIfAny();
+	bool kept = false;
+
+	if (!marked_any || stamps == nullptr || !TransactionIdIsValid(xid))
+		return;
+	/* Counted first: a claim that reads no pending transaction reads the sequence after it. */
+	SpinLockAcquire(&stamps->mutex);
+	for (int i = 0; i < kPreparedExits && !kept; i++)
+		if (!TransactionIdIsValid(stamps->prepared[i]))
+		{
+			stamps->prepared[i] = xid;
+			pg_atomic_fetch_add_u32(&stamps->n_prepared, 1);
+			kept = true;
+		}
+	if (!kept)
+		stamps->overflow = true;
+	SpinLockRelease(&stamps->mutex);
+}
+
+/* PREPARE (key_caps.hpp). */
+void
+key_caps_at_prepare()
+{
+	memset(marked, 0, sizeof(marked));
+	marked_any = false;
+	marked_all = false;
+	forget_all_lanes();
+}
+
+/* _PG_init: the subtransaction hook (key_caps.hpp). */
+void
+init_key_caps_hooks()
+{
+	RegisterSubXactCallback(on_key_caps_subxact, nullptr);
+}
+
+/* shmem_request_hook: room for the exit stamps. */
+void
+key_caps_shmem_request()
+{
+	RequestAddinShmemSpace(sizeof(ExitStamps));
+}
+
+/* shmem_startup_hook: claim the exit stamps by name (initialised once, by the postmaster). */
+void
+key_caps_shmem_startup()
+{
+	bool found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	stamps = static_cast<ExitStamps *>(ShmemInitStruct("awa_shard attempt exits", sizeof(ExitStamps), &found));
+	if (!found)
+	{
+		pg_atomic_init_u64(&stamps->seq, 1);
+		pg_atomic_init_u64(&stamps->all, 0);
+		pg_atomic_init_u32(&stamps->in_use, 0);
+		pg_atomic_init_u32(&stamps->n_prepared, 0);
+		SpinLockInit(&stamps->mutex);
+		stamps->overflow = false;
+		for (TransactionId &xid : stamps->prepared)
+			xid = InvalidTransactionId;
+		for (pg_atomic_uint64 &s : stamps->slot)
+			pg_atomic_init_u64(&s, 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+} // namespace awa
