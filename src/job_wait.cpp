@@ -72,9 +72,7 @@ SPIPlanPtr job_in_queue_plan = nullptr;
 int
 slot_of(int64 job_id)
 {
-	return static_cast<int>(hash_combine(hash_bytes_uint32(MyDatabaseId),
-										 hash_bytes(reinterpret_cast<const unsigned char *>(&job_id), sizeof(job_id))) %
-							kJobWaitSlots);
+	return static_cast<int>(database_job_hash(job_id) % kJobWaitSlots);
 }
 
 /* Signal one slot's waiters (after the finishing commit). */
@@ -137,6 +135,14 @@ read_job(int64 job_id, text *queue, TupleDesc result_desc, MemoryContext into, D
 }
 
 } // namespace
+
+/* A job's hash in this database (job_wait.hpp). */
+std::uint32_t
+database_job_hash(int64 job_id)
+{
+	return hash_combine(hash_bytes_uint32(MyDatabaseId),
+						hash_bytes(reinterpret_cast<const unsigned char *>(&job_id), sizeof(job_id)));
+}
 
 /* Mark the job's slot in this transaction's bitmap; its waiters wake at commit. */
 void

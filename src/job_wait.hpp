@@ -10,8 +10,13 @@ extern "C"
 #include "postgres.h"
 }
 
+#include <cstdint>
+
 namespace awa
 {
+
+/* A job's hash in this database: which slot of shared memory stands for it (wait slots, exit stamps). */
+std::uint32_t database_job_hash(int64 job_id);
 
 /* Remember that this transaction finished (or removed) job_id: its waiters wake at commit. */
 void note_job_finished(int64 job_id);

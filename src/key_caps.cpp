@@ -27,13 +27,12 @@
  */
 #include "key_caps.hpp"
 #include "direct_drain.hpp"
+#include "job_wait.hpp"
 
 extern "C"
 {
 #include "access/transam.h"
 #include "access/xact.h"
-#include "common/hashfn.h"
-#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
@@ -107,9 +106,7 @@ int next_victim = 0;
 int
 slot_of(int64 job_id)
 {
-	return static_cast<int>(hash_combine(hash_bytes_uint32(MyDatabaseId),
-										 hash_bytes(reinterpret_cast<const unsigned char *>(&job_id), sizeof(job_id))) %
-							kExitSlots);
+	return static_cast<int>(database_job_hash(job_id) % kExitSlots);
 }
 
 /* Raise a stamp to at least `to` (concurrent commits may stamp a slot in either order). */
