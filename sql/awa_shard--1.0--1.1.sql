@@ -18,6 +18,45 @@
 --     their duplicate lane and job indexes redundant: one index entry fewer per row written.
 \echo Use "ALTER EXTENSION awa_shard UPDATE TO '1.1'" to load this file. \quit
 
+-- As the full script checks before it creates anything (sql/schema/00_header.sql): schema
+-- awa must be writable by superusers only, and hold no function or operator but the
+-- extension's, since 1.1's background maintenance calls the extension's functions as a
+-- superuser and an overload with more exact argument types would be called instead.
+DO $awa_schema_check$
+DECLARE
+    s record;
+BEGIN
+    SELECT n.oid, r.rolname, r.rolsuper INTO s
+      FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+     WHERE n.nspname = 'awa';
+    IF NOT s.rolsuper THEN
+        RAISE EXCEPTION 'schema awa is owned by role %, which is not a superuser', s.rolname
+            USING ERRCODE = '42501',
+                  DETAIL = 'Its owner could create functions in it that the extension''s calls would run.',
+                  HINT = 'ALTER SCHEMA awa OWNER TO a superuser, then update the extension.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                WHERE NOT r.rolsuper AND pg_catalog.has_schema_privilege(r.oid, s.oid, 'CREATE')) THEN
+        RAISE EXCEPTION 'schema awa grants CREATE to a role that is not a superuser'
+            USING ERRCODE = '42501',
+                  DETAIL = 'Such a role could create functions in it that the extension''s calls would run.',
+                  HINT = 'REVOKE CREATE ON SCHEMA awa FROM that role (and PUBLIC), then update the extension.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.pronamespace = s.oid AND NOT EXISTS (
+                   SELECT 1 FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e')
+               UNION ALL
+               SELECT 1 FROM pg_catalog.pg_operator o WHERE o.oprnamespace = s.oid AND NOT EXISTS (
+                   SELECT 1 FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_operator'::pg_catalog.regclass AND d.objid = o.oid AND d.deptype = 'e')) THEN
+        RAISE EXCEPTION 'schema awa holds functions or operators that are not the extension''s'
+            USING ERRCODE = '42501',
+                  DETAIL = 'A call of the extension''s own functions could resolve to one of them.',
+                  HINT = 'Move or drop them, then update the extension.';
+    END IF;
+END
+$awa_schema_check$;
+
 -- Every table lock this update needs, taken at once before anything changes: producers and
 -- workers then wait for the update instead of deadlocking with it. A try that has to wait
 -- behind an open transaction gives up after 200 ms, releases what it took and tries again, so

@@ -389,6 +389,14 @@ awa_maintenance_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	/* Nothing the database's owner puts in another schema may be resolved by this worker. */
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * Every step runs in a transaction of its own at READ COMMITTED, read-write, whatever
+	 * the database's or a role's defaults say (ALTER DATABASE ... SET
+	 * default_transaction_isolation would make the steps that need it refuse every pass).
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	if (awa::still_served() == awa::Served::SwitchedOff)
 	{
 		awa::mark_database_switched_off(dbid);
