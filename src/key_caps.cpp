@@ -15,7 +15,9 @@
  * once the end is visible, each marked slot is raised to a new sequence number. A claim reads
  * the sequence (S) before the count's snapshot. An exit committed after that snapshot is
  * stamped after S was read, so its slot's number exceeds S; the memory holds while every
- * witness's slot is at most S. Other jobs sharing a slot only cost a recount. Until a
+ * witness's slot is at most S. Between its commit becoming visible and its stamp, an exit
+ * is counted as pending in its slots (from PRE_COMMIT on), and a witness whose slot has a
+ * pending exit is not trusted either. Other jobs sharing a slot only cost a recount. Until a
  * first count may be remembered (a queue with a per-key limit), commits stamp nothing.
  *
  * The memory also ends: when the lane's cursor, first row (read under the head lock) or
@@ -73,6 +75,7 @@ struct ExitStamps
 	bool overflow; /* more than kPreparedExits at once: nothing is remembered until restart */
 	TransactionId prepared[kPreparedExits];
 	pg_atomic_uint64 slot[kExitSlots];
+	pg_atomic_uint32 pending[kExitSlots]; /* commits past PRE_COMMIT that have not stamped the slot yet */
 };
 
 ExitStamps *stamps = nullptr;
@@ -81,6 +84,7 @@ ExitStamps *stamps = nullptr;
 std::uint64_t marked[kExitSlots / 64];
 bool marked_any = false;
 bool marked_all = false;
+bool pending_raised = false; /* PRE_COMMIT counted this transaction's marked slots as pending */
 
 /* A lane passed over at a key's cap, as the count found it. */
 struct CappedLane
@@ -191,20 +195,36 @@ find_lane(text *queue, int16 priority, int16 shard)
 	return nullptr;
 }
 
-/* Whether no witnessed attempt of the remembered lane can have ended since its count. */
+/* Whether a slot's stamp is at most seq (marked by this transaction: no). */
+bool
+slot_unstamped(int s, std::uint64_t seq)
+{
+	return pg_atomic_read_u64(&stamps->slot[s]) <= seq && !(marked[s / 64] & (UINT64CONST(1) << (s % 64)));
+}
+
+/*
+ * Whether no witnessed attempt of the remembered lane can have ended since its count. An
+ * exit counts its slots as pending before its commit becomes visible and stamps them after:
+ * read the stamps, then the pending counts, then the stamps again, so an exit that became
+ * visible in between is either still pending or stamped.
+ */
 bool
 witnesses_running(const CappedLane &l)
 {
 	if (pg_atomic_read_u64(&stamps->all) > l.seq || marked_all)
 		return false;
 	for (int i = 0; i < l.n_slots; i++)
-	{
-		int s = l.slot[i];
-
-		if (pg_atomic_read_u64(&stamps->slot[s]) > l.seq || (marked[s / 64] & (UINT64CONST(1) << (s % 64))))
+		if (!slot_unstamped(l.slot[i], l.seq))
 			return false;
-	}
-	return true;
+	pg_memory_barrier();
+	for (int i = 0; i < l.n_slots; i++)
+		if (pg_atomic_read_u32(&stamps->pending[l.slot[i]]) != 0)
+			return false;
+	pg_memory_barrier();
+	for (int i = 0; i < l.n_slots; i++)
+		if (!slot_unstamped(l.slot[i], l.seq))
+			return false;
+	return pg_atomic_read_u64(&stamps->all) <= l.seq;
 }
 
 /* Subtransaction end: a savepoint rolled back may have held claims the counts saw. */
@@ -325,6 +345,18 @@ lane_still_capped(text *queue, int16 priority, int16 shard, int64 claim_seq, int
 	return true;
 }
 
+/* Before the commit record (key_caps.hpp). */
+void
+key_caps_at_pre_commit()
+{
+	if (!marked_any || marked_all || stamps == nullptr || pg_atomic_read_u32(&stamps->in_use) == 0)
+		return;
+	for (int s = 0; s < kExitSlots; s++)
+		if (marked[s / 64] & (UINT64CONST(1) << (s % 64)))
+			pg_atomic_fetch_add_u32(&stamps->pending[s], 1);
+	pending_raised = true;
+}
+
 /* Transaction end (key_caps.hpp). */
 void
 key_caps_at_xact_end(bool committed)
@@ -333,7 +365,7 @@ key_caps_at_xact_end(bool committed)
 		forget_all_lanes();
 	if (!marked_any)
 		return;
-	if (committed && stamps != nullptr && pg_atomic_read_u32(&stamps->in_use) != 0)
+	if (committed && stamps != nullptr && (pending_raised || pg_atomic_read_u32(&stamps->in_use) != 0))
 	{
 		std::uint64_t stamp = pg_atomic_add_fetch_u64(&stamps->seq, 1);
 
@@ -344,6 +376,12 @@ key_caps_at_xact_end(bool committed)
 				if (marked[s / 64] & (UINT64CONST(1) << (s % 64)))
 					raise_stamp(&stamps->slot[s], stamp);
 	}
+	/* Stamped (or rolled back): no longer pending. */
+	if (pending_raised)
+		for (int s = 0; s < kExitSlots; s++)
+			if (marked[s / 64] & (UINT64CONST(1) << (s % 64)))
+				pg_atomic_fetch_sub_u32(&stamps->pending[s], 1);
+	pending_raised = false;
 	memset(marked, 0, sizeof(marked));
 	marked_any = false;
 	marked_all = false;
@@ -416,6 +454,8 @@ key_caps_shmem_startup()
 			xid = InvalidTransactionId;
 		for (pg_atomic_uint64 &s : stamps->slot)
 			pg_atomic_init_u64(&s, 0);
+		for (pg_atomic_uint32 &p : stamps->pending)
+			pg_atomic_init_u32(&p, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

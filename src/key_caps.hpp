@@ -58,6 +58,9 @@ void remember_capped_lane(text *queue, int16 priority, int16 shard, int64 claim_
 bool lane_still_capped(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
 					   int limit);
 
+/* PRE_COMMIT: count this transaction's ended attempts as pending in their slots until they are stamped. */
+void key_caps_at_pre_commit();
+
 /* Transaction end: at commit stamp the ended attempts' slots; at abort forget the remembered lanes. Never raises. */
 void key_caps_at_xact_end(bool committed);
 

@@ -159,6 +159,7 @@ on_xact_event(XactEvent event, void *arg)
 	{
 	case XACT_EVENT_PRE_COMMIT:
 		report_commit_at_pre_commit();
+		key_caps_at_pre_commit();
 		break;
 	case XACT_EVENT_PRE_PREPARE:
 		key_caps_at_pre_prepare();
@@ -194,9 +195,10 @@ on_xact_event(XactEvent event, void *arg)
 			pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
 		queue_meta_changed_in_xact = false;
 		end_ring_change();
+		/* Exits stamped before anyone is woken: a woken claim must not trust a lane they ended. */
+		key_caps_at_xact_end(true);
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
-		key_caps_at_xact_end(true);
 		rate_limit_at_xact_end(true);
 		report_commit_at_xact_end();
 		break;
