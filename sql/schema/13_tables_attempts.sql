@@ -78,10 +78,13 @@ CREATE TABLE awa.rescue_progress (
     deadline_watermark timestamptz NOT NULL DEFAULT '-infinity',
     deadline_candidate timestamptz,
     candidate_snapshot pg_snapshot,
-    candidate_next xid8);
+    candidate_next xid8,
+    stale_cursor_at timestamptz,
+    stale_cursor_slot integer,
+    stale_cursor_base bigint);
 INSERT INTO awa.rescue_progress DEFAULT VALUES;
 GRANT SELECT ON awa.rescue_progress TO awa_admin;
-COMMENT ON TABLE awa.rescue_progress IS 'Deadline rescue: claim batches with a deadline below deadline_watermark have no open attempt (one row).';
+COMMENT ON TABLE awa.rescue_progress IS 'Deadline rescue: claim batches with a deadline below deadline_watermark have no open attempt; heartbeat rescue: the claim batch (claimed_at, claim_slot, receipt_base) its next pass goes on after, NULL from the start (one row).';
 
 -- Closure evidence of a receipt: completed, rescued, deadline_expired, retryable, ...
 -- Every key of a table holding job or attempt rows contains the queue (docs/design.md,

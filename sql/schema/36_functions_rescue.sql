@@ -114,6 +114,12 @@ DECLARE
     v_due boolean := false;
     v_leases_due boolean := false;
     v_stale boolean := false;
+    v_cursor record;
+    v_window record;
+    w record;
+    v_stale_bases bigint[] := '{}';
+    v_stale_jobs bigint[] := '{}';
+    v_stale_leases bigint[] := '{}';
 BEGIN
     deadline_rescued := 0;
     heartbeat_rescued := 0;
@@ -185,6 +191,53 @@ BEGIN
         v_stale := EXISTS (SELECT 1 FROM awa.claim_batches b WHERE b.claimed_at < v_cutoff)
                    OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.state = 'running' AND l.heartbeat_at < v_cutoff);
     END IF;
+    -- The stale attempts of claim batches: at most 500 batches claimed before the cutoff a
+    -- pass, from the cursor in awa.rescue_progress on (every batch before the cutoff, in
+    -- (claimed_at, claim_slot, receipt_base) order, then from the start again), each asked
+    -- first whether it holds an open receipt (awa._open_claim_batches: one probe when all its
+    -- attempts have ended), only the open ones receipt by receipt. Reading every batch before
+    -- the cutoff on every pass cost minutes once a dead worker's attempt had pinned the claim
+    -- ring for the stale interval.
+    IF v_stale THEN
+        SELECT p.stale_cursor_at AS at, p.stale_cursor_slot AS slot, p.stale_cursor_base AS base
+          INTO v_cursor FROM awa.rescue_progress p;
+        SELECT x.claimed_at, x.claim_slot, x.receipt_base, x.n INTO v_window
+          FROM (SELECT b.claimed_at, b.claim_slot, b.receipt_base, count(*) OVER () AS n
+                  FROM (SELECT b.claimed_at, b.claim_slot, b.receipt_base FROM awa.claim_batches b
+                         WHERE b.claimed_at < v_cutoff
+                           AND (v_cursor.at IS NULL OR (b.claimed_at, b.claim_slot, b.receipt_base)
+                                                        > (v_cursor.at, v_cursor.slot, v_cursor.base))
+                         ORDER BY 1, 2, 3 LIMIT 500) b) x
+         ORDER BY 1 DESC, 2 DESC, 3 DESC LIMIT 1;
+        FOR w IN
+            SELECT b.claim_slot, b.receipt_base, b.queue, b.priority, b.enqueue_shard, b.lane_block, b.ready_slot
+              FROM awa._open_claim_batches b
+             WHERE b.claimed_at < v_cutoff
+               AND (v_cursor.at IS NULL OR (b.claimed_at, b.claim_slot, b.receipt_base)
+                                            > (v_cursor.at, v_cursor.slot, v_cursor.base))
+               AND (b.claimed_at, b.claim_slot, b.receipt_base)
+                   <= (v_window.claimed_at, v_window.claim_slot, v_window.receipt_base)
+        LOOP
+            SELECT v_stale_bases || array_agg(c.receipt_base), v_stale_jobs || array_agg(c.job_id),
+                   v_stale_leases || array_agg(c.run_lease)
+              INTO v_stale_bases, v_stale_jobs, v_stale_leases
+              FROM awa._open_receipts c
+              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue
+             WHERE c.queue = w.queue AND c.priority = w.priority AND c.enqueue_shard = w.enqueue_shard
+               AND c.lane_block = w.lane_block AND c.ready_slot = w.ready_slot AND c.claim_slot = w.claim_slot
+               AND c.receipt_base = w.receipt_base
+               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff;
+        END LOOP;
+        -- The next pass goes on after this window, or from the start when it reached the end;
+        -- it reads the window again while more of it is stale than this pass may take.
+        UPDATE awa.rescue_progress p
+           SET stale_cursor_at = CASE WHEN v_window.n >= 500 THEN v_window.claimed_at END,
+               stale_cursor_slot = CASE WHEN v_window.n >= 500 THEN v_window.claim_slot END,
+               stale_cursor_base = CASE WHEN v_window.n >= 500 THEN v_window.receipt_base END
+         WHERE p.only_row AND current_setting('transaction_isolation') = 'read committed'
+           AND cardinality(v_stale_jobs) <= p_limit
+           AND p.only_row IN (SELECT q.only_row FROM awa.rescue_progress q FOR UPDATE SKIP LOCKED);
+    END IF;
     IF v_due OR v_stale THEN
     FOR r IN
         WITH deadlines AS (
@@ -196,10 +249,9 @@ BEGIN
             ORDER BY 1 NULLS LAST, 2, 3
             LIMIT p_limit),
         stale AS (
-            SELECT c.receipt_base, c.job_id, c.run_lease FROM awa._open_receipts c
-              LEFT JOIN awa.attempt_state a ON a.job_id = c.job_id AND a.run_lease = c.run_lease AND a.queue = c.queue
-             WHERE v_cutoff IS NOT NULL AND c.claimed_at < v_cutoff
-               AND coalesce(a.heartbeat_at, c.claimed_at) < v_cutoff
+            SELECT s.receipt_base, s.job_id, s.run_lease
+              FROM ROWS FROM (pg_catalog.unnest(v_stale_bases), pg_catalog.unnest(v_stale_jobs),
+                              pg_catalog.unnest(v_stale_leases)) AS s(receipt_base, job_id, run_lease)
             UNION ALL
             SELECT NULL, l.job_id, l.run_lease FROM awa.leases l
              WHERE v_cutoff IS NOT NULL AND l.state = 'running' AND l.heartbeat_at < v_cutoff
