@@ -1918,6 +1918,7 @@ DECLARE
     t awa.taken_attempt;
     d awa.deferred_jobs;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     -- At REPEATABLE READ or SERIALIZABLE the snapshot may predate the claim of a running
     -- job: its open attempt, found on the latest committed state, is taken first. Only
@@ -1983,6 +1984,7 @@ DECLARE
     v_rows bigint;
     v_batch record;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     r := awa._take_unclaimed_ready(p_job_id, p_queue);
     v_found := r.job_id IS NOT NULL;
@@ -2574,6 +2576,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
@@ -3879,6 +3882,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
     t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq', p_queue);
     IF t.job_id IS NULL THEN
@@ -3905,6 +3909,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_delay IS NULL, 'p_delay');
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';

@@ -211,15 +211,16 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool un
 	SPIPlanPtr take_lease = nullptr;
 
 	/*
-	 * The rescue of one queue on a Citus cluster (awa._rescue_queue, on the queue's node): the
+	 * An exit or rescue of one queue on a Citus cluster (delegated to the queue's node): the
 	 * statements name the queue's shards (citus.cpp), as Citus cannot route a row lock inside
 	 * a lateral subquery. nullptr without Citus.
 	 */
-	if (unless_busy && q)
+	if (q)
 	{
 		text *in_queue = DatumGetTextPP(queue);
 
-		lock_plan = awa::keep_shard_plan(kLockReceiptUnlessBusySql[1], in_queue, 4, types);
+		lock_plan =
+			awa::keep_shard_plan(unless_busy ? kLockReceiptUnlessBusySql[1] : kLockReceiptSql[1], in_queue, 4, types);
 		take_receipt = awa::keep_shard_plan(kTakeReceiptSql[1], in_queue, 4, types);
 		take_lease = awa::keep_shard_plan(kTakeLeaseSql[1], in_queue, 4, types);
 	}
@@ -268,12 +269,15 @@ newest_open_run_lease(SPIPlanPtr *plans, const char *const *sql, Datum job_id, D
 	int q = queue != (Datum)0 ? 1 : 0;
 	Datum args[2] = {job_id, queue};
 	const char nulls[2] = {' ', q ? ' ' : 'n'};
+	/* On a Citus cluster, with the queue: on its shards (see take_attempt). */
+	SPIPlanPtr plan = q ? awa::keep_shard_plan(sql[1], DatumGetTextPP(queue), 2, types) : nullptr;
 	int level;
 	bool found;
 
-	awa::keep_generic_plan(&plans[q], sql[q], 2, types);
+	if (plan == nullptr)
+		plan = awa::keep_generic_plan(&plans[q], sql[q], 2, types);
 	level = awa::push_hot_path_planner();
-	awa::exec_plan_latest(plans[q], args, nulls, true, 1, SPI_OK_SELECT, "open attempt lookup");
+	awa::exec_plan_latest(plan, args, nulls, true, 1, SPI_OK_SELECT, "open attempt lookup");
 	found = awa::spi_single_value(run_lease);
 	awa::pop_hot_path_planner(level);
 	return found;

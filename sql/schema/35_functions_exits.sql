@@ -178,6 +178,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL OR p_run_lease IS NULL, 'p_job_id and p_run_lease');
     PERFORM awa._check_arg(NOT p_retry_in < interval '0', 'p_retry_in must not be negative');
     PERFORM awa._check_interval(p_retry_in, 'p_retry_in');
@@ -211,6 +212,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_reason IS NULL, 'p_reason');
     t := awa._take_named_attempt(p_job_id, p_run_lease, 'dlq', p_queue);
     IF t.job_id IS NULL THEN
@@ -237,6 +239,7 @@ AS $$
 DECLARE
     t awa.taken_attempt;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_delay IS NULL, 'p_delay');
     IF p_delay < interval '0' THEN
         RAISE EXCEPTION 'p_delay must not be negative' USING ERRCODE = '22023';

@@ -79,6 +79,7 @@ DECLARE
     t awa.taken_attempt;
     d awa.deferred_jobs;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     -- At REPEATABLE READ or SERIALIZABLE the snapshot may predate the claim of a running
     -- job: its open attempt, found on the latest committed state, is taken first. Only
@@ -144,6 +145,7 @@ DECLARE
     v_rows bigint;
     v_batch record;
 BEGIN
+    PERFORM awa._require_queue_local(p_queue);  -- on a Citus cluster: delegated by p_queue, or 0A000
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     r := awa._take_unclaimed_ready(p_job_id, p_queue);
     v_found := r.job_id IS NOT NULL;

@@ -81,6 +81,27 @@ for queue in "$qa" "$qb"; do
     "$(q 0 "SELECT string_agg(DISTINCT (SELECT nodeport - $port0 FROM pg_dist_shard_placement p WHERE p.shardid = get_shard_id_for_distribution_column('awa.ready_entries', r.queue))::text, ',') FROM awa.ready_entries r WHERE r.queue = '$queue'")" "$w"
 done
 
+# -- Exits other than completion, delegated by p_queue: each runs on the queue's worker.
+ids=$(q 0 "SELECT awa.insert_jobs('$qa', '{ex}', p_args => array_fill('{}'::jsonb, ARRAY[6]))" | tr -d '{}')
+claimed=$(q 0 "SELECT awa.claim_ready_runtime('$qa', 10)" | sed -E 's/^\(([^,]*,){7}([0-9]+),([0-9]+),.*/\3/' | paste -sd, -)
+check "exits: six jobs claimed through delegation" "$claimed" "$ids"
+IFS=, read -r x1 x2 x3 x4 x5 x6 <<< "$ids"
+check "exits: fail_job by id alone is refused on the cluster (0A000)" \
+  "$(q 0 "SELECT awa.fail_job($x1, 1, 'boom')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "... and so are cancel_job and snooze_job" \
+  "$(q 0 "SELECT awa.cancel_job($x4)" | grep -oE '^ERROR: +0A000' | tr -s ' ')$(q 0 "SELECT awa.snooze_job($x2, 1, interval '1 hour')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000ERROR: 0A000"
+check "... having changed nothing" "$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$qa' AND kind = 'ex' AND state = 'running'")" "6"
+check "exits: fail_job with p_queue (retried later)" "$(q 0 "SELECT awa.fail_job($x1, 1, 'boom', p_queue => '$qa')")" "retryable"
+check "exits: snooze_job with p_queue" "$(q 0 "SELECT awa.snooze_job($x2, 1, interval '1 hour', '$qa')")" "t"
+check "exits: retry_job_after with p_queue" "$(q 0 "SELECT awa.retry_job_after($x3, 1, interval '1 hour', '$qa')")" "t"
+check "exits: cancel_job of a running job with p_queue" "$(q 0 "SELECT awa.cancel_job($x4, '$qa')")" "t"
+check "exits: fail_job_to_dlq with p_queue" "$(q 0 "SELECT awa.fail_job_to_dlq($x5, 1, 'dead', p_queue => '$qa')")" "t"
+check "exits: delete_job of a running job with p_queue" "$(q 0 "SELECT awa.delete_job($x6, '$qa')")" "t"
+check "exits: the jobs' states, seen on the coordinator" \
+  "$(q 0 "SELECT string_agg(state::text, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qa' AND kind = 'ex'")" "retryable,scheduled,retryable,cancelled,failed"
+check "exits: the dead-lettered job is in the queue's dead letters on its worker" \
+  "$(q "$(worker_of "$qa")" "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$qa' AND job_id = $x5")" "1"
+
 # -- Each hot call is one delegated command to the queue's worker, and that worker sends no
 #    command to any other node (every command a node sends is logged: citus.log_remote_commands,
 #    set for this session on the coordinator and by cluster.sh on the workers).
