@@ -18,7 +18,11 @@
  * witness's slot is at most S. Between its commit becoming visible and its stamp, an exit
  * is counted as pending in its slots (from PRE_COMMIT on), and a witness whose slot has a
  * pending exit is not trusted either. Other jobs sharing a slot only cost a recount. Until a
- * first count may be remembered (a queue with a per-key limit), commits stamp nothing.
+ * first count may be remembered (a queue with a per-key limit), commits stamp nothing and
+ * count nothing as pending, so that a server without per-key limits pays nothing. The price:
+ * an exit already past PRE_COMMIT when the server's first memory is taken is stamped but not
+ * counted as pending, and a claim in the instant between its commit becoming visible and its
+ * stamp may pass the lane over once more (never past a cap), once in the server's life.
  *
  * The memory also ends: when the lane's cursor, first row (read under the head lock) or
  * limit differ; at the transaction's or a savepoint's rollback (the count saw its own
