@@ -399,6 +399,8 @@ AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 	int claim_arc[4];
 	int lease_arc[4];
 	awa::DirectHeartbeat direct;
+	SPIPlanPtr receipts_plan;
+	SPIPlanPtr leases_plan;
 
 	awa::require_not_null(PG_ARGISNULL(0) || PG_ARGISNULL(1), "p_job_ids and p_run_leases");
 	ids = PG_GETARG_ARRAYTYPE_P(0);
@@ -419,10 +421,18 @@ AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 	nulls[10] = 'n';
 	args[11] = queue;
 	nulls[11] = q ? ' ' : 'n';
+	/* On a Citus cluster: delegated by p_queue, or refused (0A000) before anything is written. */
+	awa::require_queue_local_or_given(q ? DatumGetTextPP(queue) : nullptr);
 	spi_connect();
 	awa::report_writes_begin();
-	awa::keep_generic_plan(&heartbeat_receipts_plan[q], kHeartbeatReceiptsSql[q], 12, types);
-	awa::keep_generic_plan(&heartbeat_leases_plan[q], kHeartbeatLeasesSql[q], 8, lease_types);
+	/* With the queue on a Citus cluster, the statements name its shards (see take_attempt). */
+	receipts_plan = q ? awa::keep_shard_plan(kHeartbeatReceiptsSql[1], DatumGetTextPP(queue), 12, types) : nullptr;
+	leases_plan = q ? awa::keep_shard_plan(kHeartbeatLeasesSql[1], DatumGetTextPP(queue), 8, lease_types) : nullptr;
+	if (receipts_plan == nullptr || leases_plan == nullptr)
+	{
+		receipts_plan = awa::keep_generic_plan(&heartbeat_receipts_plan[q], kHeartbeatReceiptsSql[q], 12, types);
+		leases_plan = awa::keep_generic_plan(&heartbeat_leases_plan[q], kHeartbeatLeasesSql[q], 8, lease_types);
+	}
 	level = awa::push_hot_path_planner();
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	/*
@@ -450,7 +460,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 			args[2 + k] = Int32GetDatum(claim_arc[k]);
 			args[6 + k] = Int32GetDatum(queue_arc[k]);
 		}
-		awa::exec_plan_latest(heartbeat_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
+		awa::exec_plan_latest(receipts_plan, args, nulls, false, 0, SPI_OK_INSERT, "receipt heartbeat");
 		alive = SPI_processed;
 	}
 	for (int k = 0; k < 4; k++)
@@ -459,7 +469,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 	nulls[6] = nulls[10];
 	args[7] = args[11];
 	nulls[7] = nulls[11];
-	awa::exec_plan_latest(heartbeat_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
+	awa::exec_plan_latest(leases_plan, args, nulls, false, 0, SPI_OK_UPDATE, "lease heartbeat");
 	alive += SPI_processed;
 	awa::pop_hot_path_planner(level);
 	awa::report_writes_end(false);

@@ -18,6 +18,7 @@
  * when its attempt was open.
  */
 #include "pg_boundary.hpp"
+#include "citus.hpp"
 #include "direct_complete.hpp"
 #include "receipt_sql.hpp"
 #include "report_commit.hpp"
@@ -171,6 +172,18 @@ put_arc(const int arc[4], Datum *values, int at)
 		values[at + k] = Int32GetDatum(arc[k]);
 }
 
+/*
+ * The kept plan of statement form q of `sql`: with the queue on a Citus cluster the one that
+ * names its shards (citus.cpp), else the generic plan kept in *kept.
+ */
+SPIPlanPtr
+progress_plan(SPIPlanPtr *kept, const char *const sql[2], int q, Datum queue, int nargs, const Oid *types)
+{
+	SPIPlanPtr plan = q ? awa::keep_shard_plan(sql[1], DatumGetTextPP(queue), nargs, types) : nullptr;
+
+	return plan != nullptr ? plan : awa::keep_generic_plan(kept, sql[q], nargs, types);
+}
+
 /* Run the leases statement of form q on the pairs (ids, leases, progress); append the open ones. */
 void
 record_lease_progress(int q, Datum ids_array, Datum leases_array, Datum progress, Datum queue, const int lease_arc[4],
@@ -188,8 +201,8 @@ record_lease_progress(int q, Datum ids_array, Datum leases_array, Datum progress
 	args[6] = progress;
 	args[7] = queue;
 	nulls[7] = q ? ' ' : 'n';
-	awa::keep_generic_plan(&progress_leases_plan[q], kProgressLeasesSql[q], 8, lease_types);
-	awa::exec_plan_latest(progress_leases_plan[q], args, nulls, false, 0, SPI_OK_UPDATE_RETURNING, "lease progress");
+	awa::exec_plan_latest(progress_plan(&progress_leases_plan[q], kProgressLeasesSql, q, queue, 8, lease_types), args,
+						  nulls, false, 0, SPI_OK_UPDATE_RETURNING, "lease progress");
 	if (SPI_processed > static_cast<uint64>(expected_at_most))
 		elog(ERROR, "awa_shard: lease progress returned more pairs than it was given");
 	collect_open_pairs(found, n_found);
@@ -229,6 +242,8 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 	qsort(input, n, sizeof(Pair), compare_pairs);
 	distinct = count_distinct(input, n);
 
+	/* On a Citus cluster: delegated by p_queue, or refused (0A000) before anything is written. */
+	awa::require_queue_local_or_given(q ? DatumGetTextPP(queue) : nullptr);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	awa::report_writes_begin();
@@ -261,9 +276,9 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 		args[10] = progress;
 		args[11] = queue;
 		nulls[11] = q ? ' ' : 'n';
-		awa::keep_generic_plan(&progress_receipts_plan[q], kProgressReceiptsSql[q], 12, receipt_types);
-		awa::exec_plan_latest(progress_receipts_plan[q], args, nulls, false, 0, SPI_OK_INSERT_RETURNING,
-							  "receipt progress");
+		awa::exec_plan_latest(
+			progress_plan(&progress_receipts_plan[q], kProgressReceiptsSql, q, queue, 12, receipt_types), args, nulls,
+			false, 0, SPI_OK_INSERT_RETURNING, "receipt progress");
 		/* Each open pair comes back once (a pair is unique in the input): at most n rows. */
 		if (SPI_processed > static_cast<uint64>(distinct))
 			elog(ERROR, "awa_shard: receipt progress returned more pairs than it was given");

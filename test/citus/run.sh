@@ -91,6 +91,12 @@ check "exits: fail_job by id alone is refused on the cluster (0A000)" \
 check "... and so are cancel_job and snooze_job" \
   "$(q 0 "SELECT awa.cancel_job($x4)" | grep -oE '^ERROR: +0A000' | tr -s ' ')$(q 0 "SELECT awa.snooze_job($x2, 1, interval '1 hour')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000ERROR: 0A000"
 check "... having changed nothing" "$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$qa' AND kind = 'ex' AND state = 'running'")" "6"
+check "exits: heartbeat_jobs and set_progress by id alone are refused (0A000)" \
+  "$(q 0 "SELECT awa.heartbeat_jobs(ARRAY[$x1]::bigint[], ARRAY[1]::bigint[])" | grep -oE '^ERROR: +0A000' | tr -s ' ')$(q 0 "SELECT awa.set_progress($x1, 1, '{\"p\": 1}')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000ERROR: 0A000"
+check "exits: heartbeat_jobs with p_queue finds the open attempt" \
+  "$(q 0 "SELECT awa.heartbeat_jobs(ARRAY[$x1]::bigint[], ARRAY[1]::bigint[], '$qa')")" "1"
+check "exits: set_progress with p_queue records it, seen on the coordinator" \
+  "$(q 0 "SELECT awa.set_progress($x1, 1, '{\"p\": 7}', '$qa')")$(q 0 "SELECT progress->>'p' FROM awa.jobs WHERE id = $x1")" "t7"
 check "exits: fail_job with p_queue (retried later)" "$(q 0 "SELECT awa.fail_job($x1, 1, 'boom', p_queue => '$qa')")" "retryable"
 check "exits: snooze_job with p_queue" "$(q 0 "SELECT awa.snooze_job($x2, 1, interval '1 hour', '$qa')")" "t"
 check "exits: retry_job_after with p_queue" "$(q 0 "SELECT awa.retry_job_after($x3, 1, interval '1 hour', '$qa')")" "t"
