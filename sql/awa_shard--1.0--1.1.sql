@@ -4407,9 +4407,13 @@ COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) IS 'Com
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
 -- awa.run_schedules() enqueues the job of a due tick and moves next_run_at in the same
 -- transaction, under this row's lock: the row is the fence that makes one job per tick.
--- A configuration table: pg_dump keeps its rows.
+-- A configuration table: pg_dump keeps its rows. Its key begins with the queue so that on a
+-- Citus cluster it is distributed with the queue's other rows (a tick's enqueue and its
+-- update are one worker's transaction); a name is unique install-wide through
+-- cron_schedules_name on one server and through awa.schedule's lock on a cluster
+-- (docs/scale-out.md, "Periodic jobs").
 CREATE TABLE awa.cron_schedules (
-    name text PRIMARY KEY,
+    name text NOT NULL,
     cron text NOT NULL,
     timezone text NOT NULL,
     kind text NOT NULL,
@@ -4426,7 +4430,9 @@ CREATE TABLE awa.cron_schedules (
     last_job_id bigint,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CONSTRAINT cron_schedules_pkey PRIMARY KEY (queue, name),
     CONSTRAINT cron_schedules_name_length CHECK (length(name) BETWEEN 1 AND 200));
+CREATE UNIQUE INDEX cron_schedules_name ON awa.cron_schedules (name);
 CREATE INDEX cron_schedules_due ON awa.cron_schedules (next_run_at) WHERE NOT paused;
 SELECT pg_catalog.pg_extension_config_dump('awa.cron_schedules', '');
 GRANT SELECT ON awa.cron_schedules TO awa_admin;
@@ -4462,11 +4468,43 @@ CREATE FUNCTION awa._cron_latest(p_cron text, p_timezone text, p_from timestampt
 REVOKE ALL ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) IS 'Internal: the latest tick of a cron expression in a time zone within a stretch of time.';
 
+-- Where and how periodic jobs are managed (awa.schedule and its friends): anywhere on one
+-- server; on a Citus cluster on the coordinator only, at READ COMMITTED, since there a name
+-- is kept unique install-wide by the lock taken here (the table is distributed by queue and
+-- cannot hold a unique index on the name alone; docs/scale-out.md, "Periodic jobs"). The lock
+-- serialises the admin calls with each other, not with the ticks (SHARE UPDATE EXCLUSIVE:
+-- awa.run_schedules' row locks and updates do not conflict with it). 0A000 otherwise.
+CREATE FUNCTION awa._begin_schedule_admin(p_call text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_group integer := awa._citus_group();
+BEGIN
+    IF v_group <> 0 THEN
+        RAISE EXCEPTION 'awa.% manages periodic jobs on the Citus coordinator only', p_call
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('This node is a Citus worker (group %s).', v_group),
+                  HINT = 'Connect to the coordinator: it keeps schedule names unique across the workers.';
+    END IF;
+    IF v_group = 0 AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'awa.% must run at READ COMMITTED isolation on a Citus cluster', p_call
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Call it in a transaction of its own at READ COMMITTED: the test that a schedule name is free must see every committed schedule.';
+    END IF;
+    LOCK TABLE awa.cron_schedules IN SHARE UPDATE EXCLUSIVE MODE;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._begin_schedule_admin(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._begin_schedule_admin(text) IS 'Internal: refuse a schedule admin call on a Citus worker (or above READ COMMITTED on a cluster), then serialise the admin calls.';
+
 -- Create or replace the schedule p_name: a job of p_kind in p_queue (with the job
 -- attributes of awa.insert_job_compat) at every tick of p_cron in p_timezone. Every
 -- argument is checked before anything is written. Replacing keeps the paused flag and the
 -- last enqueue; it keeps the next tick when cron and time zone are unchanged, else the next
--- tick is the first after now. Returns the next tick (NULL while paused).
+-- tick is the first after now; a new queue moves the row (on a cluster, to that queue's
+-- worker). The kept values are read from the row the statement itself changes, so a tick
+-- committed meanwhile is not enqueued again. Returns the next tick (NULL while paused).
 CREATE FUNCTION awa.schedule(
     p_name text,
     p_cron text,
@@ -4483,16 +4521,18 @@ CREATE FUNCTION awa.schedule(
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
+    v_now timestamptz := clock_timestamp();
     v_next timestamptz;
+    v_result timestamptz;
+    v_old_queue text;
+    v_same_ticks boolean;
+    v_old_next timestamptz;
+    v_paused boolean;
+    v_last_run timestamptz;
+    v_last_enqueued timestamptz;
+    v_last_job bigint;
+    v_created timestamptz;
 BEGIN
-    -- A tick's enqueue and the schedule's update (a reference table, on every node) would be
-    -- one transaction writing on every worker, which an enqueue cannot be (docs/scale-out.md).
-    IF awa._citus_group() IS NOT NULL THEN
-        RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'A tick would enqueue and update the install-wide schedule in one transaction that writes on every node.',
-                  HINT = 'Enqueue the job with p_run_at from a scheduler outside the database, or run awa_shard on one server.';
-    END IF;
     PERFORM awa._check_queue(p_name, 'p_name');
     PERFORM awa._require(p_cron IS NULL, 'p_cron');
     PERFORM awa._require(p_kind IS NULL, 'p_kind');
@@ -4519,24 +4559,40 @@ BEGIN
         RAISE EXCEPTION 'p_tags must not contain nulls' USING ERRCODE = '22004';
     END IF;
     -- 22023 for a bad expression (naming its field) or an unknown time zone.
-    v_next := awa._cron_next(p_cron, p_timezone, clock_timestamp());
+    v_next := awa._cron_next(p_cron, p_timezone, v_now);
     IF v_next IS NULL THEN
         RAISE EXCEPTION 'cron expression "%" matches no date', p_cron USING ERRCODE = '22023',
             HINT = 'Check the day-of-month and month fields: February has no day 30 or 31.';
     END IF;
-    INSERT INTO awa.cron_schedules AS s
-           (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, next_run_at)
+    PERFORM awa._begin_schedule_admin('schedule');
+    SELECT s.queue INTO v_old_queue FROM awa.cron_schedules s WHERE s.name = p_name;
+    IF FOUND AND v_old_queue = p_queue THEN
+        UPDATE awa.cron_schedules s
+           SET cron = p_cron, timezone = p_timezone, kind = p_kind, args = p_args, priority = p_priority,
+               max_attempts = p_max_attempts, metadata = p_metadata, tags = p_tags,
+               next_run_at = CASE WHEN s.cron = p_cron AND s.timezone = p_timezone THEN s.next_run_at ELSE v_next END,
+               updated_at = v_now
+         WHERE s.queue = p_queue AND s.name = p_name
+        RETURNING CASE WHEN s.paused THEN NULL ELSE s.next_run_at END INTO v_result;
+        IF FOUND THEN
+            RETURN v_result;
+        END IF;
+    ELSIF FOUND THEN
+        DELETE FROM awa.cron_schedules s WHERE s.queue = v_old_queue AND s.name = p_name
+        RETURNING s.cron = p_cron AND s.timezone = p_timezone, s.next_run_at, s.paused, s.last_run_at,
+                  s.last_enqueued_at, s.last_job_id, s.created_at
+             INTO v_same_ticks, v_old_next, v_paused, v_last_run, v_last_enqueued, v_last_job, v_created;
+        IF v_same_ticks THEN
+            v_next := v_old_next;
+        END IF;
+    END IF;
+    INSERT INTO awa.cron_schedules
+           (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, paused,
+            next_run_at, last_run_at, last_enqueued_at, last_job_id, created_at, updated_at)
     VALUES (p_name, p_cron, p_timezone, p_kind, p_queue, p_args, p_priority, p_max_attempts, p_metadata,
-            p_tags, v_next)
-    ON CONFLICT (name) DO UPDATE
-       SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, kind = EXCLUDED.kind, queue = EXCLUDED.queue,
-           args = EXCLUDED.args, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts,
-           metadata = EXCLUDED.metadata, tags = EXCLUDED.tags,
-           next_run_at = CASE WHEN s.cron = EXCLUDED.cron AND s.timezone = EXCLUDED.timezone
-                              THEN s.next_run_at ELSE EXCLUDED.next_run_at END,
-           updated_at = clock_timestamp()
-    RETURNING CASE WHEN s.paused THEN NULL ELSE s.next_run_at END INTO v_next;
-    RETURN v_next;
+            p_tags, coalesce(v_paused, false), v_next, v_last_run, v_last_enqueued, v_last_job,
+            coalesce(v_created, v_now), v_now);
+    RETURN CASE WHEN v_paused THEN NULL ELSE v_next END;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) FROM PUBLIC;
@@ -4550,9 +4606,16 @@ CREATE FUNCTION awa.unschedule(p_name text)
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+DECLARE
+    v_queue text;
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
-    DELETE FROM awa.cron_schedules s WHERE s.name = p_name;
+    PERFORM awa._begin_schedule_admin('unschedule');
+    SELECT s.queue INTO v_queue FROM awa.cron_schedules s WHERE s.name = p_name;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM awa.cron_schedules s WHERE s.queue = v_queue AND s.name = p_name;
     RETURN FOUND;
 END
 $$;
@@ -4566,11 +4629,19 @@ CREATE FUNCTION awa.pause_schedule(p_name text)
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+DECLARE
+    v_queue text;
+    v_now timestamptz := clock_timestamp();
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
-    UPDATE awa.cron_schedules s SET paused = true, updated_at = clock_timestamp()
-     WHERE s.name = p_name AND NOT s.paused;
-    RETURN FOUND OR EXISTS (SELECT 1 FROM awa.cron_schedules s WHERE s.name = p_name);
+    PERFORM awa._begin_schedule_admin('pause_schedule');
+    SELECT s.queue INTO v_queue FROM awa.cron_schedules s WHERE s.name = p_name;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE awa.cron_schedules s SET paused = true, updated_at = v_now
+     WHERE s.queue = v_queue AND s.name = p_name AND NOT s.paused;
+    RETURN true;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.pause_schedule(text) FROM PUBLIC;
@@ -4584,18 +4655,73 @@ CREATE FUNCTION awa.resume_schedule(p_name text)
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+DECLARE
+    v_queue text;
+    v_cron text;
+    v_timezone text;
+    v_now timestamptz := clock_timestamp();
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
+    PERFORM awa._begin_schedule_admin('resume_schedule');
+    -- (Read first: Citus computes no function of a column in an UPDATE; the admin lock keeps
+    -- cron and zone as read.)
+    SELECT s.queue, s.cron, s.timezone INTO v_queue, v_cron, v_timezone
+      FROM awa.cron_schedules s WHERE s.name = p_name;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     UPDATE awa.cron_schedules s
-       SET paused = false, next_run_at = awa._cron_next(s.cron, s.timezone, clock_timestamp()),
-           updated_at = clock_timestamp()
-     WHERE s.name = p_name AND s.paused;
-    RETURN FOUND OR EXISTS (SELECT 1 FROM awa.cron_schedules s WHERE s.name = p_name);
+       SET paused = false, next_run_at = awa._cron_next(v_cron, v_timezone, v_now), updated_at = v_now
+     WHERE s.queue = v_queue AND s.name = p_name AND s.paused;
+    RETURN true;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.resume_schedule(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.resume_schedule(text) TO awa_admin;
 COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job''s ticks again, from the next one after now; returns whether it exists. Role: awa_admin.';
+
+-- The schedules whose next tick has come by p_now, up to p_limit, oldest tick first: on one
+-- server all of them; on a Citus cluster those in the shards of awa.cron_schedules placed on
+-- this node (the schedules of the queues it holds; none on a coordinator without shards),
+-- read from those shards themselves, as awa._citus_local_queues reads its shards.
+CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint)
+    RETURNS TABLE (queue text, name text)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards text[];
+BEGIN
+    IF awa._citus_group() IS NULL THEN
+        RETURN QUERY
+            SELECT c.queue, c.name FROM awa.cron_schedules c
+             WHERE NOT c.paused AND c.next_run_at <= p_now
+             ORDER BY c.next_run_at, c.name
+             LIMIT p_limit;
+        RETURN;
+    END IF;
+    EXECUTE $q$
+        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
+          FROM pg_catalog.pg_dist_shard s
+          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
+          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
+         WHERE s.logicalrelid = 'awa.cron_schedules'::pg_catalog.regclass$q$
+      INTO v_shards;
+    IF v_shards IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT u.queue, u.name FROM (' ||
+        (SELECT string_agg(format(
+            'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
+            ' UNION ALL ')
+           FROM unnest(v_shards) sh) ||
+        ') u ORDER BY u.next_run_at, u.name LIMIT $2'
+      USING p_now, p_limit;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
 
 -- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
 -- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move
@@ -4605,8 +4731,10 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- Which due ticks: if the schedule's previous job was enqueued less than 10 seconds ago, the
 -- maintenance kept up and the ticks only came while a pass ran late (a 1-second schedule,
 -- a pass a little longer than its interval), so each gets its job (at most 60, then the
--- latest); otherwise (downtime) only the latest tick that has come. Returns how many jobs
--- it enqueued.
+-- latest); otherwise (downtime) only the latest tick that has come. On a Citus cluster each
+-- node runs the schedules of the queues whose shards it holds (awa._due_schedules): the
+-- schedule's row is on the queue's worker, so a tick is one transaction on that worker.
+-- Every statement names the schedule by queue and name. Returns how many jobs it enqueued.
 CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -4619,31 +4747,21 @@ DECLARE
     v_job bigint;
     v_count integer := 0;
     v_ticks integer;
+    v_enqueued_at timestamptz;
+    d record;
     s record;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     PERFORM awa._require_read_committed('run_schedules');
-    -- On a Citus cluster no schedule can be made (awa.schedule refuses); one made before
-    -- awa.citus_setup() is refused here once due, rather than left silently unrun.
-    IF awa._citus_group() IS NOT NULL THEN
-        IF EXISTS (SELECT 1 FROM awa.cron_schedules c WHERE NOT c.paused AND c.next_run_at <= v_now) THEN
-            RAISE EXCEPTION 'periodic jobs are not supported on a Citus cluster'
-                USING ERRCODE = 'feature_not_supported',
-                      DETAIL = 'Schedules made before awa.citus_setup() are due and cannot be run here.',
-                      HINT = 'Remove them with awa.unschedule(name) (or pause them) and enqueue with p_run_at from a scheduler outside the database.';
-        END IF;
-        RETURN 0;
-    END IF;
-    FOR s IN
+    FOR d IN SELECT due.queue, due.name FROM awa._due_schedules(v_now, p_limit) due LOOP
         SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
                c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
+          INTO s
           FROM awa.cron_schedules c
-         WHERE NOT c.paused AND c.next_run_at <= v_now
-         ORDER BY c.next_run_at, c.name
-         LIMIT p_limit
-           FOR UPDATE SKIP LOCKED
-    LOOP
+         WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
         v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
         v_tick := CASE WHEN s.last_enqueued_at > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
         v_ticks := 0;
@@ -4657,10 +4775,11 @@ BEGIN
             v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
                            ELSE v_latest END;
         END LOOP;
+        v_enqueued_at := clock_timestamp();
         UPDATE awa.cron_schedules c
            SET next_run_at = awa._cron_next(s.cron, s.timezone, v_tick), last_run_at = v_tick,
-               last_enqueued_at = clock_timestamp(), last_job_id = v_job
-         WHERE c.name = s.name;
+               last_enqueued_at = v_enqueued_at, last_job_id = v_job
+         WHERE c.queue = s.queue AND c.name = s.name;
     END LOOP;
     RETURN v_count;
 END
@@ -5070,17 +5189,17 @@ DECLARE
         'queue_meta', 'queue_enqueue_heads', 'queue_claim_heads', 'claim_marks',
         'ready_entries', 'done_entries', 'completion_batches', 'leases', 'claim_batches',
         'lease_claim_closures', 'attempt_state', 'deferred_jobs', 'dlq_entries',
-        'job_unique_claims', 'key_attempts'];
+        'job_unique_claims', 'key_attempts', 'cron_schedules'];
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
-        'retention_buckets', 'cron_schedules'];
+        'retention_buckets'];
     -- awa.rescue_progress (the rescue's watermark) stays node-local: each node rescues the
     -- attempts of its own queues.
     -- Calls with p_queue that are not routed by it: pure helpers (names and keys, no
-    -- table) and schedules (install-wide, a reference table). A call that also has
-    -- p_from_queue (move_queue, retry_from_dlq: p_queue is the destination) is routed by the
-    -- queue the job is in.
+    -- table) and awa.schedule (run on the coordinator, whose lock keeps schedule names
+    -- unique). A call that also has p_from_queue (move_queue, retry_from_dlq: p_queue is the
+    -- destination) is routed by the queue the job is in.
     v_not_routed constant text[] := ARRAY['lane_sequence_name', 'lane_lock_key', 'schedule'];
     v_group integer;
     v_rel regclass;
@@ -5101,7 +5220,14 @@ BEGIN
     -- Triggers of distributed tables (queue_meta, queue_claim_heads) need this setting.
     PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
 
-    -- 1. Per-queue tables, distributed by queue, colocated with the anchor.
+    -- 1. Per-queue tables, distributed by queue, colocated with the anchor. A schedule's
+    --    name is unique on one server through an index without queue, which cannot be
+    --    distributed; on the cluster awa.schedule keeps it unique under its lock.
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'awa.cron_schedules'::regclass)
+       AND to_regclass('awa.cron_schedules_name') IS NOT NULL THEN
+        DROP INDEX awa.cron_schedules_name;
+        step := 'schedule names unique by lock'; object := 'awa.cron_schedules'; RETURN NEXT;
+    END IF;
     FOREACH t IN ARRAY v_per_queue LOOP
         v_rel := format('awa.%I', t)::regclass;
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_rel);

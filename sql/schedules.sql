@@ -96,6 +96,24 @@ SELECT awa.schedule('yearly', '@annually', 'report2', 'sched_q', '{"v": 2}') = :
 -- Replacing keeps a schedule paused.
 SELECT awa.schedule('fast', '5 seconds', 'ping', 'sched_q', '{"v": 2}') IS NULL AS still_paused_returns_null;
 SELECT paused FROM awa.schedules WHERE name = 'fast';
+-- A new queue moves the schedule: one row per name whatever its queue, with its paused flag,
+-- next tick and creation time kept; moved back, the same again. A second row of the same
+-- name in another queue is refused by the table itself (23505).
+SELECT created_at AS fast_created, next_run_at AS fast_next FROM awa.cron_schedules WHERE name = 'fast' \gset
+SELECT awa.schedule('fast', '5 seconds', 'ping', 'sched_q2', '{"v": 2}') IS NULL AS moved_still_paused;
+SELECT count(*) AS rows_named_fast, min(queue) AS queue, bool_and(paused) AS paused,
+       bool_and(created_at = :'fast_created') AS created_kept, bool_and(next_run_at = :'fast_next') AS next_kept
+  FROM awa.cron_schedules WHERE name = 'fast';
+SELECT next_run_at AS yearly_next2 FROM awa.cron_schedules WHERE name = 'yearly' \gset
+SELECT awa.schedule('yearly', '@annually', 'report2', 'sched_q2', '{"v": 2}') = :'yearly_next2'::timestamptz
+       AS moved_kept_next;
+SELECT awa.schedule('yearly', '@annually', 'report2', 'sched_q', '{"v": 2}') = :'yearly_next2'::timestamptz
+       AS moved_back_kept_next;
+SELECT awa.schedule('fast', '5 seconds', 'ping', 'sched_q', '{"v": 2}') IS NULL AS moved_back_still_paused;
+SELECT queue, count(*) OVER () AS schedules FROM awa.cron_schedules WHERE name IN ('fast', 'yearly') ORDER BY name;
+SELECT pg_temp.sqlstate_of($$INSERT INTO awa.cron_schedules (name, cron, timezone, kind, queue, args, priority,
+                                                             max_attempts, metadata, tags)
+                             VALUES ('fast', '5 seconds', 'UTC', 'k', 'other_q', '{}', 2, 25, '{}', '{}')$$);
 
 -- Nothing is due yet: the step enqueues nothing.
 SELECT awa.run_schedules() AS enqueued;

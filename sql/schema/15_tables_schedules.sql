@@ -2,9 +2,13 @@
 -- awa.schedule() and friends and read through the awa.schedules view. The maintenance step
 -- awa.run_schedules() enqueues the job of a due tick and moves next_run_at in the same
 -- transaction, under this row's lock: the row is the fence that makes one job per tick.
--- A configuration table: pg_dump keeps its rows.
+-- A configuration table: pg_dump keeps its rows. Its key begins with the queue so that on a
+-- Citus cluster it is distributed with the queue's other rows (a tick's enqueue and its
+-- update are one worker's transaction); a name is unique install-wide through
+-- cron_schedules_name on one server and through awa.schedule's lock on a cluster
+-- (docs/scale-out.md, "Periodic jobs").
 CREATE TABLE awa.cron_schedules (
-    name text PRIMARY KEY,
+    name text NOT NULL,
     cron text NOT NULL,
     timezone text NOT NULL,
     kind text NOT NULL,
@@ -21,7 +25,9 @@ CREATE TABLE awa.cron_schedules (
     last_job_id bigint,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CONSTRAINT cron_schedules_pkey PRIMARY KEY (queue, name),
     CONSTRAINT cron_schedules_name_length CHECK (length(name) BETWEEN 1 AND 200));
+CREATE UNIQUE INDEX cron_schedules_name ON awa.cron_schedules (name);
 CREATE INDEX cron_schedules_due ON awa.cron_schedules (next_run_at) WHERE NOT paused;
 SELECT pg_catalog.pg_extension_config_dump('awa.cron_schedules', '');
 GRANT SELECT ON awa.cron_schedules TO awa_admin;

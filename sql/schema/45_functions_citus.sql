@@ -20,17 +20,17 @@ DECLARE
         'queue_meta', 'queue_enqueue_heads', 'queue_claim_heads', 'claim_marks',
         'ready_entries', 'done_entries', 'completion_batches', 'leases', 'claim_batches',
         'lease_claim_closures', 'attempt_state', 'deferred_jobs', 'dlq_entries',
-        'job_unique_claims', 'key_attempts'];
+        'job_unique_claims', 'key_attempts', 'cron_schedules'];
     v_singletons constant text[] := ARRAY[
         'storage_transition_state', 'plane_settings', 'queue_ring_state', 'lease_ring_state',
         'claim_ring_state', 'queue_ring_slots', 'lease_ring_slots', 'claim_ring_slots',
-        'retention_buckets', 'cron_schedules'];
+        'retention_buckets'];
     -- awa.rescue_progress (the rescue's watermark) stays node-local: each node rescues the
     -- attempts of its own queues.
     -- Calls with p_queue that are not routed by it: pure helpers (names and keys, no
-    -- table) and schedules (install-wide, a reference table). A call that also has
-    -- p_from_queue (move_queue, retry_from_dlq: p_queue is the destination) is routed by the
-    -- queue the job is in.
+    -- table) and awa.schedule (run on the coordinator, whose lock keeps schedule names
+    -- unique). A call that also has p_from_queue (move_queue, retry_from_dlq: p_queue is the
+    -- destination) is routed by the queue the job is in.
     v_not_routed constant text[] := ARRAY['lane_sequence_name', 'lane_lock_key', 'schedule'];
     v_group integer;
     v_rel regclass;
@@ -51,7 +51,14 @@ BEGIN
     -- Triggers of distributed tables (queue_meta, queue_claim_heads) need this setting.
     PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
 
-    -- 1. Per-queue tables, distributed by queue, colocated with the anchor.
+    -- 1. Per-queue tables, distributed by queue, colocated with the anchor. A schedule's
+    --    name is unique on one server through an index without queue, which cannot be
+    --    distributed; on the cluster awa.schedule keeps it unique under its lock.
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'awa.cron_schedules'::regclass)
+       AND to_regclass('awa.cron_schedules_name') IS NOT NULL THEN
+        DROP INDEX awa.cron_schedules_name;
+        step := 'schedule names unique by lock'; object := 'awa.cron_schedules'; RETURN NEXT;
+    END IF;
     FOREACH t IN ARRAY v_per_queue LOOP
         v_rel := format('awa.%I', t)::regclass;
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_rel);

@@ -276,8 +276,6 @@ check "... its cluster-wide test finds the slot of a worker's pending job busy" 
 check "... and every pending job is still there" \
   "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
 check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
-check "periodic jobs are refused on the cluster (0A000), not left unrun" \
-  "$(q 0 "SELECT awa.schedule('tick', '* * * * *', 'k', '$ma')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
 
 # -- Cross-queue views and counts, answered on the coordinator.
 check "awa.jobs on the coordinator shows both workers' queues" \
@@ -371,8 +369,37 @@ check "a freed slot drops the unique claims of its finished jobs on the workers"
   "$(q 0 "BEGIN; SELECT awa._free_queue_slot(${uslot:-0}, 1000); SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'; ROLLBACK;" | paste -sd' ' -)" "t 0"
 check "... (rolled back: the claim is there again)" "$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'")" "1"
 
+# -- Periodic jobs (docs/scale-out.md, "Periodic jobs"): a schedule's row lives on its queue's
+#    worker; that worker's pass enqueues its tick and moves the schedule in one local
+#    transaction; schedules are managed on the coordinator, which keeps names unique.
+shard_port="SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = get_shard_id_for_distribution_column('awa.cron_schedules', %s)"
+q 0 "SELECT awa.schedule('cl_tick', '@hourly', 'tick', '$ma')" >/dev/null
+check "a schedule made on the coordinator lives on its queue's worker" \
+  "$(q 0 "$(printf "$shard_port" "'$ma'")")" "$((port0 + 1))"
+check "schedules are managed on the coordinator only: a worker refuses (0A000)" \
+  "$(q 1 "SELECT awa.schedule('cl_other', '@hourly', 'tick', '$ma')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "... and so is the same name in another queue refused on the coordinator above READ COMMITTED (0A000)" \
+  "$(q 0 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT awa.schedule('cl_tick', '@hourly', 'tick', '$mb'); COMMIT" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+q 0 "UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) WHERE queue = '$ma' AND name = 'cl_tick'" >/dev/null
+check "a due tick: the coordinator's and the other worker's passes enqueue nothing, its worker's one job" \
+  "$(q 0 "SELECT awa.run_schedules()")/$(q 2 "SELECT awa.run_schedules()")/$(q 1 "SELECT awa.run_schedules()")" "0/0/1"
+check "... a second pass on its worker enqueues nothing for the same tick" "$(q 1 "SELECT awa.run_schedules()")" "0"
+check "... the job is in the queue with run_at = the tick, and the schedule names it and moved on" \
+  "$(q 0 "SELECT count(*) || '/' || bool_and(j.run_at = date_trunc('hour', now()) AND s.last_job_id = j.id AND s.next_run_at = j.run_at + interval '1 hour') FROM awa.jobs j JOIN awa.schedules s ON s.name = 'cl_tick' WHERE j.queue = '$ma' AND j.kind = 'tick'")" "1/true"
+check "a schedule moved to a queue of the other worker keeps its next tick, and its row goes there" \
+  "$(q 0 "SELECT awa.schedule('cl_tick', '@hourly', 'tick', '$mb') = date_trunc('hour', now()) + interval '1 hour'")/$(q 0 "SELECT count(*) FROM awa.cron_schedules WHERE name = 'cl_tick'")/$(q 0 "$(printf "$shard_port" "'$mb'")")" \
+  "t/1/$((port0 + 2))"
+q 0 "UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) WHERE queue = '$mb' AND name = 'cl_tick'" >/dev/null
+check "... where that worker's pass enqueues its tick, and the first worker's none" \
+  "$(q 1 "SELECT awa.run_schedules()")/$(q 2 "SELECT awa.run_schedules()")/$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$mb' AND kind = 'tick'")" "0/1/1"
+check "pause, resume and unschedule on the coordinator" \
+  "$(q 0 "SELECT awa.pause_schedule('cl_tick')::text || awa.resume_schedule('cl_tick')::text || (SELECT (NOT paused AND next_run_at > now())::text FROM awa.schedules WHERE name = 'cl_tick') || awa.unschedule('cl_tick')::text || awa.unschedule('cl_tick')::text")" \
+  "truetruetruetruefalse"
+
 # The background maintenance worker of a worker node (awa_shard.maintenance, off in this
 # cluster until now) runs the same steps: it promotes a due job of its queue.
+# It also enqueues the ticks of a one-second schedule of its queue, each once.
+q 0 "SELECT awa.schedule('bg_tick', '1 seconds', 'bgtick', '$ma')" >/dev/null
 q 1 "ALTER SYSTEM SET awa_shard.maintenance = on" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
 q 0 "SELECT awa.insert_jobs('$ma', '{bg}', p_run_ats => ARRAY[now() + interval '1 second'])" >/dev/null
 state=""
@@ -383,12 +410,22 @@ for i in $(seq 1 60); do
 done
 check "worker 1's background maintenance promotes its queue's due job" "$state" "available"
 check "... and reports no error" "$(q 1 "SELECT count(*) FROM awa.maintenance_status WHERE database = current_database() AND served_by = 'worker' AND last_error IS NULL")" "1"
+ticks=""
+for i in $(seq 1 60); do
+  ticks=$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$ma' AND kind = 'bgtick'")
+  [ "${ticks:-0}" -ge 3 ] && break
+  sleep 0.5
+done
+q 0 "SELECT awa.pause_schedule('bg_tick')" >/dev/null
+check "... and enqueues the ticks of its queue's one-second schedule, each once, on the second" \
+  "$(q 0 "SELECT count(*) >= 3 AND count(*) = count(DISTINCT run_at) AND bool_and(run_at = date_trunc('second', run_at)) FROM awa.jobs WHERE queue = '$ma' AND kind = 'bgtick'")" "t"
 q 1 "ALTER SYSTEM RESET awa_shard.maintenance" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
 
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"
 check "... and names both extensions" "$(echo "$dump" | grep -cE '^CREATE EXTENSION IF NOT EXISTS (citus|awa_shard) ')" "2"
+check "... and holds the schedules, kept on the workers" "$(echo "$dump" | grep -cE '^bg_tick	1 seconds	UTC	bgtick	')" "1"
 
 # -- A worker that does not answer fails the cross-queue views on the coordinator (58000)
 # rather than leaving its queues out; they answer again once it is back.
