@@ -3199,10 +3199,13 @@ CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job
     LANGUAGE plpgsql STABLE ROWS 1
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
+DECLARE
+    v_sql constant text := 'SELECT j.* FROM awa.jobs j WHERE j.queue = $1 AND j.id = $2 LIMIT 1';
 BEGIN
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.queue = p_queue AND j.id = p_job_id LIMIT 1;
+    -- On a Citus worker that holds the queue, over its own shards (awa._queue_shard_sql).
+    RETURN QUERY EXECUTE coalesce(awa._queue_shard_sql(v_sql, p_queue), v_sql) USING p_queue, p_job_id;
 END
 $$;
 
@@ -3213,15 +3216,15 @@ CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, 
     LANGUAGE plpgsql STABLE ROWS 100
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+DECLARE
+    v_sql constant text := 'SELECT j.* FROM awa.jobs j WHERE j.queue = $1 AND ($2 IS NULL OR j.state = $2) '
+                           'ORDER BY j.id LIMIT $3';
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
-    RETURN QUERY
-        SELECT j.* FROM awa.jobs j
-         WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
-         ORDER BY j.id
-         LIMIT p_limit;
+    -- On a Citus worker that holds the queue, over its own shards (awa._queue_shard_sql).
+    RETURN QUERY EXECUTE coalesce(awa._queue_shard_sql(v_sql, p_queue), v_sql) USING p_queue, p_state, p_limit;
 END
 $$;
 
@@ -5338,6 +5341,18 @@ CREATE FUNCTION awa._require_queue_local(p_queue text) RETURNS void
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._require_queue_local(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._require_queue_local(text) IS 'Internal: under Citus, refuse (0A000) a call whose queue is not given or lives on another node.';
+
+-- A statement over one queue's rows rewritten for this node's shards: the views of awa it
+-- names expanded and every distributed table named by its shard holding the queue, when the
+-- install is distributed and that shard is on this node; NULL otherwise (C, src/citus.cpp).
+-- The PL/pgSQL reads of one queue (get_job, list_jobs) EXECUTE it, so that on the queue's
+-- worker they read its shards only, where Citus would send a view's statement to every shard.
+CREATE FUNCTION awa._queue_shard_sql(p_sql text, p_queue text) RETURNS text
+    AS 'MODULE_PATHNAME', 'awa_queue_shard_sql'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._queue_shard_sql(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._queue_shard_sql(text, text) IS 'Internal: a statement over one queue rewritten for this node''s Citus shards, NULL when they are not here.';
 
 -- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
 -- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,

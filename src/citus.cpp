@@ -53,9 +53,88 @@ ident_char(char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
 }
 
+/* Whether the word at `p` (lower case) is one that may follow a FROM item, not an alias. */
+bool
+clause_word(const char *p)
+{
+	static const char *const words[] = {"where",   "join",	"left",	  "right",	   "inner",	 "full",   "cross",
+										"natural", "on",	"using",  "group",	   "order",	 "limit",  "offset",
+										"fetch",   "union", "except", "intersect", "having", "window", "for"};
+	for (const char *w : words)
+	{
+		size_t len = strlen(w);
+
+		if (pg_strncasecmp(p, w, len) == 0 && !ident_char(p[len]))
+			return true;
+	}
+	return false;
+}
+
 /*
- * `sql` with every distributed table of awa (parents, not their partitions) named by its
- * shard holding the queue; nullptr when none is distributed. SPI connected.
+ * `sql` with every view of awa it names (awa.jobs, awa.lane_cursors, and the views those
+ * read) replaced by its definition as a subquery, aliased by the view's name where the
+ * statement gave it no alias, so that the tables the views read can be named by their
+ * shards. At most four levels of views. SPI connected.
+ */
+char *
+expand_views(const char *sql)
+{
+	static SPIPlanPtr views_plan = nullptr;
+	char *cur = pstrdup(sql);
+	uint64 n;
+
+	keep_plan(&views_plan,
+			  "SELECT c.oid::pg_catalog.regclass::pg_catalog.text, c.relname::pg_catalog.text, "
+			  "       pg_catalog.rtrim(pg_catalog.pg_get_viewdef(c.oid), '; ') "
+			  "FROM pg_catalog.pg_class c "
+			  "WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relkind = 'v'",
+			  0, nullptr);
+	exec_plan(views_plan, nullptr, nullptr, true, 0, SPI_OK_SELECT, "views of awa");
+	n = SPI_processed;
+	for (int level = 0; level < 4; level++)
+	{
+		StringInfoData out;
+		bool any = false;
+
+		initStringInfo(&out);
+		for (const char *p = cur; *p;)
+		{
+			bool replaced = false;
+
+			if ((p == cur || !ident_char(p[-1])) && strncmp(p, "awa.", 4) == 0)
+				for (uint64 i = 0; i < n && !replaced; i++)
+				{
+					char *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+					size_t len = strlen(name);
+					const char *next;
+
+					if (strncmp(p, name, len) != 0 || ident_char(p[len]))
+						continue;
+					appendStringInfo(&out, "(%s)", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3));
+					p += len;
+					for (next = p; *next == ' ' || *next == '\n' || *next == '\t'; next++)
+						;
+					/* No alias follows (a clause, a comma, a parenthesis, the end): give one. */
+					if (!(ident_char(*next) || *next == '"') || clause_word(next))
+						appendStringInfo(
+							&out, " %s",
+							quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)));
+					replaced = any = true;
+				}
+			if (!replaced)
+				appendStringInfoChar(&out, *p++);
+		}
+		cur = out.data;
+		if (!any)
+			break;
+	}
+	return cur;
+}
+
+/*
+ * `sql` with its views of awa expanded (expand_views) and every distributed table of awa
+ * (parents, not their partitions) named by its shard holding the queue; nullptr when none is
+ * distributed. SPI connected.
  */
 char *
 shard_sql(const char *sql, text *queue)
@@ -64,6 +143,8 @@ shard_sql(const char *sql, text *queue)
 	Datum values[1] = {PointerGetDatum(queue)};
 	StringInfoData out;
 	uint64 n;
+
+	sql = expand_views(sql);
 
 	keep_plan(&shards_plan,
 			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
@@ -206,6 +287,35 @@ citus_group()
 	return group;
 }
 
+/* Whether awa.citus_setup() has distributed the install and the queue's shard is on this node. */
+bool
+queue_shard_here(text *queue)
+{
+	static SPIPlanPtr here_plan = nullptr;
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	Datum result;
+	bool here;
+
+	if (!citus_present())
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	keep_plan(&here_plan,
+			  "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "               WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass) "
+			  "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement p, pg_catalog.pg_dist_local_group g "
+			  "                WHERE p.groupid = g.groupid "
+			  "                  AND p.shardid = pg_catalog.get_shard_id_for_distribution_column("
+			  "                                    'awa.queue_meta'::pg_catalog.regclass, $1))",
+			  1, argtypes);
+	exec_plan(here_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue placement");
+	here = spi_single_value(&result) && DatumGetBool(result);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	return here;
+}
+
 /* Refuse a call whose queue's shard is not on this node (0A000, with a hint). */
 void
 require_queue_local(const char *queue, int queue_len)
@@ -271,4 +381,38 @@ AWA_SQL_FUNCTION(awa_require_queue_local)
 {
 	awa::require_queue_local_or_given(PG_ARGISNULL(0) ? nullptr : PG_GETARG_TEXT_PP(0));
 	PG_RETURN_VOID();
+}
+
+/*
+ * awa._queue_shard_sql(sql, queue) -> text: for a PL/pgSQL read of one queue (get_job,
+ * list_jobs), the statement with the views of awa it names expanded and every distributed
+ * table named by its shard holding the queue, when awa.citus_setup() has distributed the
+ * install and that shard is on this node (the call was delegated here): run with EXECUTE,
+ * it reads this node's shards only, where Citus would send the view's statement to every
+ * shard. NULL otherwise (no Citus, not set up, or the queue lives elsewhere): the caller then
+ * runs its statement as written.
+ */
+AWA_SQL_FUNCTION(awa_queue_shard_sql)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	text *result = nullptr;
+	char *rewritten;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || !awa::queue_shard_here(PG_GETARG_TEXT_PP(1)))
+		PG_RETURN_NULL();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	rewritten = awa::shard_sql(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_TEXT_PP(1));
+	if (rewritten != nullptr)
+	{
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+
+		result = cstring_to_text(rewritten);
+		MemoryContextSwitchTo(spi);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (result == nullptr)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(result);
 }

@@ -30,6 +30,9 @@ int citus_group();
  */
 void require_queue_local(const char *queue, int queue_len);
 
+/* Whether awa.citus_setup() has distributed the install and the queue's shard is on this node. */
+bool queue_shard_here(text *queue);
+
 /*
  * The same for a call whose p_queue may be NULL (by id alone): under Citus, once distributed,
  * NULL is refused (0A000, hint: give p_queue), since such a call cannot be delegated.

@@ -104,10 +104,16 @@ read_job(int64 job_id, text *queue, TupleDesc result_desc, MemoryContext into, D
 									  "FROM awa.jobs j WHERE j.id = $1 LIMIT 1",
 									  1, types);
 	else
-		plan = awa::keep_generic_plan(&job_in_queue_plan,
-									  "SELECT j.*, j.state IN ('completed', 'failed', 'cancelled') AS terminal "
-									  "FROM awa.jobs j WHERE j.queue = $2 AND j.id = $1 LIMIT 1",
-									  2, types);
+	{
+		static const char job_in_queue_sql[] =
+			"SELECT j.*, j.state IN ('completed', 'failed', 'cancelled') AS terminal "
+			"FROM awa.jobs j WHERE j.queue = $2 AND j.id = $1 LIMIT 1";
+
+		/* On a Citus worker (the caller checked the queue is here): the view over its shards. */
+		plan = awa::keep_shard_plan(job_in_queue_sql, queue, 2, types);
+		if (plan == nullptr)
+			plan = awa::keep_generic_plan(&job_in_queue_plan, job_in_queue_sql, 2, types);
+	}
 	awa::exec_plan_latest(plan, args, nullptr, true, 1, SPI_OK_SELECT, "job read");
 	if (SPI_processed == 1)
 	{

@@ -644,10 +644,13 @@ CREATE FUNCTION awa.get_job(p_queue text, p_job_id bigint) RETURNS SETOF awa.job
     LANGUAGE plpgsql STABLE ROWS 1
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET enable_seqscan = off
 AS $$
+DECLARE
+    v_sql constant text := 'SELECT j.* FROM awa.jobs j WHERE j.queue = $1 AND j.id = $2 LIMIT 1';
 BEGIN
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
-    RETURN QUERY SELECT j.* FROM awa.jobs j WHERE j.queue = p_queue AND j.id = p_job_id LIMIT 1;
+    -- On a Citus worker that holds the queue, over its own shards (awa._queue_shard_sql).
+    RETURN QUERY EXECUTE coalesce(awa._queue_shard_sql(v_sql, p_queue), v_sql) USING p_queue, p_job_id;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.get_job(text, bigint) FROM PUBLIC;
@@ -677,15 +680,15 @@ CREATE FUNCTION awa.list_jobs(p_queue text, p_state awa.job_state DEFAULT NULL, 
     LANGUAGE plpgsql STABLE ROWS 100
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
+DECLARE
+    v_sql constant text := 'SELECT j.* FROM awa.jobs j WHERE j.queue = $1 AND ($2 IS NULL OR j.state = $2) '
+                           'ORDER BY j.id LIMIT $3';
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._check_between(p_limit, 1, 10000, 'p_limit');
-    RETURN QUERY
-        SELECT j.* FROM awa.jobs j
-         WHERE j.queue = p_queue AND (p_state IS NULL OR j.state = p_state)
-         ORDER BY j.id
-         LIMIT p_limit;
+    -- On a Citus worker that holds the queue, over its own shards (awa._queue_shard_sql).
+    RETURN QUERY EXECUTE coalesce(awa._queue_shard_sql(v_sql, p_queue), v_sql) USING p_queue, p_state, p_limit;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.list_jobs(text, awa.job_state, bigint) FROM PUBLIC;

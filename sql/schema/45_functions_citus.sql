@@ -170,6 +170,18 @@ CREATE FUNCTION awa._require_queue_local(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._require_queue_local(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._require_queue_local(text) IS 'Internal: under Citus, refuse (0A000) a call whose queue is not given or lives on another node.';
 
+-- A statement over one queue's rows rewritten for this node's shards: the views of awa it
+-- names expanded and every distributed table named by its shard holding the queue, when the
+-- install is distributed and that shard is on this node; NULL otherwise (C, src/citus.cpp).
+-- The PL/pgSQL reads of one queue (get_job, list_jobs) EXECUTE it, so that on the queue's
+-- worker they read its shards only, where Citus would send a view's statement to every shard.
+CREATE FUNCTION awa._queue_shard_sql(p_sql text, p_queue text) RETURNS text
+    AS 'MODULE_PATHNAME', 'awa_queue_shard_sql'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._queue_shard_sql(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._queue_shard_sql(text, text) IS 'Internal: a statement over one queue rewritten for this node''s Citus shards, NULL when they are not here.';
+
 -- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
 -- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
 -- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs

@@ -108,7 +108,8 @@ check "exits: the jobs' states, seen on the coordinator" \
 check "exits: the dead-lettered job is in the queue's dead letters on its worker" \
   "$(q "$(worker_of "$qa")" "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$qa' AND job_id = $x5")" "1"
 
-# -- Each hot call is one delegated command to the queue's worker, and that worker sends no
+# -- Each hot call (and each read of one queue's jobs: its views are read over the worker's own
+#    shards) is one delegated command to the queue's worker, and that worker sends no
 #    command to any other node (every command a node sends is logged: citus.log_remote_commands,
 #    set for this session on the coordinator and by cluster.sh on the workers).
 remote_commands() {
@@ -119,11 +120,16 @@ q 0 "SELECT awa.insert_jobs('$qb', '{hot}', p_args => ARRAY['{}'::jsonb, '{}'])"
 hot_id=$(q 0 "SELECT job_id FROM awa.claim_ready_runtime('$qb', 1)")
 for call in "SELECT awa.insert_jobs('$qb', '{hot}')" "SELECT job_id FROM awa.claim_ready_runtime('$qb', 1)" \
             "SELECT awa.claim_ready_runtime('$qb', 1)" "SELECT awa.wait_for_jobs('$qb', 1)" \
-            "SELECT job_id FROM awa.complete_jobs(ARRAY[$hot_id]::bigint[], ARRAY[1]::bigint[], p_queue => '$qb')"; do
+            "SELECT job_id FROM awa.complete_jobs(ARRAY[$hot_id]::bigint[], ARRAY[1]::bigint[], p_queue => '$qb')" \
+            "SELECT id FROM awa.get_job('$qb', $hot_id)" "SELECT count(*) FROM awa.list_jobs('$qb')" \
+            "SELECT state FROM awa.wait_for_job($hot_id, 1, '$qb')"; do
   cmds=$(remote_commands "$call")
   check "one command crosses nodes for: $call" "$(echo "$cmds" | grep -c .)" "1"
   [ "$(echo "$cmds" | grep -c .)" = 1 ] || echo "$cmds" | head -n 5
 done
+check "list_jobs and get_job over the worker's shards read what awa.jobs on the coordinator reads" \
+  "$(q 0 "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM awa.list_jobs('$qb')")/$(q 0 "SELECT state FROM awa.get_job('$qb', $hot_id)")" \
+  "$(q 0 "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qb'")/completed"
 
 # -- A wait on the queue's worker is woken by an enqueue through the coordinator (the
 #    producer's commit wakes the worker's sleepers there); a timeout would return false.
