@@ -23,11 +23,12 @@ REVOKE ALL ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) FR
 COMMENT ON FUNCTION awa._cron_latest(text, text, timestamptz, timestamptz) IS 'Internal: the latest tick of a cron expression in a time zone within a stretch of time.';
 
 -- Where and how periodic jobs are managed (awa.schedule and its friends): anywhere on one
--- server; on a Citus cluster on the coordinator only, at READ COMMITTED, since there a name
--- is kept unique install-wide by the lock taken here (the table is distributed by queue and
--- cannot hold a unique index on the name alone; docs/scale-out.md, "Periodic jobs"). The lock
--- serialises the admin calls with each other, not with the ticks (SHARE UPDATE EXCLUSIVE:
--- awa.run_schedules' row locks and updates do not conflict with it). 0A000 otherwise.
+-- server, where the unique index on the name keeps names unique and nothing is locked here;
+-- on a Citus cluster on the coordinator only, at READ COMMITTED, since there a name is kept
+-- unique install-wide by the lock taken here (the table is distributed by queue and cannot
+-- hold a unique index on the name alone; docs/scale-out.md, "Periodic jobs"). The lock
+-- serialises the admin calls with each other, not with the ticks, which run on the workers
+-- (SHARE UPDATE EXCLUSIVE: row locks and updates do not conflict with it). 0A000 otherwise.
 CREATE FUNCTION awa._begin_schedule_admin(p_call text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -41,24 +42,59 @@ BEGIN
                   DETAIL = format('This node is a Citus worker (group %s).', v_group),
                   HINT = 'Connect to the coordinator: it keeps schedule names unique across the workers.';
     END IF;
-    IF v_group = 0 AND current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'awa.% must run at READ COMMITTED isolation on a Citus cluster', p_call
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Call it in a transaction of its own at READ COMMITTED: the test that a schedule name is free must see every committed schedule.';
+    IF v_group = 0 THEN
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            RAISE EXCEPTION 'awa.% must run at READ COMMITTED isolation on a Citus cluster', p_call
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Call it in a transaction of its own at READ COMMITTED: the test that a schedule name is free must see every committed schedule.';
+        END IF;
+        LOCK TABLE awa.cron_schedules IN SHARE UPDATE EXCLUSIVE MODE;
     END IF;
-    LOCK TABLE awa.cron_schedules IN SHARE UPDATE EXCLUSIVE MODE;
 END
 $$;
 REVOKE ALL ON FUNCTION awa._begin_schedule_admin(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._begin_schedule_admin(text) IS 'Internal: refuse a schedule admin call on a Citus worker (or above READ COMMITTED on a cluster), then serialise the admin calls.';
+COMMENT ON FUNCTION awa._begin_schedule_admin(text) IS 'Internal: refuse a schedule admin call on a Citus worker (or above READ COMMITTED on a cluster); on a cluster, serialise the admin calls.';
+
+-- The queue of the schedule p_name, with its row locked (FOR UPDATE) by this transaction;
+-- NULL when no schedule has that name. A schedule moved to another queue while this call
+-- waited for its row is looked up again (at REPEATABLE READ or SERIALIZABLE the lock itself
+-- then fails with 40001). Every statement names the row by queue and name (on a Citus
+-- cluster, one shard's).
+CREATE FUNCTION awa._lock_schedule(p_name text) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+BEGIN
+    FOR v_try IN 1..100 LOOP
+        SELECT s.queue INTO v_queue FROM awa.cron_schedules s WHERE s.name = p_name;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        PERFORM FROM awa.cron_schedules s WHERE s.queue = v_queue AND s.name = p_name FOR UPDATE;
+        IF FOUND THEN
+            RETURN v_queue;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'schedule "%" kept moving under this call', p_name
+        USING ERRCODE = 'serialization_failure', HINT = 'Retry the call.';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._lock_schedule(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_schedule(text) IS 'Internal: lock the row of a schedule by name and return its queue (NULL when unknown).';
 
 -- Create or replace the schedule p_name: a job of p_kind in p_queue (with the job
 -- attributes of awa.insert_job_compat) at every tick of p_cron in p_timezone. Every
 -- argument is checked before anything is written. Replacing keeps the paused flag and the
 -- last enqueue; it keeps the next tick when cron and time zone are unchanged, else the next
 -- tick is the first after now; a new queue moves the row (on a cluster, to that queue's
--- worker). The kept values are read from the row the statement itself changes, so a tick
--- committed meanwhile is not enqueued again. Returns the next tick (NULL while paused).
+-- worker). The kept values are read under the row's lock (awa._lock_schedule), and "now" is
+-- read after it: a replacement that waited for a pass enqueueing the schedule's tick keeps
+-- the tick the pass stored, and takes none from before its wait. A schedule of the same name
+-- created meanwhile by another call is met by the insert's ON CONFLICT and the call starts
+-- again, as an upsert would; at REPEATABLE READ or SERIALIZABLE that conflict is a
+-- serialization failure (40001). Returns the next tick (NULL while paused).
 CREATE FUNCTION awa.schedule(
     p_name text,
     p_cron text,
@@ -75,9 +111,8 @@ CREATE FUNCTION awa.schedule(
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
-    v_now timestamptz := clock_timestamp();
+    v_now timestamptz;
     v_next timestamptz;
-    v_result timestamptz;
     v_old_queue text;
     v_same_ticks boolean;
     v_old_next timestamptz;
@@ -113,40 +148,48 @@ BEGIN
         RAISE EXCEPTION 'p_tags must not contain nulls' USING ERRCODE = '22004';
     END IF;
     -- 22023 for a bad expression (naming its field) or an unknown time zone.
-    v_next := awa._cron_next(p_cron, p_timezone, v_now);
-    IF v_next IS NULL THEN
+    IF awa._cron_next(p_cron, p_timezone, clock_timestamp()) IS NULL THEN
         RAISE EXCEPTION 'cron expression "%" matches no date', p_cron USING ERRCODE = '22023',
             HINT = 'Check the day-of-month and month fields: February has no day 30 or 31.';
     END IF;
     PERFORM awa._begin_schedule_admin('schedule');
-    SELECT s.queue INTO v_old_queue FROM awa.cron_schedules s WHERE s.name = p_name;
-    IF FOUND AND v_old_queue = p_queue THEN
-        UPDATE awa.cron_schedules s
-           SET cron = p_cron, timezone = p_timezone, kind = p_kind, args = p_args, priority = p_priority,
-               max_attempts = p_max_attempts, metadata = p_metadata, tags = p_tags,
-               next_run_at = CASE WHEN s.cron = p_cron AND s.timezone = p_timezone THEN s.next_run_at ELSE v_next END,
-               updated_at = v_now
-         WHERE s.queue = p_queue AND s.name = p_name
-        RETURNING CASE WHEN s.paused THEN NULL ELSE s.next_run_at END INTO v_result;
+    FOR v_try IN 1..100 LOOP
+        v_old_queue := awa._lock_schedule(p_name);
+        v_same_ticks := NULL; v_old_next := NULL; v_paused := NULL; v_last_run := NULL;
+        v_last_enqueued := NULL; v_last_job := NULL; v_created := NULL;
+        IF v_old_queue IS NOT NULL THEN
+            SELECT s.cron = p_cron AND s.timezone = p_timezone, s.next_run_at, s.paused, s.last_run_at,
+                   s.last_enqueued_at, s.last_job_id, s.created_at
+              INTO v_same_ticks, v_old_next, v_paused, v_last_run, v_last_enqueued, v_last_job, v_created
+              FROM awa.cron_schedules s WHERE s.queue = v_old_queue AND s.name = p_name;
+        END IF;
+        v_now := clock_timestamp();
+        v_next := CASE WHEN v_same_ticks THEN v_old_next ELSE awa._cron_next(p_cron, p_timezone, v_now) END;
+        IF v_old_queue = p_queue THEN
+            UPDATE awa.cron_schedules s
+               SET cron = p_cron, timezone = p_timezone, kind = p_kind, args = p_args, priority = p_priority,
+                   max_attempts = p_max_attempts, metadata = p_metadata, tags = p_tags, next_run_at = v_next,
+                   updated_at = v_now
+             WHERE s.queue = p_queue AND s.name = p_name;
+            RETURN CASE WHEN v_paused THEN NULL ELSE v_next END;
+        END IF;
+        IF v_old_queue IS NOT NULL THEN
+            DELETE FROM awa.cron_schedules s WHERE s.queue = v_old_queue AND s.name = p_name;
+        END IF;
+        INSERT INTO awa.cron_schedules
+               (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, paused,
+                next_run_at, last_run_at, last_enqueued_at, last_job_id, created_at, updated_at)
+        VALUES (p_name, p_cron, p_timezone, p_kind, p_queue, p_args, p_priority, p_max_attempts, p_metadata,
+                p_tags, coalesce(v_paused, false), v_next, v_last_run, v_last_enqueued, v_last_job,
+                coalesce(v_created, v_now), v_now)
+        ON CONFLICT DO NOTHING;
         IF FOUND THEN
-            RETURN v_result;
+            RETURN CASE WHEN v_paused THEN NULL ELSE v_next END;
         END IF;
-    ELSIF FOUND THEN
-        DELETE FROM awa.cron_schedules s WHERE s.queue = v_old_queue AND s.name = p_name
-        RETURNING s.cron = p_cron AND s.timezone = p_timezone, s.next_run_at, s.paused, s.last_run_at,
-                  s.last_enqueued_at, s.last_job_id, s.created_at
-             INTO v_same_ticks, v_old_next, v_paused, v_last_run, v_last_enqueued, v_last_job, v_created;
-        IF v_same_ticks THEN
-            v_next := v_old_next;
-        END IF;
-    END IF;
-    INSERT INTO awa.cron_schedules
-           (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, paused,
-            next_run_at, last_run_at, last_enqueued_at, last_job_id, created_at, updated_at)
-    VALUES (p_name, p_cron, p_timezone, p_kind, p_queue, p_args, p_priority, p_max_attempts, p_metadata,
-            p_tags, coalesce(v_paused, false), v_next, v_last_run, v_last_enqueued, v_last_job,
-            coalesce(v_created, v_now), v_now);
-    RETURN CASE WHEN v_paused THEN NULL ELSE v_next END;
+        -- Another call created the name meanwhile (it was free when looked up): start again.
+    END LOOP;
+    RAISE EXCEPTION 'schedule "%" kept changing under this call', p_name
+        USING ERRCODE = 'serialization_failure', HINT = 'Retry the call.';
 END
 $$;
 REVOKE ALL ON FUNCTION awa.schedule(text, text, text, text, jsonb, text, bigint, bigint, jsonb, text[]) FROM PUBLIC;
@@ -165,12 +208,12 @@ DECLARE
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
     PERFORM awa._begin_schedule_admin('unschedule');
-    SELECT s.queue INTO v_queue FROM awa.cron_schedules s WHERE s.name = p_name;
-    IF NOT FOUND THEN
+    v_queue := awa._lock_schedule(p_name);
+    IF v_queue IS NULL THEN
         RETURN false;
     END IF;
     DELETE FROM awa.cron_schedules s WHERE s.queue = v_queue AND s.name = p_name;
-    RETURN FOUND;
+    RETURN true;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.unschedule(text) FROM PUBLIC;
@@ -185,14 +228,15 @@ CREATE FUNCTION awa.pause_schedule(p_name text)
 AS $$
 DECLARE
     v_queue text;
-    v_now timestamptz := clock_timestamp();
+    v_now timestamptz;
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
     PERFORM awa._begin_schedule_admin('pause_schedule');
-    SELECT s.queue INTO v_queue FROM awa.cron_schedules s WHERE s.name = p_name;
-    IF NOT FOUND THEN
+    v_queue := awa._lock_schedule(p_name);
+    IF v_queue IS NULL THEN
         RETURN false;
     END IF;
+    v_now := clock_timestamp();
     UPDATE awa.cron_schedules s SET paused = true, updated_at = v_now
      WHERE s.queue = v_queue AND s.name = p_name AND NOT s.paused;
     RETURN true;
@@ -202,8 +246,9 @@ REVOKE ALL ON FUNCTION awa.pause_schedule(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.pause_schedule(text) TO awa_admin;
 COMMENT ON FUNCTION awa.pause_schedule(text) IS 'Stop enqueueing a periodic job''s ticks; returns whether it exists. Role: awa_admin.';
 
--- Enqueue a paused schedule's ticks again, from the first tick after now: ticks that fell
--- while it was paused are not enqueued. Returns whether the schedule exists.
+-- Enqueue a paused schedule's ticks again, from the first tick after now (read once the
+-- schedule's row is locked): ticks that fell while it was paused are not enqueued. Returns
+-- whether the schedule exists.
 CREATE FUNCTION awa.resume_schedule(p_name text)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
@@ -213,17 +258,18 @@ DECLARE
     v_queue text;
     v_cron text;
     v_timezone text;
-    v_now timestamptz := clock_timestamp();
+    v_now timestamptz;
 BEGIN
     PERFORM awa._require(p_name IS NULL, 'p_name');
     PERFORM awa._begin_schedule_admin('resume_schedule');
-    -- (Read first: Citus computes no function of a column in an UPDATE; the admin lock keeps
-    -- cron and zone as read.)
-    SELECT s.queue, s.cron, s.timezone INTO v_queue, v_cron, v_timezone
-      FROM awa.cron_schedules s WHERE s.name = p_name;
-    IF NOT FOUND THEN
+    v_queue := awa._lock_schedule(p_name);
+    IF v_queue IS NULL THEN
         RETURN false;
     END IF;
+    -- (Read first: Citus computes no function of a column in an UPDATE.)
+    SELECT s.cron, s.timezone INTO v_cron, v_timezone
+      FROM awa.cron_schedules s WHERE s.queue = v_queue AND s.name = p_name;
+    v_now := clock_timestamp();
     UPDATE awa.cron_schedules s
        SET paused = false, next_run_at = awa._cron_next(v_cron, v_timezone, v_now), updated_at = v_now
      WHERE s.queue = v_queue AND s.name = p_name AND s.paused;
@@ -234,11 +280,12 @@ REVOKE ALL ON FUNCTION awa.resume_schedule(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.resume_schedule(text) TO awa_admin;
 COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job''s ticks again, from the next one after now; returns whether it exists. Role: awa_admin.';
 
--- The schedules whose next tick has come by p_now, up to p_limit, oldest tick first: on one
--- server all of them; on a Citus cluster those in the shards of awa.cron_schedules placed on
+-- The schedules whose next tick has come by p_now, oldest tick first (the caller stops once
+-- it has run as many as it may: rows it skips as locked do not count): on one server all of
+-- them; on a Citus cluster those in the shards of awa.cron_schedules placed on
 -- this node (the schedules of the queues it holds; none on a coordinator without shards),
 -- read from those shards themselves, as awa._citus_local_queues reads its shards.
-CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint)
+CREATE FUNCTION awa._due_schedules(p_now timestamptz)
     RETURNS TABLE (queue text, name text)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -250,8 +297,7 @@ BEGIN
         RETURN QUERY
             SELECT c.queue, c.name FROM awa.cron_schedules c
              WHERE NOT c.paused AND c.next_run_at <= p_now
-             ORDER BY c.next_run_at, c.name
-             LIMIT p_limit;
+             ORDER BY c.next_run_at, c.name;
         RETURN;
     END IF;
     EXECUTE $q$
@@ -270,12 +316,12 @@ BEGIN
             'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
             ' UNION ALL ')
            FROM unnest(v_shards) sh) ||
-        ') u ORDER BY u.next_run_at, u.name LIMIT $2'
-      USING p_now, p_limit;
+        ') u ORDER BY u.next_run_at, u.name'
+      USING p_now;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint) FROM PUBLIC;
-COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
+REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._due_schedules(timestamptz) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
 
 -- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
 -- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move
@@ -300,6 +346,7 @@ DECLARE
     v_latest timestamptz;
     v_job bigint;
     v_count integer := 0;
+    v_schedules bigint := 0;
     v_ticks integer;
     v_enqueued_at timestamptz;
     d record;
@@ -308,7 +355,8 @@ BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     PERFORM awa._require_read_committed('run_schedules');
-    FOR d IN SELECT due.queue, due.name FROM awa._due_schedules(v_now, p_limit) due LOOP
+    FOR d IN SELECT due.queue, due.name FROM awa._due_schedules(v_now) due LOOP
+        EXIT WHEN v_schedules >= p_limit;
         SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
                c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
           INTO s
@@ -316,6 +364,7 @@ BEGIN
          WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
            FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
+        v_schedules := v_schedules + 1;
         v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
         v_tick := CASE WHEN s.last_enqueued_at > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
         v_ticks := 0;
