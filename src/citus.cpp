@@ -40,6 +40,7 @@ struct ShardPlan
 {
 	const char *sql; /* the statement as written (its address is the key) */
 	char *queue;	 /* TopMemoryContext */
+	int64 shard;	 /* the queue's shard of awa.queue_meta when the plan was made */
 	SPIPlanPtr plan;
 };
 constexpr int kShardPlans = 64;
@@ -184,21 +185,64 @@ shard_sql(const char *sql, text *queue)
 
 } // namespace
 
-/* A kept plan of sql on the queue's shards (see citus.hpp); nullptr when not distributed. */
+/*
+ * The queue's shard of awa.queue_meta now (a split gives the queue a new shard, whose
+ * colocated shards are then the ones to name); 0 when not distributed. SPI connected.
+ */
+int64
+queue_shard_id(text *queue)
+{
+	static SPIPlanPtr shard_plan = nullptr;
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+	Datum result;
+
+	keep_plan(&shard_plan,
+			  "SELECT pg_catalog.get_shard_id_for_distribution_column('awa.queue_meta'::pg_catalog.regclass, $1) "
+			  "WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
+			  "              WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass)",
+			  1, argtypes);
+	exec_plan(shard_plan, values, nullptr, true, 1, SPI_OK_SELECT, "shard of a queue");
+	return spi_single_value(&result) ? DatumGetInt64(result) : 0;
+}
+
+/*
+ * A kept plan of sql on the queue's shards (see citus.hpp); nullptr when not distributed.
+ * A kept plan is used only while the queue's shard is the one it was made for: after a
+ * shard split the old shards still exist until Citus drops them, and a plan naming them
+ * would read and write rows no longer the queue's.
+ */
 SPIPlanPtr
 keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes)
 {
 	char *q = text_to_cstring(queue);
 	char *rewritten;
 	SPIPlanPtr plan;
-	ShardPlan *slot;
+	ShardPlan *slot = nullptr;
+	int64 shard;
+
+	/* The caller's last result stays its last result (the look-ups below run statements). */
+	SPITupleTable *caller_tuptable = SPI_tuptable;
+	uint64 caller_processed = SPI_processed;
 
 	if (!citus_present())
 		return nullptr;
+	shard = queue_shard_id(queue);
 	for (auto &e : shard_plans)
 		if (e.sql == sql && e.queue != nullptr && strcmp(e.queue, q) == 0)
-			return e.plan;
+		{
+			if (e.shard == shard)
+			{
+				SPI_tuptable = caller_tuptable;
+				SPI_processed = caller_processed;
+				return e.plan;
+			}
+			slot = &e; /* made for another shard: made again in its place */
+			break;
+		}
 	rewritten = shard_sql(sql, queue);
+	SPI_tuptable = caller_tuptable;
+	SPI_processed = caller_processed;
 	if (rewritten == nullptr)
 		return nullptr;
 	plan = SPI_prepare(rewritten, nargs, const_cast<Oid *>(argtypes));
@@ -206,14 +250,18 @@ keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes)
 		elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), rewritten);
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "awa_shard: SPI_keepplan failed");
-	slot = &shard_plans[next_victim];
-	next_victim = (next_victim + 1) % kShardPlans;
+	if (slot == nullptr)
+	{
+		slot = &shard_plans[next_victim];
+		next_victim = (next_victim + 1) % kShardPlans;
+	}
 	if (slot->plan != nullptr)
 		SPI_freeplan(slot->plan);
 	if (slot->queue != nullptr)
 		pfree(slot->queue);
 	slot->sql = sql;
 	slot->queue = MemoryContextStrdup(TopMemoryContext, q);
+	slot->shard = shard;
 	slot->plan = plan;
 	return plan;
 }

@@ -137,9 +137,16 @@ CREATE FUNCTION awa._dlq_enabled(p_queue text) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_enabled boolean;
 BEGIN
-    RETURN coalesce((SELECT m.dlq_enabled FROM awa.queue_meta m WHERE m.queue = p_queue),
-                    (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s), false);
+    -- Two statements: on a Citus cluster one statement may not read the queue's shard and a
+    -- reference table inside a delegated call.
+    SELECT m.dlq_enabled INTO v_enabled FROM awa.queue_meta m WHERE m.queue = p_queue;
+    IF v_enabled IS NULL THEN
+        SELECT s.dlq_enabled_by_default INTO v_enabled FROM awa.plane_settings s;
+    END IF;
+    RETURN coalesce(v_enabled, false);
 END
 $$;
 REVOKE ALL ON FUNCTION awa._dlq_enabled(text) FROM PUBLIC;

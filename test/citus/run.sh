@@ -107,6 +107,10 @@ check "exits: the jobs' states, seen on the coordinator" \
   "$(q 0 "SELECT string_agg(state::text, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qa' AND kind = 'ex'")" "retryable,scheduled,retryable,cancelled,failed"
 check "exits: the dead-lettered job is in the queue's dead letters on its worker" \
   "$(q "$(worker_of "$qa")" "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$qa' AND job_id = $x5")" "1"
+last=$(q 0 "SELECT awa.insert_jobs('$qa', '{lastex}', p_max_attempts => ARRAY[1])" | tr -d '{}')
+q 0 "SELECT job_id FROM awa.claim_ready_runtime('$qa', 10)" >/dev/null
+check "exits: fail_job with p_queue at the job's last attempt fails it (its queue's dead-letter setting read on its worker)" \
+  "$(q 0 "SELECT awa.fail_job($last, 1, 'boom', p_queue => '$qa')")/$(q 0 "SELECT state FROM awa.jobs WHERE id = $last")" "failed/failed"
 
 # -- Each hot call (and each read of one queue's jobs: its views are read over the worker's own
 #    shards) is one delegated command to the queue's worker, and that worker sends no
