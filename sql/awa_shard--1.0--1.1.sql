@@ -372,9 +372,15 @@ CREATE FUNCTION awa._drop_lane_marks() RETURNS trigger
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    l record;
 BEGIN
-    DELETE FROM awa.claim_marks k USING dropped_heads h
-     WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard;
+    -- A statement per lane, naming its queue: on a Citus cluster a statement over a
+    -- distributed table cannot join the trigger's transition table.
+    FOR l IN SELECT DISTINCT h.queue, h.priority, h.enqueue_shard FROM dropped_heads h LOOP
+        DELETE FROM awa.claim_marks k
+         WHERE k.queue = l.queue AND k.priority = l.priority AND k.enqueue_shard = l.enqueue_shard;
+    END LOOP;
     RETURN NULL;
 END
 $$;
@@ -4445,7 +4451,9 @@ CREATE TABLE awa.cron_schedules (
 CREATE UNIQUE INDEX cron_schedules_name ON awa.cron_schedules (name);
 CREATE INDEX cron_schedules_due ON awa.cron_schedules (next_run_at) WHERE NOT paused;
 SELECT pg_catalog.pg_extension_config_dump('awa.cron_schedules', '');
-GRANT SELECT ON awa.cron_schedules TO awa_admin;
+-- pg_monitor as for awa.schedules, which shows every column: on a Citus cluster the view's
+-- reads of the shards are checked against the caller's own privileges.
+GRANT SELECT ON awa.cron_schedules TO awa_admin, pg_monitor;
 COMMENT ON TABLE awa.cron_schedules IS 'Periodic jobs: one row per schedule (awa.schedule); the maintenance step enqueues their ticks.';
 COMMENT ON COLUMN awa.cron_schedules.cron IS 'Five cron fields, an @alias or ''N seconds'' (1..59).';
 COMMENT ON COLUMN awa.cron_schedules.timezone IS 'Time zone of the cron fields (a name of pg_timezone_names).';
@@ -4784,10 +4792,12 @@ COMMENT ON FUNCTION awa._due_schedules(timestamptz) IS 'Internal: the due schedu
 -- next_run_at past the last one, in this transaction and under the schedule's row lock
 -- (FOR UPDATE SKIP LOCKED): a concurrent pass skips the row, or sees the moved tick once this
 -- one commits, so every tick gets at most one job, whatever crashes or concurrent passes.
--- Which due ticks: if the schedule's previous job was enqueued less than 10 seconds ago, the
--- maintenance kept up and the ticks only came while a pass ran late (a 1-second schedule,
--- a pass a little longer than its interval), so each gets its job (at most 60, then the
--- latest); otherwise (downtime) only the latest tick that has come. On a Citus cluster each
+-- Which due ticks: if the schedule's previous job (or, before its first, its creation) is
+-- less than 10 seconds old, the maintenance kept up and the ticks only came while a pass ran
+-- late (a 1-second schedule, a pass a little longer than its interval), so each gets its job
+-- (at most 60, then the latest); otherwise (downtime) only the latest tick that has come.
+-- Each schedule runs in a subtransaction: one whose enqueue fails is reported (WARNING) and
+-- stays due, and the pass goes on with the others. On a Citus cluster each
 -- node runs the schedules of the queues whose shards it holds (awa._due_schedules): the
 -- schedule's row is on the queue's worker, so a tick is one transaction on that worker.
 -- Every statement names the schedule by queue and name. Returns how many jobs it enqueued.
@@ -4805,6 +4815,8 @@ DECLARE
     v_schedules bigint := 0;
     v_ticks integer;
     v_enqueued_at timestamptz;
+    v_error text;
+    v_sqlstate text;
     d record;
     s record;
 BEGIN
@@ -4813,32 +4825,41 @@ BEGIN
     PERFORM awa._require_read_committed('run_schedules');
     FOR d IN SELECT due.queue, due.name FROM awa._due_schedules(v_now) due LOOP
         EXIT WHEN v_schedules >= p_limit;
-        SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-               c.metadata, c.tags, c.next_run_at, c.last_enqueued_at
-          INTO s
-          FROM awa.cron_schedules c
-         WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
-           FOR UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND;
-        v_schedules := v_schedules + 1;
-        v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
-        v_tick := CASE WHEN s.last_enqueued_at > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
-        v_ticks := 0;
-        LOOP
-            SELECT j.id INTO v_job
-              FROM awa.insert_job_compat(s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts, v_tick,
-                                         s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
-            v_count := v_count + 1;
-            v_ticks := v_ticks + 1;
-            EXIT WHEN v_tick >= v_latest;
-            v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
-                           ELSE v_latest END;
-        END LOOP;
-        v_enqueued_at := clock_timestamp();
-        UPDATE awa.cron_schedules c
-           SET next_run_at = awa._cron_next(s.cron, s.timezone, v_tick), last_run_at = v_tick,
-               last_enqueued_at = v_enqueued_at, last_job_id = v_job
-         WHERE c.queue = s.queue AND c.name = s.name;
+        -- Each schedule in a subtransaction of its own: one whose job cannot be enqueued is
+        -- reported and stays due, and does not hold back the others of the pass.
+        BEGIN
+            SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
+                   c.metadata, c.tags, c.next_run_at, coalesce(c.last_enqueued_at, c.created_at) AS last_news
+              INTO s
+              FROM awa.cron_schedules c
+             WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
+               FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            v_schedules := v_schedules + 1;
+            v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
+            v_tick := CASE WHEN s.last_news > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
+            v_ticks := 0;
+            LOOP
+                SELECT j.id INTO v_job
+                  FROM awa.insert_job_compat(s.kind, s.queue, s.args, 'available', s.priority, s.max_attempts, v_tick,
+                                             s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
+                v_ticks := v_ticks + 1;
+                EXIT WHEN v_tick >= v_latest;
+                v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
+                               ELSE v_latest END;
+            END LOOP;
+            v_enqueued_at := clock_timestamp();
+            UPDATE awa.cron_schedules c
+               SET next_run_at = awa._cron_next(s.cron, s.timezone, v_tick), last_run_at = v_tick,
+                   last_enqueued_at = v_enqueued_at, last_job_id = v_job
+             WHERE c.queue = s.queue AND c.name = s.name;
+            v_count := v_count + v_ticks;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
+            RAISE WARNING 'awa.run_schedules: schedule "%" of queue "%" was not run: % (SQLSTATE %)',
+                d.name, d.queue, v_error, v_sqlstate
+                USING HINT = 'Its tick stays due and the next pass tries again; fix the schedule (awa.schedule) or remove it (awa.unschedule).';
+        END;
     END LOOP;
     RETURN v_count;
 END
@@ -5285,6 +5306,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'awa.cron_schedules'::regclass)
        AND to_regclass('awa.cron_schedules_name') IS NOT NULL THEN
         DROP INDEX awa.cron_schedules_name;
+        -- (The workers' copies, made by CREATE EXTENSION there, alike.)
+        PERFORM run_command_on_workers(
+            'SET citus.enable_ddl_propagation = off; DROP INDEX IF EXISTS awa.cron_schedules_name');
         step := 'schedule names unique by lock'; object := 'awa.cron_schedules'; RETURN NEXT;
     END IF;
     FOREACH t IN ARRAY v_per_queue LOOP

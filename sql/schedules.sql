@@ -120,8 +120,10 @@ SELECT awa.run_schedules() AS enqueued;
 
 -- Downtime: the yearly schedule's stored tick is 25 years old. One pass enqueues ONE job,
 -- for the latest tick that has come (this year's 1 January), not one per missed year; a
--- second pass for the same tick enqueues nothing. Clock readings bracket the pass.
-UPDATE awa.cron_schedules SET next_run_at = '2001-01-01 00:00+00' WHERE name = 'yearly';
+-- second pass for the same tick enqueues nothing. Clock readings bracket the pass. (The
+-- schedule was made moments ago and has no job yet: made long ago, as after real downtime.)
+UPDATE awa.cron_schedules SET next_run_at = '2001-01-01 00:00+00', created_at = '2000-06-01 00:00+00'
+ WHERE name = 'yearly';
 SELECT clock_timestamp() AS t0 \gset
 SELECT awa.run_schedules() AS enqueued;
 SELECT clock_timestamp() AS t1 \gset
@@ -139,7 +141,8 @@ SELECT j.kind, j.args, j.state, j.priority, j.max_attempts, j.metadata, j.tags,
 
 -- The same through awa.run_maintenance() (no background worker needed), for an hourly
 -- schedule in Berlin three days behind: one job, on the hour, within the last hour.
-UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) - interval '3 days' WHERE name = 'hourly';
+UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) - interval '3 days',
+       created_at = now() - interval '4 days' WHERE name = 'hourly';
 SELECT clock_timestamp() AS t0 \gset
 SELECT (awa.run_maintenance())->>'schedules' AS enqueued_by_run_maintenance;
 SELECT clock_timestamp() AS t1 \gset
@@ -164,7 +167,8 @@ SELECT count(*) AS fast_jobs FROM awa.jobs WHERE queue = 'sched_q' AND metadata-
 
 -- 'N seconds' after downtime: one job, on a multiple of N seconds since the epoch.
 SELECT awa.resume_schedule('fast') AS resumed;
-UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day' WHERE name = 'fast';
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day', created_at = now() - interval '2 days'
+ WHERE name = 'fast';
 SELECT clock_timestamp() AS t0 \gset
 SELECT awa.run_schedules() AS enqueued;
 SELECT count(*) AS fast_jobs,
@@ -202,6 +206,31 @@ SELECT count(*) AS jobs, bool_and(j.run_at > :'t0'::timestamptz - interval '5 se
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.sqlstate_of('SELECT awa.run_schedules()');
 ROLLBACK;
+
+-- A schedule whose job cannot be enqueued (its stored kind made too long by hand here) does
+-- not hold back the others of the pass: it is reported (WARNING), enqueues nothing and stays
+-- due; the other one is run. A schedule made moments ago whose first tick is late gets every
+-- tick since it was made (here the hour's only one), as one whose last job is recent would.
+SELECT awa.schedule('broken', '@hourly', 'k', 'sched_q') IS NOT NULL AS broken_made,
+       awa.schedule('fine', '@hourly', 'k', 'sched_q') IS NOT NULL AS fine_made;
+UPDATE awa.cron_schedules SET kind = repeat('k', 300), next_run_at = date_trunc('hour', now()) WHERE name = 'broken';
+UPDATE awa.cron_schedules SET next_run_at = date_trunc('hour', now()) WHERE name = 'fine';
+SELECT awa.run_schedules() AS enqueued;
+SELECT name, next_run_at = date_trunc('hour', now()) AS still_due, last_job_id IS NOT NULL AS ran
+  FROM awa.cron_schedules WHERE name IN ('broken', 'fine') ORDER BY name;
+SELECT count(*) FILTER (WHERE metadata->>'awa_schedule' = 'broken') AS broken_jobs,
+       count(*) FILTER (WHERE metadata->>'awa_schedule' = 'fine') AS fine_jobs
+  FROM awa.jobs WHERE queue = 'sched_q';
+SELECT awa.unschedule('broken') AS broken_removed, awa.unschedule('fine') AS fine_removed;
+-- A one-second schedule made 3 seconds ago whose first pass comes only now: every tick since
+-- (each once), not only the latest as after downtime.
+SELECT awa.schedule('newborn', '1 seconds', 'k', 'sched_q') IS NOT NULL AS newborn_made;
+UPDATE awa.cron_schedules SET created_at = created_at - interval '3 seconds',
+       next_run_at = date_trunc('second', created_at) - interval '2 seconds' WHERE name = 'newborn';
+SELECT awa.run_schedules() >= 3 AS every_tick_since_made;
+SELECT count(*) >= 3 AS jobs, count(*) = count(DISTINCT run_at) AS each_once
+  FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'newborn';
+SELECT awa.unschedule('newborn') AS newborn_removed;
 
 -- Unschedule: the schedule goes, its jobs stay; unknown names answer false.
 SELECT awa.unschedule('hourly') AS removed, awa.unschedule('hourly') AS removed_again;

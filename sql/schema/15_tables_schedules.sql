@@ -30,7 +30,9 @@ CREATE TABLE awa.cron_schedules (
 CREATE UNIQUE INDEX cron_schedules_name ON awa.cron_schedules (name);
 CREATE INDEX cron_schedules_due ON awa.cron_schedules (next_run_at) WHERE NOT paused;
 SELECT pg_catalog.pg_extension_config_dump('awa.cron_schedules', '');
-GRANT SELECT ON awa.cron_schedules TO awa_admin;
+-- pg_monitor as for awa.schedules, which shows every column: on a Citus cluster the view's
+-- reads of the shards are checked against the caller's own privileges.
+GRANT SELECT ON awa.cron_schedules TO awa_admin, pg_monitor;
 COMMENT ON TABLE awa.cron_schedules IS 'Periodic jobs: one row per schedule (awa.schedule); the maintenance step enqueues their ticks.';
 COMMENT ON COLUMN awa.cron_schedules.cron IS 'Five cron fields, an @alias or ''N seconds'' (1..59).';
 COMMENT ON COLUMN awa.cron_schedules.timezone IS 'Time zone of the cron fields (a name of pg_timezone_names).';

@@ -86,9 +86,15 @@ CREATE FUNCTION awa._drop_lane_marks() RETURNS trigger
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    l record;
 BEGIN
-    DELETE FROM awa.claim_marks k USING dropped_heads h
-     WHERE k.queue = h.queue AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard;
+    -- A statement per lane, naming its queue: on a Citus cluster a statement over a
+    -- distributed table cannot join the trigger's transition table.
+    FOR l IN SELECT DISTINCT h.queue, h.priority, h.enqueue_shard FROM dropped_heads h LOOP
+        DELETE FROM awa.claim_marks k
+         WHERE k.queue = l.queue AND k.priority = l.priority AND k.enqueue_shard = l.enqueue_shard;
+    END LOOP;
     RETURN NULL;
 END
 $$;

@@ -57,6 +57,9 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'awa.cron_schedules'::regclass)
        AND to_regclass('awa.cron_schedules_name') IS NOT NULL THEN
         DROP INDEX awa.cron_schedules_name;
+        -- (The workers' copies, made by CREATE EXTENSION there, alike.)
+        PERFORM run_command_on_workers(
+            'SET citus.enable_ddl_propagation = off; DROP INDEX IF EXISTS awa.cron_schedules_name');
         step := 'schedule names unique by lock'; object := 'awa.cron_schedules'; RETURN NEXT;
     END IF;
     FOREACH t IN ARRAY v_per_queue LOOP

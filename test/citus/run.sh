@@ -431,6 +431,15 @@ check "... and enqueues the ticks of its queue's one-second schedule, each once,
   "$(q 0 "SELECT count(*) >= 3 AND count(*) = count(DISTINCT run_at) AND bool_and(run_at = date_trunc('second', run_at)) FROM awa.jobs WHERE queue = '$ma' AND kind = 'bgtick'")" "t"
 q 1 "ALTER SYSTEM RESET awa_shard.maintenance" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
 
+# -- drop_queue, delegated: the queue's jobs, lanes and claim marks go on its worker (the
+#    trigger that drops a lane's marks names the queue, lane by lane); the queue can be used again.
+q 0 "SELECT awa.insert_jobs('dq_cl', '{a,b,c}')" >/dev/null
+q 0 "SELECT job_id FROM awa.claim_ready_runtime('dq_cl', 1)" >/dev/null
+check "drop_queue through the coordinator drops the queue's jobs, lanes and marks" \
+  "$(q 0 "SELECT awa.drop_queue('dq_cl', true)")/$(q 0 "SELECT (SELECT count(*) FROM awa.jobs WHERE queue = 'dq_cl') + (SELECT count(*) FROM awa.queue_claim_heads WHERE queue = 'dq_cl') + (SELECT count(*) FROM awa.claim_marks WHERE queue = 'dq_cl')")" "3/0"
+check "... and the queue is used afresh afterwards" \
+  "$(q 0 "SELECT awa.insert_jobs('dq_cl', '{d}')" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('dq_cl', 5)")" "d:1"
+
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"

@@ -5,7 +5,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(49);
+SELECT plan(54);
 
 CREATE TEMP TABLE sched_admin_fns (sig text);
 INSERT INTO sched_admin_fns VALUES
@@ -27,7 +27,13 @@ SELECT ok(has_table_privilege(r, 'awa.schedules', 'SELECT'), r || ' may read awa
   FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r;
 SELECT ok(NOT has_table_privilege(r, 'awa.schedules', 'SELECT'), r || ' may not read awa.schedules')
   FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r;
--- The table: nobody but the owner writes it directly.
+-- The table: awa_admin and pg_monitor read it (as they read the view), nobody but the owner
+-- writes it directly.
+SELECT ok(has_table_privilege(r, 'awa.cron_schedules', 'SELECT'), r || ' may read cron_schedules')
+  FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r;
+SELECT ok(NOT has_table_privilege(r, 'awa.cron_schedules', 'SELECT'), r || ' may not read cron_schedules')
+  FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r;
+-- Nobody but the owner writes it directly.
 SELECT ok(NOT has_table_privilege(r, 'awa.cron_schedules', p), r || ' may not ' || p || ' cron_schedules')
   FROM unnest(ARRAY['awa_admin', 'awa_producer', 'awa_worker', 'pg_monitor']) r, unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) p;
 
