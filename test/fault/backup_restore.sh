@@ -52,7 +52,9 @@ SELECT awa.insert_job_compat('unique', 'b_uniq', p_unique_key => '\x01');
 -- Periodic jobs: one that has enqueued a tick, one paused.
 SELECT awa.schedule('b_nightly', '30 2 * * *', 'nightly', 'b_sched', '{"n": 1}', p_timezone => 'Europe/Berlin',
                     p_priority => 3, p_max_attempts => 5, p_metadata => '{"m": 1}', p_tags => ARRAY['t']);
-UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day' WHERE name = 'b_nightly';
+-- (Its tick a day late and the schedule as old: a downtime, so one job, the latest tick's.)
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 day', created_at = now() - interval '2 days'
+ WHERE name = 'b_nightly';
 SELECT awa.run_schedules();
 SELECT awa.schedule('b_hourly', '@hourly', 'hourly', 'b_sched');
 SELECT awa.pause_schedule('b_hourly');
