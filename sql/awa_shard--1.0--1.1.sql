@@ -4764,13 +4764,7 @@ BEGIN
              ORDER BY c.next_run_at, c.name;
         RETURN;
     END IF;
-    EXECUTE $q$
-        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
-          FROM pg_catalog.pg_dist_shard s
-          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
-          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
-         WHERE s.logicalrelid = 'awa.cron_schedules'::pg_catalog.regclass$q$
-      INTO v_shards;
+    v_shards := awa._citus_local_shard_names(ARRAY['awa.cron_schedules']::regclass[]);
     IF v_shards IS NULL THEN
         RETURN;
     END IF;
@@ -5434,6 +5428,29 @@ CREATE FUNCTION awa._queue_shard_sql(p_sql text, p_queue text) RETURNS text
 REVOKE ALL ON FUNCTION awa._queue_shard_sql(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._queue_shard_sql(text, text) IS 'Internal: a statement over one queue rewritten for this node''s Citus shards, NULL when they are not here.';
 
+-- The names of the shards of the given distributed tables placed on this node, in shard
+-- order; NULL when none is here. Read from Citus' catalog by EXECUTE (it exists only under
+-- Citus); the caller has checked awa._citus_group().
+CREATE FUNCTION awa._citus_local_shard_names(p_tables regclass[]) RETURNS text[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards text[];
+BEGIN
+    EXECUTE $q$
+        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
+          FROM pg_catalog.pg_dist_shard s
+          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
+          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
+         WHERE s.logicalrelid = ANY ($1)$q$
+      INTO v_shards USING p_tables;
+    RETURN v_shards;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_local_shard_names(regclass[]) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_shard_names(regclass[]) IS 'Internal: the shards of the given distributed tables placed on this node (Citus).';
+
 -- The queues whose shards this node holds: every known queue (settings, lanes, deferred or
 -- dead-lettered jobs) in the shards of awa.queue_meta, awa.queue_enqueue_heads,
 -- awa.deferred_jobs and awa.dlq_entries placed here, read from those shards themselves (one index probe per queue: an idle backlog costs
@@ -5448,14 +5465,8 @@ BEGIN
     IF awa._citus_group() IS NULL THEN
         RETURN;
     END IF;
-    EXECUTE $q$
-        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
-          FROM pg_catalog.pg_dist_shard s
-          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
-          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
-         WHERE s.logicalrelid = ANY (ARRAY['awa.queue_meta', 'awa.queue_enqueue_heads',
-                                           'awa.deferred_jobs', 'awa.dlq_entries']::pg_catalog.regclass[])$q$
-      INTO v_shards;
+    v_shards := awa._citus_local_shard_names(ARRAY['awa.queue_meta', 'awa.queue_enqueue_heads',
+                                                   'awa.deferred_jobs', 'awa.dlq_entries']::regclass[]);
     IF v_shards IS NULL THEN
         RETURN;
     END IF;

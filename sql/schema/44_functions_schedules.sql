@@ -300,13 +300,7 @@ BEGIN
              ORDER BY c.next_run_at, c.name;
         RETURN;
     END IF;
-    EXECUTE $q$
-        SELECT array_agg(pg_catalog.shard_name(s.logicalrelid, s.shardid) ORDER BY s.shardid)
-          FROM pg_catalog.pg_dist_shard s
-          JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid
-          JOIN pg_catalog.pg_dist_local_group g ON g.groupid = p.groupid
-         WHERE s.logicalrelid = 'awa.cron_schedules'::pg_catalog.regclass$q$
-      INTO v_shards;
+    v_shards := awa._citus_local_shard_names(ARRAY['awa.cron_schedules']::regclass[]);
     IF v_shards IS NULL THEN
         RETURN;
     END IF;
