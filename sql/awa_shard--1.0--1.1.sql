@@ -2170,7 +2170,7 @@ CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_
     RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_jobs'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
@@ -2308,7 +2308,7 @@ CREATE FUNCTION awa.insert_job_compat(
     RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 
 -- Enqueue a batch into one queue. Arrays are NULL or as long as the batch; a one-element
 -- p_kinds is the kind of every job. Keyless rows of a priority share one rotor pick, or
@@ -2329,7 +2329,7 @@ CREATE FUNCTION awa.insert_jobs(
     RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 
 -- The routing rule: keyed -> hash mod S; keyless -> rotor, sticky per (queue, priority).
 CREATE FUNCTION awa.shard_for_enqueue(p_queue text, p_priority bigint, p_ordering_key bytea DEFAULT NULL)
@@ -3349,7 +3349,7 @@ DROP FUNCTION awa.wait_for_jobs(text, integer);
 CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms bigint) RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.wait_for_jobs(text, bigint) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';
@@ -4401,7 +4401,7 @@ CREATE OR REPLACE FUNCTION awa.claim_ready_runtime(
         payload jsonb)
     AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
 
 -- complete_jobs gains p_results (a new signature: the 1.0 function goes).
@@ -4413,7 +4413,7 @@ CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_r
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
 REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
@@ -4915,7 +4915,7 @@ CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress
     RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_set_progress'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
@@ -4929,7 +4929,7 @@ CREATE FUNCTION awa.set_jobs_progress(p_job_ids bigint[], p_run_leases bigint[],
     RETURNS boolean[]
     AS 'MODULE_PATHNAME', 'awa_set_jobs_progress'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) IS 'Record the progress of a batch of running attempts (also heartbeats); per attempt, false when it is not open. Role: awa_worker, awa_admin.';

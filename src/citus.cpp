@@ -7,6 +7,7 @@
  * anything, unless the queue's shard is on this node.
  */
 #include "citus.hpp"
+#include "statement_settings.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
 
@@ -245,6 +246,7 @@ keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes)
 	SPI_processed = caller_processed;
 	if (rewritten == nullptr)
 		return nullptr;
+	pin_statement_settings();
 	plan = SPI_prepare(rewritten, nargs, const_cast<Oid *>(argtypes));
 	if (plan == nullptr)
 		elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), rewritten);

@@ -10,6 +10,8 @@
  * with ereport and their own SQLSTATE. A PostgreSQL error
  * (longjmp) must never cross a live C++ object with a destructor: bodies hold no
  * std::string/std::vector across a call that can raise; they use palloc'd memory.
+ * Each call is also a frame of the statement settings (statement_settings.cpp): what the call
+ * pins for its statements is given back when it ends.
  */
 #pragma once
 
@@ -19,6 +21,8 @@ extern "C"
 #include "fmgr.h"
 #include "utils/elog.h"
 }
+
+#include "statement_settings.hpp"
 
 #include <cstring>
 #include <exception>
@@ -59,6 +63,27 @@ invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
 	pg_unreachable();
 }
 
+/* Run one SQL function body inside its statement-settings frame (see statement_settings.cpp). */
+inline Datum
+run_sql_function(SqlBody body, FunctionCallInfo fcinfo)
+{
+	int outer = enter_statement_frame();
+	Datum result;
+
+	PG_TRY();
+	{
+		result = invoke_guarded(body, fcinfo);
+	}
+	PG_CATCH();
+	{
+		abandon_statement_frame(outer);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	leave_statement_frame(outer);
+	return result;
+}
+
 } // namespace awa
 
 /* Declare a SQL-callable function whose body runs inside the C++ guard. */
@@ -69,7 +94,7 @@ invoke_guarded(SqlBody body, FunctionCallInfo fcinfo)
 		PG_FUNCTION_INFO_V1(name);                                                                                     \
 		Datum name(PG_FUNCTION_ARGS)                                                                                   \
 		{                                                                                                              \
-			return awa::invoke_guarded(name##_body, fcinfo);                                                           \
+			return awa::run_sql_function(name##_body, fcinfo);                                                         \
 		}                                                                                                              \
 	}                                                                                                                  \
 	static Datum name##_body(PG_FUNCTION_ARGS)

@@ -18,6 +18,7 @@
 #include "reserve.hpp"
 #include "shard_math.hpp"
 #include "spi_util.hpp"
+#include "statement_settings.hpp"
 #include "validate.hpp"
 #include "wakeup.hpp"
 
@@ -247,6 +248,7 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 			appendStringInfo(&ddl, "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1%s",
 							 quote_identifier(name),
 							 citus_present() ? "" : " OWNED BY awa.queue_enqueue_heads.seq_name");
+			pin_statement_settings();
 			if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "awa_shard: creating a lane sequence failed");
 		}

@@ -1,6 +1,7 @@
 /* spi_util.cpp — checked SPI: plans prepared once per backend, exact result codes. */
 #include "spi_util.hpp"
 #include "citus.hpp"
+#include "statement_settings.hpp"
 
 extern "C"
 {
@@ -19,7 +20,10 @@ keep_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argtypes)
 {
 	if (*slot == nullptr)
 	{
-		SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
+		SPIPlanPtr plan;
+
+		pin_statement_settings();
+		plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
 
 		if (plan == nullptr)
 			elog(ERROR, "awa_shard: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
@@ -44,7 +48,10 @@ keep_generic_plan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *argty
 	{
 		/* Under Citus a statement is routed by its queue value: custom plans there. */
 		int options = citus_present() ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
-		SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), options);
+		SPIPlanPtr plan;
+
+		pin_statement_settings();
+		plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), options);
 
 		if (plan == nullptr)
 			elog(ERROR, "awa_shard: SPI_prepare_cursor failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
@@ -73,7 +80,10 @@ void
 exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 		  const char *what)
 {
-	int rc = SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count);
+	int rc;
+
+	pin_statement_settings();
+	rc = SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count);
 
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),
@@ -92,8 +102,11 @@ void
 exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 				 const char *what)
 {
-	int rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(), InvalidSnapshot,
-								  read_only, true, count);
+	int rc;
+
+	pin_statement_settings();
+	rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(), InvalidSnapshot, read_only,
+							  true, count);
 
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),
@@ -118,8 +131,11 @@ push_hot_path_planner()
 	static const char *const kPinned[][2] = {{"enable_indexscan", "on"}, {"enable_bitmapscan", "off"},
 											 {"enable_seqscan", "off"},	 {"enable_sort", "off"},
 											 {"enable_nestloop", "on"},	 {"jit", "off"}};
-	int level = NewGUCNestLevel();
+	int level;
 
+	/* Below this level, so that popping it keeps the statements' search path. */
+	pin_statement_settings();
+	level = NewGUCNestLevel();
 	for (const auto &setting : kPinned)
 		(void)set_config_option(setting[0], setting[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return level;
@@ -145,6 +161,8 @@ run_unless_serialization_failure(void (*fn)(void *), void *arg)
 	ResourceOwner owner = CurrentResourceOwner;
 	volatile bool done = false;
 
+	/* Outside the subtransaction, whose release would undo it. */
+	pin_statement_settings();
 	BeginInternalSubTransaction(nullptr);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();

@@ -19,7 +19,7 @@ CREATE FUNCTION awa.insert_job_compat(
     RETURNS awa.job_row
     AS 'MODULE_PATHNAME', 'awa_insert_job_compat_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text) TO awa_producer, awa_admin;
 COMMENT ON FUNCTION awa.insert_job_compat(text, text, jsonb, awa.job_state, bigint, bigint, timestamptz, jsonb, text[], bytea, bit, bytea, text)
@@ -44,7 +44,7 @@ CREATE FUNCTION awa.insert_jobs(
     RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'awa_insert_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[]) TO awa_producer, awa_admin;
 COMMENT ON FUNCTION awa.insert_jobs(text, text[], jsonb[], bigint[], timestamptz[], bytea[], bigint[], jsonb[], bytea[], bit[], boolean, text[])

@@ -37,7 +37,7 @@ CREATE FUNCTION awa.claim_ready_runtime(
         payload jsonb)
     AS 'MODULE_PATHNAME', 'awa_claim_ready_runtime_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
 REVOKE ALL ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.claim_ready_runtime(text, bigint, double precision, double precision) TO awa_worker, awa_admin;
@@ -53,7 +53,7 @@ CREATE FUNCTION awa.complete_jobs(p_job_ids bigint[], p_run_leases bigint[], p_r
     RETURNS TABLE (job_id bigint, run_lease bigint)
     AS 'MODULE_PATHNAME', 'awa_complete_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER
     SET plan_cache_mode = force_generic_plan SET enable_seqscan = off;
 REVOKE ALL ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
@@ -63,7 +63,7 @@ COMMENT ON FUNCTION awa.complete_jobs(bigint[], bigint[], jsonb[], text) IS 'Com
 CREATE FUNCTION awa.wait_for_jobs(p_queue text, p_timeout_ms bigint) RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_wait_for_jobs_1_1'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.wait_for_jobs(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.wait_for_jobs(text, bigint) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.wait_for_jobs(text, bigint) IS 'Sleep until a producing transaction of the queue commits or the timeout passes. Role: awa_worker, awa_admin.';

@@ -294,7 +294,7 @@ CREATE FUNCTION awa.heartbeat_jobs(p_job_ids bigint[], p_run_leases bigint[], p_
     RETURNS integer
     AS 'MODULE_PATHNAME', 'awa_heartbeat_jobs'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.heartbeat_jobs(bigint[], bigint[], text) IS 'Record that open attempts are alive; returns how many were open. Role: awa_worker, awa_admin.';
@@ -309,7 +309,7 @@ CREATE FUNCTION awa.set_progress(p_job_id bigint, p_run_lease bigint, p_progress
     RETURNS boolean
     AS 'MODULE_PATHNAME', 'awa_set_progress'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.set_progress(bigint, bigint, jsonb, text) IS 'Record the progress of a running attempt (also a heartbeat); false when the attempt is not open. Role: awa_worker, awa_admin.';
@@ -323,7 +323,7 @@ CREATE FUNCTION awa.set_jobs_progress(p_job_ids bigint[], p_run_leases bigint[],
     RETURNS boolean[]
     AS 'MODULE_PATHNAME', 'awa_set_jobs_progress'
     LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    SECURITY DEFINER;
 REVOKE ALL ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) TO awa_worker, awa_admin;
 COMMENT ON FUNCTION awa.set_jobs_progress(bigint[], bigint[], jsonb[], text) IS 'Record the progress of a batch of running attempts (also heartbeats); per attempt, false when it is not open. Role: awa_worker, awa_admin.';

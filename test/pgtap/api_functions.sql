@@ -4,7 +4,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(81);
+SELECT plan(82);
 
 -- Signatures of the public functions.
 SELECT has_function('awa', 'insert_job_compat',
@@ -143,10 +143,19 @@ SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedu
                             'awa.pause_queue'::regproc, 'awa.resume_queue'::regproc)
               AND NOT p.prosecdef),
           NULL, 'every role-facing function is SECURITY DEFINER');
-SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
+-- The worker path's C functions pin their statements' search_path on first need instead of
+-- with a SET clause (docs/design.md §2, "Statement settings"; regress test statement_settings).
+SELECT is((SELECT array_agg(p.proname::text ORDER BY 1) FROM pg_proc p
             WHERE p.pronamespace = 'awa'::regnamespace AND p.prosecdef
               AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)),
-          NULL, 'every SECURITY DEFINER function pins search_path = pg_catalog, pg_temp');
+          ARRAY['claim_ready_runtime', 'complete_jobs', 'heartbeat_jobs', 'insert_job_compat', 'insert_jobs',
+                'set_jobs_progress', 'set_progress', 'wait_for_jobs'],
+          'every other SECURITY DEFINER function pins search_path = pg_catalog, pg_temp with a SET clause');
+SELECT is((SELECT array_agg(p.proname::text ORDER BY 1) FROM pg_proc p
+            WHERE p.pronamespace = 'awa'::regnamespace AND p.prosecdef
+              AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
+              AND p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')),
+          NULL, 'a SECURITY DEFINER function without the SET clause is a C function');
 SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
             WHERE p.pronamespace = 'awa'::regnamespace AND p.prolang <> (SELECT oid FROM pg_language WHERE lanname = 'c')
               AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)),
