@@ -304,38 +304,93 @@ compat_row(FunctionCallInfo fcinfo, TimestampTz now)
 	return row;
 }
 
-/* The job attribute an awa.job_row attribute shows (its id is the job_id), or -1. */
-int
-job_column_of(const char *attname)
+/* Where an attribute of awa.job_row takes its value: a job attribute (>= 0) or one of these. */
+enum RowSource : int16
+{
+	SOURCE_NULL = -1,	  /* dropped, finalized_at, or an attribute the job does not have */
+	SOURCE_STATE = -2,	  /* the job's state */
+	SOURCE_SHARD = -3,	  /* its enqueue_shard (NULL while deferred) */
+	SOURCE_LANE_SEQ = -4, /* its lane_seq (NULL while deferred) */
+};
+
+/* The source of an awa.job_row attribute named `attname` (its id is the job_id). */
+int16
+row_source_of(const char *attname)
 {
 	if (strcmp(attname, "id") == 0)
 		return awa::JOB_ID;
 	for (int c = 0; c < awa::JOB_NCOLUMNS; c++)
 		if (strcmp(awa::kJobColumns[c].name, attname) == 0)
-			return c;
-	return -1;
+			return static_cast<int16>(c);
+	if (strcmp(attname, "state") == 0)
+		return SOURCE_STATE;
+	if (strcmp(attname, "enqueue_shard") == 0)
+		return SOURCE_SHARD;
+	if (strcmp(attname, "lane_seq") == 0)
+		return SOURCE_LANE_SEQ;
+	return SOURCE_NULL;
 }
 
-/*
- * An enqueued job as awa.job_row, filled by attribute name: the job's attributes, its state
- * and lane (NULL while deferred), and metadata, tags and errors empty rather than NULL, as
- * awa.jobs shows them.
- */
-Datum
-job_row_datum(const EnqueueRow *row, TupleDesc tupdesc)
+/* The sources of one version of the row type (its type cache identifier), kept per backend. */
+struct RowSources
 {
-	Datum *values = static_cast<Datum *>(palloc0(sizeof(Datum) * tupdesc->natts));
-	bool *nulls = static_cast<bool *>(palloc0(sizeof(bool) * tupdesc->natts));
+	Oid type;
+	uint64 identifier;
+	int natts;
+	int16 *source;
+};
+RowSources row_sources = {InvalidOid, 0, 0, nullptr};
 
+/* The source of every attribute of `tupdesc`, worked out by name once per version of the type. */
+const int16 *
+sources_of(TupleDesc tupdesc, Oid type, uint64 identifier)
+{
+	if (row_sources.source != nullptr && row_sources.type == type && row_sources.identifier == identifier &&
+		identifier != 0 && row_sources.natts == tupdesc->natts)
+		return row_sources.source;
+	if (row_sources.source != nullptr)
+		pfree(row_sources.source);
+	row_sources.source =
+		static_cast<int16 *>(MemoryContextAlloc(TopMemoryContext, sizeof(int16) * (tupdesc->natts + 1)));
 	for (int a = 0; a < tupdesc->natts; a++)
 	{
 		Form_pg_attribute att = TupleDescAttr(tupdesc, a);
-		const char *name = NameStr(att->attname);
-		int c = job_column_of(name);
 
-		if (att->attisdropped)
-			nulls[a] = true;
-		else if (c == awa::JOB_METADATA && row->null[c])
+		row_sources.source[a] =
+			att->attisdropped ? static_cast<int16>(SOURCE_NULL) : row_source_of(NameStr(att->attname));
+	}
+	row_sources.type = type;
+	row_sources.identifier = identifier;
+	row_sources.natts = tupdesc->natts;
+	return row_sources.source;
+}
+
+/*
+ * An enqueued job as awa.job_row (the type cache's descriptor of `type`): the job's
+ * attributes, its state and lane (NULL while deferred), and metadata, tags and errors empty
+ * rather than NULL, as awa.jobs shows them.
+ */
+Datum
+job_row_datum(const EnqueueRow *row, Oid type)
+{
+	TypeCacheEntry *tce = lookup_type_cache(type, TYPECACHE_TUPDESC);
+	TupleDesc tupdesc = tce->tupDesc;
+	const int16 *source;
+	Datum *values;
+	bool *nulls;
+	Datum result;
+
+	if (tupdesc == nullptr)
+		elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
+	PinTupleDesc(tupdesc);
+	source = sources_of(tupdesc, type, tce->tupDesc_identifier);
+	values = static_cast<Datum *>(palloc0(sizeof(Datum) * tupdesc->natts));
+	nulls = static_cast<bool *>(palloc0(sizeof(bool) * tupdesc->natts));
+	for (int a = 0; a < tupdesc->natts; a++)
+	{
+		int c = source[a];
+
+		if (c == awa::JOB_METADATA && row->null[c])
 			values[a] = empty_object();
 		else if (c == awa::JOB_TAGS && row->null[c])
 			values[a] = PointerGetDatum(construct_empty_array(TEXTOID));
@@ -346,16 +401,19 @@ job_row_datum(const EnqueueRow *row, TupleDesc tupdesc)
 			values[a] = row->value[c];
 			nulls[a] = row->null[c];
 		}
-		else if (strcmp(name, "state") == 0)
-			values[a] = job_state_datum(att->atttypid, row->deferred_state ? row->deferred_state : "available");
-		else if (strcmp(name, "enqueue_shard") == 0 && row->deferred_state == nullptr)
+		else if (c == SOURCE_STATE)
+			values[a] = job_state_datum(TupleDescAttr(tupdesc, a)->atttypid,
+										row->deferred_state ? row->deferred_state : "available");
+		else if (c == SOURCE_SHARD && row->deferred_state == nullptr)
 			values[a] = Int16GetDatum(row->shard);
-		else if (strcmp(name, "lane_seq") == 0 && row->deferred_state == nullptr)
+		else if (c == SOURCE_LANE_SEQ && row->deferred_state == nullptr)
 			values[a] = Int64GetDatum(row->lane_seq);
 		else
 			nulls[a] = true; /* finalized_at; the lane of a deferred job */
 	}
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+	result = HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	ReleaseTupleDesc(tupdesc);
+	return result;
 }
 
 } // namespace
@@ -369,11 +427,16 @@ awa::insert_job_compat(FunctionCallInfo fcinfo, Catalog catalog)
 {
 	TupleDesc tupdesc;
 	EnqueueRow *row = compat_row(fcinfo, GetCurrentTimestamp());
+	/* The declared result type, read from the call without copying its descriptor. */
+	Oid type = get_fn_expr_rettype(fcinfo->flinfo);
 
-	if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
+	if (!OidIsValid(type) || type == RECORDOID)
+	{
+		if (get_call_result_type(fcinfo, &type, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "awa_shard: insert_job_compat must return awa.job_row");
+	}
 	awa::enqueue_rows(row, 1, true, catalog);
-	return job_row_datum(row, tupdesc);
+	return job_row_datum(row, type);
 }
 
 /* awa.insert_job_compat of the 1.1 catalog (unique claims per queue). */
