@@ -5,10 +5,9 @@ CREATE EXTENSION pgq;
 CREATE SCHEMA bench;
 
 -- Physical-limit baseline: an ordinary (unpartitioned) table with the columns, primary key
--- and secondary indexes of awa.ready_entries.
+-- and secondary index of awa.ready_entries (a partition of it has exactly these two indexes).
 CREATE TABLE bench.raw_ready (LIKE awa.ready_entries INCLUDING DEFAULTS);
-ALTER TABLE bench.raw_ready ADD PRIMARY KEY (ready_slot, queue, priority, enqueue_shard, lane_seq);
-CREATE INDEX raw_ready_lane_shard_idx ON bench.raw_ready (queue, priority, enqueue_shard, lane_seq);
+ALTER TABLE bench.raw_ready ADD PRIMARY KEY (queue, priority, enqueue_shard, lane_seq, ready_slot);
 CREATE INDEX raw_ready_job_idx ON bench.raw_ready (job_id);
 CREATE SEQUENCE bench.raw_seq AS bigint;
 -- The same columns with only a primary key on the job id and the lane index: the lighter
