@@ -189,15 +189,74 @@ on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId paren
 }
 
 /*
+ * Partition OIDs found by name, kept per backend by (prefix, slot): the hot calls open a
+ * slot's partitions several times per call, and a name lookup is two catalog cache probes.
+ * A relcache invalidation of a kept partition (its drop or replacement), or of every
+ * relation, forgets them all (on_ring_relcache_inval).
+ */
+constexpr int kKeptPrefixes = 8;
+constexpr int kKeptSlots = 256;
+struct KeptPartitions
+{
+	const char *prefix;
+	Oid oid[kKeptSlots];
+};
+KeptPartitions kept_partitions[kKeptPrefixes];
+int kept_prefixes = 0;
+
+void on_ring_relcache_inval(Datum arg, Oid relid);
+
+/* Forget every kept partition OID when `relid` is one of them (InvalidOid: every relation). */
+void
+forget_kept_partitions(Oid relid)
+{
+	bool hit = !OidIsValid(relid);
+
+	for (int p = 0; p < kept_prefixes && !hit; p++)
+		for (int s = 0; s < kKeptSlots && !hit; s++)
+			hit = kept_partitions[p].oid[s] == relid;
+	if (hit)
+		kept_prefixes = 0;
+}
+
+/* The kept OID of awa.<prefix><slot>, or where to keep it (nullptr: not kept). */
+Oid *
+kept_partition(const char *prefix, int slot)
+{
+	int p;
+
+	if (slot < 0 || slot >= kKeptSlots)
+		return nullptr;
+	if (!ring_cache_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(on_ring_relcache_inval, PointerGetDatum(nullptr));
+		ring_cache_callback_registered = true;
+	}
+	for (p = 0; p < kept_prefixes; p++)
+		if (strcmp(kept_partitions[p].prefix, prefix) == 0)
+			return &kept_partitions[p].oid[slot];
+	if (kept_prefixes == kKeptPrefixes)
+		return nullptr;
+	kept_partitions[p].prefix = prefix;
+	memset(kept_partitions[p].oid, 0, sizeof(kept_partitions[p].oid));
+	kept_prefixes++;
+	return &kept_partitions[p].oid[slot];
+}
+
+/*
  * OID of partition awa.<prefix><slot>; a missing partition is a broken install. A 1.0
  * catalog (before ALTER EXTENSION UPDATE) keeps its receipts in lease_claims partitions.
+ * `prefix` must be a string that lives as long as the backend (a literal).
  */
 Oid
 partition_oid(const char *prefix, int slot)
 {
 	char name[NAMEDATALEN];
 	Oid relid;
+	Oid *kept = kept_partition(prefix, slot);
 
+	if (kept != nullptr && OidIsValid(*kept))
+		return *kept;
 	snprintf(name, sizeof(name), "%s%d", prefix, slot);
 	relid = get_relname_relid(name, get_namespace_oid("awa", false));
 	if (!OidIsValid(relid) && strcmp(prefix, "claim_batches_") == 0)
@@ -207,6 +266,8 @@ partition_oid(const char *prefix, int slot)
 	}
 	if (!OidIsValid(relid))
 		elog(ERROR, "awa_shard: ring partition awa.%s is missing", name);
+	if (kept != nullptr)
+		*kept = relid;
 	return relid;
 }
 
@@ -427,10 +488,12 @@ read_arc_direct(int ring, Snapshot snapshot, int ranges[4], int *current_out = n
 	return true;
 }
 
-/* A relation's relcache entry was invalidated (all of them: relid 0): forget rings read from it. */
+/* A relation's relcache entry was invalidated (all of them: relid 0): forget rings read from it, and kept partitions.
+ */
 void
 on_ring_relcache_inval(Datum arg, Oid relid)
 {
+	forget_kept_partitions(relid);
 	for (CachedRing &c : cached)
 		if (!OidIsValid(relid) || relid == c.state_oid || relid == c.slots_oid)
 			c.stamp = 0;
