@@ -7,6 +7,7 @@
  * anything, unless the queue's shard is on this node.
  */
 #include "citus.hpp"
+#include "relcache_watch.hpp"
 #include "statement_settings.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
@@ -19,6 +20,7 @@ extern "C"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 }
 
@@ -72,6 +74,99 @@ clause_word(const char *p)
 	return false;
 }
 
+/* A view of awa: its qualified name, its name, and its definition. */
+struct AwaView
+{
+	char *name;
+	char *relname;
+	char *definition;
+};
+
+/*
+ * The views of awa, read once per backend: pg_get_viewdef deparses each view, about 20 ms for
+ * all of them, which a read of one queue's jobs on a worker paid on every call. A relcache
+ * invalidation of a view, of a relation a view reads, or of every relation forgets them.
+ */
+MemoryContext views_cxt = nullptr;
+AwaView *views = nullptr;
+int n_views = -1;	  /* -1: not read */
+int n_views_once = 0; /* how many were read by a read that an invalidation overtook */
+Oid *view_relations = nullptr;
+int n_view_relations = 0;
+uint64 views_invalidations = 0;
+bool views_callback_registered = false;
+
+/* A relcache invalidation: forget the views when it may concern them. */
+void
+on_views_relcache_inval(Datum arg, Oid relid)
+{
+	bool hit = !OidIsValid(relid);
+
+	views_invalidations++;
+	for (int i = 0; i < n_view_relations && !hit; i++)
+		hit = view_relations[i] == relid;
+	if (hit)
+		n_views = -1;
+}
+
+/* Read the views of awa and the relations they read into the backend's memory (SPI connected). */
+void
+read_views()
+{
+	static SPIPlanPtr views_plan = nullptr;
+	static SPIPlanPtr relations_plan = nullptr;
+	uint64 seen = views_invalidations;
+	int n;
+	bool isnull;
+
+	if (!views_callback_registered)
+	{
+		watch_relcache(on_views_relcache_inval);
+		views_callback_registered = true;
+	}
+	n_view_relations = 0;
+	if (views_cxt == nullptr)
+		views_cxt = AllocSetContextCreate(TopMemoryContext, "awa views", ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(views_cxt);
+	keep_plan(&views_plan,
+			  "SELECT c.oid::pg_catalog.regclass::pg_catalog.text, c.relname::pg_catalog.text, "
+			  "       pg_catalog.rtrim(pg_catalog.pg_get_viewdef(c.oid), '; ') "
+			  "FROM pg_catalog.pg_class c "
+			  "WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relkind = 'v'",
+			  0, nullptr);
+	exec_plan(views_plan, nullptr, nullptr, true, 0, SPI_OK_SELECT, "views of awa");
+	n = static_cast<int>(SPI_processed);
+	views = static_cast<AwaView *>(MemoryContextAlloc(views_cxt, sizeof(AwaView) * (n + 1)));
+	for (int i = 0; i < n; i++)
+	{
+		views[i].name = MemoryContextStrdup(views_cxt, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		views[i].relname =
+			MemoryContextStrdup(views_cxt, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		views[i].definition =
+			MemoryContextStrdup(views_cxt, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3));
+	}
+	/* The views themselves and every relation their rules read. */
+	keep_plan(&relations_plan,
+			  "SELECT c.oid FROM pg_catalog.pg_class c "
+			  "WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relkind = 'v' "
+			  "UNION SELECT d.refobjid FROM pg_catalog.pg_class c "
+			  "JOIN pg_catalog.pg_rewrite r ON r.ev_class = c.oid "
+			  "JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass "
+			  "     AND d.objid = r.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+			  "WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relkind = 'v'",
+			  0, nullptr);
+	exec_plan(relations_plan, nullptr, nullptr, true, 0, SPI_OK_SELECT, "relations the views of awa read");
+	view_relations = static_cast<Oid *>(MemoryContextAlloc(views_cxt, sizeof(Oid) * (SPI_processed + 1)));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		view_relations[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	n_view_relations = static_cast<int>(SPI_processed);
+	/* An invalidation taken while they were read: use them this once, read them again next time. */
+	n_views = views_invalidations == seen ? n : -1;
+	if (n_views < 0)
+		n_views_once = n;
+}
+
 /*
  * `sql` with every view of awa it names (awa.jobs, awa.lane_cursors, and the views those
  * read) replaced by its definition as a subquery, aliased by the view's name where the
@@ -81,18 +176,12 @@ clause_word(const char *p)
 char *
 expand_views(const char *sql)
 {
-	static SPIPlanPtr views_plan = nullptr;
 	char *cur = pstrdup(sql);
-	uint64 n;
+	int n;
 
-	keep_plan(&views_plan,
-			  "SELECT c.oid::pg_catalog.regclass::pg_catalog.text, c.relname::pg_catalog.text, "
-			  "       pg_catalog.rtrim(pg_catalog.pg_get_viewdef(c.oid), '; ') "
-			  "FROM pg_catalog.pg_class c "
-			  "WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relkind = 'v'",
-			  0, nullptr);
-	exec_plan(views_plan, nullptr, nullptr, true, 0, SPI_OK_SELECT, "views of awa");
-	n = SPI_processed;
+	if (n_views < 0)
+		read_views();
+	n = n_views >= 0 ? n_views : n_views_once;
 	for (int level = 0; level < 4; level++)
 	{
 		StringInfoData out;
@@ -104,23 +193,20 @@ expand_views(const char *sql)
 			bool replaced = false;
 
 			if ((p == cur || !ident_char(p[-1])) && strncmp(p, "awa.", 4) == 0)
-				for (uint64 i = 0; i < n && !replaced; i++)
+				for (int i = 0; i < n && !replaced; i++)
 				{
-					char *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-					size_t len = strlen(name);
+					size_t len = strlen(views[i].name);
 					const char *next;
 
-					if (strncmp(p, name, len) != 0 || ident_char(p[len]))
+					if (strncmp(p, views[i].name, len) != 0 || ident_char(p[len]))
 						continue;
-					appendStringInfo(&out, "(%s)", SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3));
+					appendStringInfo(&out, "(%s)", views[i].definition);
 					p += len;
 					for (next = p; *next == ' ' || *next == '\n' || *next == '\t'; next++)
 						;
 					/* No alias follows (a clause, a comma, a parenthesis, the end): give one. */
 					if (!(ident_char(*next) || *next == '"') || clause_word(next))
-						appendStringInfo(
-							&out, " %s",
-							quote_identifier(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2)));
+						appendStringInfo(&out, " %s", quote_identifier(views[i].relname));
 					replaced = any = true;
 				}
 			if (!replaced)

@@ -7,6 +7,7 @@
  * in enqueue_api.cpp.
  */
 #include "enqueue.hpp"
+#include "relcache_watch.hpp"
 #include "compat_1_0.hpp"
 #include "direct_insert.hpp"
 #include "enqueue_core.hpp"
@@ -564,7 +565,7 @@ insert_deferred(const EnqueueRow *rows, int n, Catalog catalog)
 void
 init_enqueue_cache()
 {
-	CacheRegisterRelcacheCallback(on_relcache_inval, PointerGetDatum(nullptr));
+	watch_relcache(on_relcache_inval);
 }
 
 Datum

@@ -11,6 +11,7 @@
  * that aborts are forgotten, and a relcache invalidation of the sequence drops its entry.
  */
 #include "citus.hpp"
+#include "relcache_watch.hpp"
 #include "lane_key.hpp"
 #include "ordering_hash.hpp"
 #include "pg_boundary.hpp"
@@ -417,7 +418,7 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 void
 init_lane_cache()
 {
-	CacheRegisterRelcacheCallback(on_relcache_inval, PointerGetDatum(nullptr));
+	watch_relcache(on_relcache_inval);
 	RegisterXactCallback(on_xact, nullptr);
 	RegisterSubXactCallback(on_subxact, nullptr);
 }

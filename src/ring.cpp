@@ -26,6 +26,7 @@
  */
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "citus.hpp"
+#include "relcache_watch.hpp"
 #include "module.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
@@ -229,7 +230,7 @@ kept_partition(const char *prefix, int slot)
 		return nullptr;
 	if (!ring_cache_callback_registered)
 	{
-		CacheRegisterRelcacheCallback(on_ring_relcache_inval, PointerGetDatum(nullptr));
+		watch_relcache(on_ring_relcache_inval);
 		ring_cache_callback_registered = true;
 	}
 	for (p = 0; p < kept_prefixes; p++)
@@ -571,7 +572,7 @@ fill_ring_cache(int ring, std::uint64_t stamp)
 	c.user = GetUserId();
 	if (!ring_cache_callback_registered)
 	{
-		CacheRegisterRelcacheCallback(on_ring_relcache_inval, PointerGetDatum(nullptr));
+		watch_relcache(on_ring_relcache_inval);
 		ring_cache_callback_registered = true;
 	}
 	cached[ring] = c;
