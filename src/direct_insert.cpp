@@ -16,6 +16,7 @@
  */
 #include "citus.hpp"
 #include "direct_insert.hpp"
+#include "relcache_watch.hpp"
 
 extern "C"
 {
@@ -127,6 +128,104 @@ map_attributes(TupleDesc desc, const RowColumn *extra, int nextra, AttrSource *m
 		mapped++;
 	}
 	return mapped == JOB_NCOLUMNS + nextra;
+}
+
+/*
+ * The attribute maps of the partitions inserted into, kept per backend: a partition's map
+ * depends on its columns and on the caller's extra columns alone, so it is worked out once
+ * (map_attributes compares every attribute name with every column's) and forgotten on a
+ * relcache invalidation of the partition, which any change of its columns sends.
+ */
+constexpr int kKeptMaps = 32;
+constexpr int kMaxExtra = 8;
+
+struct KeptMap
+{
+	Oid relid; /* InvalidOid: a free entry */
+	int natts;
+	int nextra;
+	const char *extra_name[kMaxExtra]; /* the caller's names, compared by address */
+	Oid extra_type[kMaxExtra];
+	bool usable; /* map_attributes' answer */
+	AttrSource *map;
+};
+
+KeptMap kept_maps[kKeptMaps];
+bool maps_callback_registered = false;
+
+/*
+ * Relcache invalidation: forget the maps of the relation (every map when relid is invalid).
+ * The memory stays until the entry is used again: an invalidation can arrive while a call
+ * still reads the map it was given (index_open takes invalidations).
+ */
+void
+on_maps_relcache_inval(Datum arg, Oid relid)
+{
+	for (KeptMap &k : kept_maps)
+		if (OidIsValid(k.relid) && (relid == InvalidOid || k.relid == relid))
+			k.relid = InvalidOid;
+}
+
+/* Whether kept entry `k` was made for `rel` and these extra columns. */
+bool
+kept_map_matches(const KeptMap &k, Relation rel, const RowColumn *extra, int nextra)
+{
+	if (k.relid != RelationGetRelid(rel) || k.natts != RelationGetDescr(rel)->natts || k.nextra != nextra)
+		return false;
+	for (int e = 0; e < nextra; e++)
+		if (k.extra_name[e] != extra[e].name || k.extra_type[e] != extra[e].type)
+			return false;
+	return true;
+}
+
+/*
+ * The attribute map of `rel` for these extra columns (map_attributes), kept per backend;
+ * nullptr when a planned statement must insert. Extra column names must be literals.
+ */
+const AttrSource *
+attribute_map(Relation rel, const RowColumn *extra, int nextra)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+	KeptMap *free_entry = nullptr;
+	AttrSource *map;
+	bool usable;
+
+	for (KeptMap &k : kept_maps)
+	{
+		if (kept_map_matches(k, rel, extra, nextra))
+			return k.usable ? k.map : nullptr;
+		if (!OidIsValid(k.relid) && free_entry == nullptr)
+			free_entry = &k;
+	}
+	if (!maps_callback_registered)
+	{
+		watch_relcache(on_maps_relcache_inval);
+		maps_callback_registered = true;
+	}
+	map = static_cast<AttrSource *>(MemoryContextAlloc(TopMemoryContext, sizeof(AttrSource) * (desc->natts + 1)));
+	usable = map_attributes(desc, extra, nextra, map);
+	if (free_entry == nullptr || nextra > kMaxExtra)
+	{
+		/* Nowhere to keep it: the caller's memory holds it for this call. */
+		AttrSource *local = static_cast<AttrSource *>(palloc(sizeof(AttrSource) * (desc->natts + 1)));
+
+		memcpy(local, map, sizeof(AttrSource) * (desc->natts + 1));
+		pfree(map);
+		return usable ? local : nullptr;
+	}
+	if (free_entry->map != nullptr)
+		pfree(free_entry->map);
+	free_entry->relid = RelationGetRelid(rel);
+	free_entry->natts = desc->natts;
+	free_entry->nextra = nextra;
+	for (int e = 0; e < nextra; e++)
+	{
+		free_entry->extra_name[e] = extra[e].name;
+		free_entry->extra_type[e] = extra[e].type;
+	}
+	free_entry->usable = usable;
+	free_entry->map = map;
+	return usable ? map : nullptr;
 }
 
 /* Fill `slot` with the k-th picked row (rows_fit checked its values). */
@@ -248,7 +347,7 @@ direct_insert(Oid parent_oid, Oid partition_oid, const EnqueueRow *rows, const i
 {
 	Relation parent;
 	Relation rel;
-	AttrSource *map;
+	const AttrSource *map;
 	EState *estate;
 	ResultRelInfo *rri;
 	TupleTableSlot *slot;
@@ -257,9 +356,8 @@ direct_insert(Oid parent_oid, Oid partition_oid, const EnqueueRow *rows, const i
 		return !citus_present();
 	if (!open_for_insert(parent_oid, partition_oid, &parent, &rel))
 		return false;
-	map = static_cast<AttrSource *>(palloc(sizeof(AttrSource) * (RelationGetDescr(rel)->natts + 1)));
-	if (!map_attributes(RelationGetDescr(rel), extra, nextra, map) ||
-		!rows_fit(RelationGetDescr(rel), map, rows, pick, n))
+	map = attribute_map(rel, extra, nextra);
+	if (map == nullptr || !rows_fit(RelationGetDescr(rel), map, rows, pick, n))
 	{
 		close_tables(parent, rel);
 		return false;

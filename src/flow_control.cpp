@@ -205,7 +205,8 @@ limits_table()
 		ctl.keysize = sizeof(LaneKey);
 		ctl.entrysize = sizeof(LimitsEntry);
 		ctl.hcxt = TopMemoryContext;
-		limits_cache = hash_create("awa_shard queue limits", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		limits_cache =
+			hash_create("awa_shard queue limits", 64, &ctl, HASH_ELEM | HASH_CONTEXT | use_lane_key_functions(&ctl));
 	}
 	return limits_cache;
 }

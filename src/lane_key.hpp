@@ -9,6 +9,12 @@
 
 #include <cstring>
 
+extern "C"
+{
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+}
+
 namespace awa
 {
 
@@ -29,6 +35,42 @@ make_lane_key(LaneKey *key, const char *queue, int queue_len, int priority, int 
 	std::memcpy(key->queue, queue, queue_len);
 	key->priority = static_cast<int16>(priority);
 	key->shard = static_cast<int16>(shard);
+}
+
+/*
+ * dynahash functions of a LaneKey table: the queue's bytes up to its terminator, not the
+ * 800 bytes of padding HASH_BLOBS would hash and compare on every look-up (a queue name
+ * holds no NUL byte). Pass them with HASH_FUNCTION | HASH_COMPARE.
+ */
+inline uint32
+lane_key_hash(const void *key, Size keysize)
+{
+	const LaneKey *k = static_cast<const LaneKey *>(key);
+	uint32 h = hash_bytes(reinterpret_cast<const unsigned char *>(k->queue), strnlen(k->queue, sizeof(k->queue)));
+
+	return hash_combine(h, hash_bytes_uint32((static_cast<uint32>(static_cast<uint16>(k->priority)) << 16) |
+											 static_cast<uint16>(k->shard)));
+}
+
+/* 0 when two LaneKeys name the same lane (dynahash HashCompareFunc). */
+inline int
+lane_key_match(const void *a, const void *b, Size keysize)
+{
+	const LaneKey *x = static_cast<const LaneKey *>(a);
+	const LaneKey *y = static_cast<const LaneKey *>(b);
+
+	if (x->priority != y->priority || x->shard != y->shard)
+		return 1;
+	return strncmp(x->queue, y->queue, sizeof(x->queue));
+}
+
+/* Set the LaneKey hash functions in a HASHCTL; returns the flags to add to hash_create's. */
+inline int
+use_lane_key_functions(HASHCTL *ctl)
+{
+	ctl->hash = lane_key_hash;
+	ctl->match = lane_key_match;
+	return HASH_FUNCTION | HASH_COMPARE;
 }
 
 } // namespace awa

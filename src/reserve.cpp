@@ -83,7 +83,7 @@ lane_table()
 		ctl.keysize = sizeof(LaneKey);
 		ctl.entrysize = sizeof(LaneEntry);
 		ctl.hcxt = TopMemoryContext;
-		lanes = hash_create("awa_shard lanes", 128, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		lanes = hash_create("awa_shard lanes", 128, &ctl, HASH_ELEM | HASH_CONTEXT | use_lane_key_functions(&ctl));
 		pending_created = 0;
 	}
 	return lanes;

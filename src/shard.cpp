@@ -55,7 +55,7 @@ route_table(HTAB **table, const char *name)
 		ctl.keysize = sizeof(LaneKey);
 		ctl.entrysize = sizeof(RouteEntry);
 		ctl.hcxt = TopMemoryContext;
-		*table = hash_create(name, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		*table = hash_create(name, 64, &ctl, HASH_ELEM | HASH_CONTEXT | use_lane_key_functions(&ctl));
 	}
 	return *table;
 }

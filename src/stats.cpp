@@ -12,6 +12,7 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -24,6 +25,7 @@ extern "C"
 }
 
 #include <cstdint>
+#include <cstring>
 
 namespace awa
 {
@@ -41,6 +43,28 @@ struct StatKey
 	char queue[kMaxQueueBytes + 1];
 	int16 shard;
 };
+
+/* Hash of a StatKey over its queue's bytes, not their padding (dynahash HashValueFunc). */
+uint32
+stat_key_hash(const void *key, Size keysize)
+{
+	const StatKey *k = static_cast<const StatKey *>(key);
+	uint32 h = hash_bytes(reinterpret_cast<const unsigned char *>(k->queue), strnlen(k->queue, sizeof(k->queue)));
+
+	return hash_combine(h, hash_bytes_uint32(k->dbid ^ (static_cast<uint32>(static_cast<uint16>(k->shard)) << 20)));
+}
+
+/* 0 when two StatKeys name the same database, queue and shard (dynahash HashCompareFunc). */
+int
+stat_key_match(const void *a, const void *b, Size keysize)
+{
+	const StatKey *x = static_cast<const StatKey *>(a);
+	const StatKey *y = static_cast<const StatKey *>(b);
+
+	if (x->dbid != y->dbid || x->shard != y->shard)
+		return 1;
+	return strncmp(x->queue, y->queue, sizeof(x->queue));
+}
 
 struct StatEntry
 {
@@ -123,7 +147,10 @@ stats_shmem_startup()
 	std::memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(StatKey);
 	ctl.entrysize = sizeof(StatEntry);
-	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl, HASH_ELEM | HASH_BLOBS);
+	ctl.hash = stat_key_hash;
+	ctl.match = stat_key_match;
+	stat_hash = ShmemInitHash("awa_shard shard stats", kMaxStatEntries, kMaxStatEntries, &ctl,
+							  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
