@@ -334,13 +334,35 @@ registry_shmem_size()
 					Max(kOverflowAreaSize, dsa_minimum_size()));
 }
 
+/*
+ * Locks that order the reservations of a lane in registry mode (lane_reservation_lock): a
+ * fixed set, so that producers of one lane never queue on the heavyweight lock manager,
+ * whose waiters are granted the lock in turn (on two cores a producer preempted while
+ * holding the lane lock made every other producer of the lane sleep until it ran again).
+ */
+constexpr int kLaneReservationLocks = 64;
+static LWLockPadded *lane_locks = nullptr;
+
 /* shmem_request_hook: the registry's lock, and room for the registry (none in lane-lock mode). */
 void
 registry_shmem_request()
 {
 	RequestNamedLWLockTranche("awa_shard_registry", 1);
 	if (registry_mode)
+	{
 		RequestAddinShmemSpace(registry_shmem_size());
+		RequestNamedLWLockTranche("awa_shard_lanes", kLaneReservationLocks);
+	}
+}
+
+/* The reservation lock of the lane whose lock key is `lock_key` (registry mode only). */
+LWLock *
+lane_reservation_lock(int64 lock_key)
+{
+	uint64 k = static_cast<uint64>(lock_key);
+
+	Assert(lane_locks != nullptr);
+	return &lane_locks[(k ^ (k >> 32)) % kLaneReservationLocks].lock;
 }
 
 /* shmem_startup_hook: claim the registry by name (initialised once, by the postmaster). */
@@ -351,6 +373,7 @@ registry_shmem_startup()
 
 	if (!registry_mode)
 		return;
+	lane_locks = GetNamedLWLockTranche("awa_shard_lanes");
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	registry = static_cast<Registry *>(ShmemInitStruct("awa_shard registry", registry_shmem_size(), &found));
 	if (!found)

@@ -8,6 +8,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "storage/lwlock.h"
 }
 
 namespace awa
@@ -24,6 +25,12 @@ bool registry_in_force();
 
 /* Register this transaction's reservation of lane_seq >= low (false: lane-lock mode). */
 bool registry_register(Oid seq_oid, int64 low);
+
+/*
+ * In registry mode, the lock that makes a lane's nextval, setval and registration one step
+ * (one of a fixed set, picked by the lane's lock key; two lanes may share one).
+ */
+LWLock *lane_reservation_lock(int64 lock_key);
 
 /* Exclusive upper bound of lane_seq a claim may take on the lane (read before its snapshot). */
 int64 claim_bound(Oid seq_oid);

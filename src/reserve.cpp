@@ -29,6 +29,7 @@ extern "C"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "catalog/namespace.h"
 #include "common/hashfn.h"
@@ -374,15 +375,20 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 } // namespace
 
 /*
- * Reserve [start, start + count) on a lane. The lane lock makes nextval + setval one step
- * and orders reservations with their registration; in registry mode it is released as soon
- * as the block is registered as in flight (a lane this transaction created stays locked to
- * commit, ensure_lane), in lane-lock mode held until the transaction ends. Re-entrant: a
- * lock this transaction already holds only bumps a count.
+ * Reserve [start, start + count) on a lane. In registry mode a producer holds the lane's
+ * advisory lock in share mode only while it reserves (drop_queue, purge and move_queue take
+ * it exclusively, so they still wait for reservations in progress and hold new ones off),
+ * and the lane's reservation lock (an LWLock, registry.cpp) makes nextval, setval and the
+ * registration one step: producers of one lane never queue in the lock manager. A lane this
+ * transaction created stays locked exclusively until it commits (ensure_lane). In lane-lock
+ * mode the advisory lock is taken exclusively and held until the transaction ends.
+ * Re-entrant: a lock this transaction already holds only bumps a count.
  */
 int64
 reserve_lane_block(const char *queue, int queue_len, int priority, int shard, int64 count)
 {
+	const bool registry = registry_in_force();
+	const LOCKMODE mode = registry ? ShareLock : ExclusiveLock;
 	LaneKey key;
 	LOCKTAG tag;
 	bool found;
@@ -390,27 +396,53 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	int64 start;
 
 	make_lane_key(&key, queue, queue_len, priority, shard);
-	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
-	if (!found)
-		entry = ensure_lane(&key, queue, queue_len);
-	lane_lock_tag(&tag, entry->lock_key);
-	(void)LockAcquire(&tag, ExclusiveLock, false, false);
-	/*
-	 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
-	 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if
-	 * they evicted the lane, resolve it again (the drop's commit made it a new lane).
-	 */
-	AcceptInvalidationMessages();
-	entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
-	if (!found)
-		entry = ensure_lane(&key, queue, queue_len);
+	for (;;)
+	{
+		entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
+		if (!found)
+			entry = ensure_lane(&key, queue, queue_len);
+		lane_lock_tag(&tag, entry->lock_key);
+		(void)LockAcquire(&tag, mode, false, false);
+		/*
+		 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
+		 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if
+		 * they evicted the lane, resolve it again (the drop's commit made it a new lane).
+		 */
+		AcceptInvalidationMessages();
+		entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
+		if (found)
+			break;
+		if (!registry)
+		{
+			entry = ensure_lane(&key, queue, queue_len);
+			break;
+		}
+		/* ensure_lane takes the lock exclusively: two producers holding it shared would deadlock. */
+		LockRelease(&tag, mode, false);
+	}
 	/* Its end may let other producers' rows of the queue be claimed: wake-ups must know. */
 	note_reserved(queue, queue_len, entry->seq_oid);
-	start = nextval_internal(entry->seq_oid, false);
-	if (count > 1)
-		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
-	if (registry_register(entry->seq_oid, start))
-		LockRelease(&tag, ExclusiveLock, false);
+	if (!registry)
+	{
+		start = nextval_internal(entry->seq_oid, false);
+		if (count > 1)
+			DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
+		(void)registry_register(entry->seq_oid, start);
+		return start;
+	}
+	/* The sequence's own lock first: the only lock that could make the reservation wait. */
+	LockRelationOid(entry->seq_oid, RowExclusiveLock);
+	{
+		LWLock *order = lane_reservation_lock(entry->lock_key);
+
+		LWLockAcquire(order, LW_EXCLUSIVE);
+		start = nextval_internal(entry->seq_oid, false);
+		if (count > 1)
+			DirectFunctionCall2(setval_oid, ObjectIdGetDatum(entry->seq_oid), Int64GetDatum(start + count - 1));
+		(void)registry_register(entry->seq_oid, start);
+		LWLockRelease(order);
+	}
+	LockRelease(&tag, mode, false);
 	return start;
 }
 
