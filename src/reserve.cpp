@@ -376,8 +376,8 @@ peek_lane(const char *queue, int queue_len, int priority, int shard)
 
 /*
  * Reserve [start, start + count) on a lane. In registry mode a producer holds the lane's
- * advisory lock in share mode only while it reserves (drop_queue, purge and move_queue take
- * it exclusively, so they still wait for reservations in progress and hold new ones off),
+ * advisory lock in share mode only while it reserves (drop_queue takes it exclusively, so it
+ * still waits for reservations in progress and holds new ones off),
  * and the lane's reservation lock (an LWLock, registry.cpp) makes nextval, setval and the
  * registration one step: producers of one lane never queue in the lock manager. A lane this
  * transaction created stays locked exclusively until it commits (ensure_lane). In lane-lock
