@@ -4,7 +4,10 @@
 -- a report that ran a statement (a trigger on attempt_state, leases mode),
 -- awa_shard.async_reports = off or an already asynchronous commit leave the commit as
 -- synchronous_commit says. The decision is reported at DEBUG1 as the transaction commits:
--- each case below shows the commit's message, or its absence.
+-- each case below shows the commit's message, or its absence. Messages are shown for the
+-- COMMIT alone (SET LOCAL just before it): a statement that loads catalog entries may log
+-- the growth of a catalog cache at DEBUG1 too, at a moment that depends on what the
+-- backend's caches hold (another test's invalidations can reset them).
 \set VERBOSITY terse
 SET synchronous_commit = on;
 SELECT awa.create_queue('report_commit') IS NOT NULL AS created;
@@ -15,15 +18,20 @@ SELECT job_id AS j1, run_lease AS l1 FROM held ORDER BY job_id LIMIT 1 \gset
 CREATE TABLE report_commit_other (n integer);
 
 -- 1. A progress report alone: asynchronous.
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j1, :l1, '{"step": 1}') AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 -- 2. A heartbeat alone, and a batch report alone: asynchronous.
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.heartbeat_jobs(ARRAY(SELECT job_id FROM held ORDER BY job_id), ARRAY(SELECT run_lease FROM held ORDER BY job_id)) AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+BEGIN;
 SELECT awa.set_jobs_progress(ARRAY(SELECT job_id FROM held ORDER BY job_id), ARRAY(SELECT run_lease FROM held ORDER BY job_id),
                              array_fill('{"step": 2}'::jsonb, ARRAY[3])) AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 -- 3. Two reports in one transaction: asynchronous.
 BEGIN;
 SELECT awa.set_progress(:j1, :l1, '{"step": 3}') AS open;
@@ -50,19 +58,22 @@ SELECT awa.set_progress(:j1, :l1, '{"step": 6.5}') AS open;
 SET LOCAL client_min_messages = debug1;
 COMMIT;
 -- 7. A stale report writes nothing: nothing to commit asynchronously.
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j1, :l1 + 1, '{"stale": true}') AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 -- 8. awa_shard.async_reports = off, and a session already at synchronous_commit = off.
 SET awa_shard.async_reports = off;
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j1, :l1, '{"step": 8}') AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 RESET awa_shard.async_reports;
 SET synchronous_commit = off;
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j1, :l1, '{"step": 8.5}') AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 SET synchronous_commit = on;
 -- 9. A trigger on attempt_state: the report steps aside to its statement, and the trigger
 -- writes a table of its own: synchronous.
@@ -75,19 +86,27 @@ CREATE TRIGGER report_commit_note AFTER INSERT OR UPDATE ON awa.attempt_state
     FOR EACH ROW EXECUTE FUNCTION report_commit_note();
 -- (Once without the messages: planning the statement and the trigger logs cache growth.)
 SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open, awa.heartbeat_jobs(ARRAY[:j1]::bigint[], ARRAY[:l1]::bigint[]) AS open;
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j1, :l1, '{"step": 9}') AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+BEGIN;
 SELECT awa.heartbeat_jobs(ARRAY[:j1]::bigint[], ARRAY[:l1]::bigint[]) AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 DROP TRIGGER report_commit_note ON awa.attempt_state;
 DROP FUNCTION report_commit_note();
 -- 10. Leases mode: a report is a statement on awa.leases (it may have triggers): synchronous.
 UPDATE awa.plane_settings SET receipts = false;
 SELECT job_id AS j2, run_lease AS l2 FROM awa.claim_ready_runtime('report_commit', 1) \gset
-SET client_min_messages = debug1;
+BEGIN;
 SELECT awa.set_progress(:j2, :l2, '{"leased": true}') AS open;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
+BEGIN;
 SELECT awa.heartbeat_jobs(ARRAY[:j2]::bigint[], ARRAY[:l2]::bigint[]) AS open;
-RESET client_min_messages;
+SET LOCAL client_min_messages = debug1;
+COMMIT;
 UPDATE awa.plane_settings SET receipts = true;
 
 -- Every report above that was open is stored, the last one kept; the setting is the
