@@ -38,15 +38,22 @@ make_lane_key(LaneKey *key, const char *queue, int queue_len, int priority, int 
 }
 
 /*
- * dynahash functions of a LaneKey table: the queue's bytes up to its terminator, not the
- * 800 bytes of padding HASH_BLOBS would hash and compare on every look-up (a queue name
- * holds no NUL byte). Pass them with HASH_FUNCTION | HASH_COMPARE.
+ * Hash of a zero-padded queue name's bytes up to its terminator (a key's `capacity` bytes at
+ * most): not the 800 bytes of padding HASH_BLOBS would hash and compare on every look-up (a
+ * queue name holds no NUL byte). The keys of the lane caches and of the shared counters.
  */
+inline uint32
+padded_queue_hash(const char *queue, Size capacity)
+{
+	return hash_bytes(reinterpret_cast<const unsigned char *>(queue), strnlen(queue, capacity));
+}
+
+/* dynahash hash of a LaneKey table (HashValueFunc); pass it with HASH_FUNCTION | HASH_COMPARE. */
 inline uint32
 lane_key_hash(const void *key, Size keysize)
 {
 	const LaneKey *k = static_cast<const LaneKey *>(key);
-	uint32 h = hash_bytes(reinterpret_cast<const unsigned char *>(k->queue), strnlen(k->queue, sizeof(k->queue)));
+	uint32 h = padded_queue_hash(k->queue, sizeof(k->queue));
 
 	return hash_combine(h, hash_bytes_uint32((static_cast<uint32>(static_cast<uint16>(k->priority)) << 16) |
 											 static_cast<uint16>(k->shard)));

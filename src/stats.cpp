@@ -4,6 +4,7 @@
  * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
  * the view falls back to what the tables can tell (see awa.shard_stats in the install scripts).
  */
+#include "lane_key.hpp"
 #include "limits.hpp"
 #include "pg_boundary.hpp"
 #include "stats.hpp"
@@ -49,7 +50,7 @@ uint32
 stat_key_hash(const void *key, Size keysize)
 {
 	const StatKey *k = static_cast<const StatKey *>(key);
-	uint32 h = hash_bytes(reinterpret_cast<const unsigned char *>(k->queue), strnlen(k->queue, sizeof(k->queue)));
+	uint32 h = padded_queue_hash(k->queue, sizeof(k->queue));
 
 	return hash_combine(h, hash_bytes_uint32(k->dbid ^ (static_cast<uint32>(static_cast<uint16>(k->shard)) << 20)));
 }

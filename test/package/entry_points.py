@@ -13,6 +13,8 @@ Prints one line per check and ends with "entry_points: N passed, M failed".
 """
 import glob, os, re, sys
 
+from tap import Checks
+
 tree = sys.argv[1] if len(sys.argv) > 1 else '.'
 sources = {p: open(p).read() for p in sorted(glob.glob(os.path.join(tree, 'src', '*.cpp')))}
 defined = {}
@@ -35,16 +37,8 @@ full_1_1 = ''.join(open(p).read() for p in sorted(glob.glob(os.path.join(tree, '
 scripts = {'awa_shard--1.0.sql': (script('awa_shard--1.0.sql'), ''),
            'awa_shard--1.0--1.1.sql': (script('awa_shard--1.0--1.1.sql'), '_1_1'),
            'awa_shard--1.1.sql (sql/schema/)': (full_1_1, '_1_1')}
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(('ok - ' if ok else 'not ok - ') + what)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+checks = Checks('entry_points')
+check = checks.check
 
 
 check(len(versioned) > 0, 'versioned entry points found: ' + ', '.join(versioned))
@@ -58,5 +52,4 @@ for label, (text, suffix) in scripts.items():
             check(want in named, '%s names %s' % (label, want))
 for base in versioned:
     check(defined[base] == ['compat_1_0.cpp'], '%s is defined in compat_1_0.cpp only (%s)' % (base, ', '.join(defined[base])))
-print('entry_points: %d passed, %d failed' % (passed, failed))
-sys.exit(1 if failed else 0)
+checks.finish()

@@ -18,6 +18,8 @@ GUC level or a subtransaction. Prints one line per check and ends with
 """
 import glob, os, re, sys
 
+from tap import Checks
+
 tree = sys.argv[1] if len(sys.argv) > 1 else '.'
 STATEMENT_CALLS = re.compile(r'\b(SPI_prepare(?:_cursor|_params|_extended)?|SPI_execute(?:_plan|_snapshot|_with_args|_plan_with_paramlist|_extended)?'
                              r'|SPI_exec|SPI_execp|SPI_cursor_open(?:_with_args|_with_paramlist)?|SPI_cursor_parse_open'
@@ -28,16 +30,8 @@ ALLOWED = {
     'reserve.cpp': {'create_lane_objects'},
     'worker.cpp': None,  # the background worker's own transactions (any function of the file)
 }
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(('ok - ' if ok else 'not ok - ') + what)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+checks = Checks('statement_gate')
+check = checks.check
 
 
 def functions(text):
@@ -86,5 +80,4 @@ for path in sorted(glob.glob(os.path.join(tree, 'src', '*.cpp'))):
             pin = body.find('pin_statement_settings()')
             check(0 <= pin < body.find(opener), f'spi_util.cpp:{name} pins before {opener}')
 
-print(f'statement_gate: {passed} passed, {failed} failed')
-sys.exit(1 if failed else 0)
+checks.finish()
