@@ -5079,14 +5079,19 @@ COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts
 COMMENT ON COLUMN awa.queue_meta.key_rate_per_second IS 'Per-key rate limit (awa.set_rate_limit p_per_key => true): claims hand out at most key_rate_burst + key_rate_per_second x t jobs of each concurrency key in t seconds; NULL: none.';
 COMMENT ON COLUMN awa.queue_meta.key_rate_burst IS 'Bucket size of each key''s rate limit (1..1000000); NULL when the queue has none.';
 
--- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
--- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
--- testing each entry as awa._open_receipts (or the lease) tests an attempt, instead of
--- walking every claim batch of the queue; it removes the entries it finds ended.
--- set_concurrency_limit(..., p_per_key => true) records the attempts already running.
+-- The places of the keys of queues with a per-key concurrency limit (docs/design.md §4,
+-- "Flow control"): a place holds the last attempt a claim of its key started there, taken
+-- while that attempt is open (tested as awa._open_receipts, or the lease, tests it), free
+-- once it has ended. A claim counts its keys' taken places, puts the attempts it starts in
+-- their free places (an update in place: HOT, no index entry, so the table does not churn),
+-- adds a place only when none is free and removes the free places it did not need, so a key
+-- has at most as many places as it ever ran attempts at once. set_concurrency_limit(...,
+-- p_per_key => true) records the attempts already running. Keys compare bytewise (COLLATE
+-- "C": no locale's collation routine in the probes; only equality is ever asked of them).
 CREATE TABLE awa.key_attempts (
     queue text NOT NULL,
-    concurrency_key text NOT NULL,
+    concurrency_key text COLLATE "C" NOT NULL,
+    place integer NOT NULL,
     job_id bigint NOT NULL,
     run_lease bigint NOT NULL,
     priority smallint NOT NULL,
@@ -5096,10 +5101,11 @@ CREATE TABLE awa.key_attempts (
     ready_generation bigint NOT NULL,
     claim_slot integer,
     lease_slot integer,
-    PRIMARY KEY (queue, concurrency_key, job_id, run_lease));
+    PRIMARY KEY (queue, concurrency_key, place))
+    WITH (fillfactor = 80);
 SELECT pg_catalog.pg_extension_config_dump('awa.key_attempts', '');
 GRANT SELECT ON awa.key_attempts TO awa_admin;
-COMMENT ON TABLE awa.key_attempts IS 'Attempts of keyed jobs started under a per-key concurrency limit, counted by the claims of their queue; an entry whose attempt has ended is removed by the next claim that counts its key.';
+COMMENT ON TABLE awa.key_attempts IS 'Places of the concurrency keys of queues with a per-key concurrency limit: each holds the last attempt a claim of its key started there, taken while that attempt runs; claims reuse the free places of their keys in place.';
 
 -- Flow control (docs/api.md, "Flow control"). Whether claims can keep rate limits: their
 -- token buckets live in shared memory, so only when the library is preloaded.
@@ -5213,21 +5219,32 @@ BEGIN
     IF p_per_key THEN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
-        -- The keyed attempts already running count from now on (claims record the others).
-        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
-                                      ready_slot, ready_generation, claim_slot, lease_slot)
-        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
-               c.ready_slot, c.ready_generation, c.claim_slot, NULL
-          FROM awa._open_receipts c
-         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
-        UNION ALL
-        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
-               l.ready_slot, l.ready_generation, NULL, l.lease_slot
-          FROM awa.leases l
-          JOIN awa.ready_entries r
-            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
-           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
-         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        -- The keyed attempts already running count from now on (claims record the others): each
+        -- one not recorded yet takes a new place of its key, after the key's last one.
+        INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
+                                      lane_seq, ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT p_queue, x.concurrency_key,
+               coalesce((SELECT max(k.place) FROM awa.key_attempts k
+                          WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key), -1)
+                 + row_number() OVER (PARTITION BY x.concurrency_key ORDER BY x.job_id, x.run_lease),
+               x.job_id, x.run_lease, x.priority, x.enqueue_shard, x.lane_seq, x.ready_slot, x.ready_generation,
+               x.claim_slot, x.lease_slot
+          FROM (SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+                       c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer AS lease_slot
+                  FROM awa._open_receipts c
+                 WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+                UNION ALL
+                SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+                       l.ready_slot, l.ready_generation, NULL, l.lease_slot
+                  FROM awa.leases l
+                  JOIN awa.ready_entries r
+                    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+                   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+                 WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external')
+                   AND r.concurrency_key IS NOT NULL) x
+         WHERE NOT EXISTS (SELECT 1 FROM awa.key_attempts k
+                            WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key
+                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease)
         ON CONFLICT DO NOTHING;
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)

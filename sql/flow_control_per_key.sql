@@ -152,7 +152,7 @@ SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';
 
 -- 7. The per-key claim reads its window, counts its keys' running attempts, drains and
 --    records its keyed attempts without planned statements (src/direct_drain.cpp,
---    direct_key_count.cpp, flow_control.cpp); the statements still run where the direct
+--    direct_key_places.cpp, flow_control.cpp); the statements still run where the direct
 --    routines step aside (a trigger on awa.key_attempts: the count and record statements; a
 --    trigger on awa.claim_marks: the drain statement and the record statement), and
 --    every path returns and writes the same. Which one ran is read from this backend's plan
@@ -163,9 +163,9 @@ CREATE FUNCTION pg_temp.kept(p_prefix text) RETURNS bigint LANGUAGE sql
     AS $$SELECT count(*) FROM pg_backend_memory_contexts WHERE ident LIKE p_prefix || '%'$$;
 CREATE FUNCTION pg_temp.statements() RETURNS TABLE (window_ bigint, count_ bigint, drain bigint, record bigint) LANGUAGE sql
     AS $$SELECT pg_temp.kept('SELECT r.concurrency_key FROM awa.ready_entries r'),
-                pg_temp.kept('WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key'),
+                pg_temp.kept('WITH places AS MATERIALIZED (SELECT c.concurrency_key, c.place'),
                 pg_temp.kept('WITH window_ AS MATERIALIZED'),
-                pg_temp.kept('INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,   ready_slot')$$;
+                pg_temp.kept('WITH d AS MATERIALIZED (SELECT d.*, r.concurrency_key')$$;
 SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_concurrency_keys => ARRAY['a', 'a', NULL, 'b', 'a', 'b']))
   FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
@@ -186,12 +186,13 @@ CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.claim_marks FOR EACH ROW EXECU
 INSERT INTO pk_paths SELECT 'statement', c.* FROM awa.claim_ready_runtime('pk_stmt', 10, 30, 0) c;
 DROP TRIGGER pk_paths_test ON awa.claim_marks;
 SELECT * FROM pg_temp.statements();
--- The same rows on every path, and the same key_attempts rows: one per keyed attempt, naming
--- the claimed job's attempt, its lane and ready row, the claim ring's slot and no lease slot.
+-- The same rows on every path, and the same key_attempts rows: one place per keyed attempt
+-- (a key's places numbered from 0), naming the claimed job's attempt, its lane and ready
+-- row, the claim ring's slot and no lease slot.
 SELECT path, count(*) AS rows_, array_agg(lane_seq ORDER BY lane_seq) AS lane_seqs,
        bool_and(run_lease = 1 AND attempt = 1 AND claim_slot IS NOT NULL AND lease_slot IS NULL) AS receipts
   FROM pk_paths GROUP BY path ORDER BY path;
-SELECT c.path, array_agg(row(k.concurrency_key, k.lane_seq, k.priority, k.enqueue_shard, k.lease_slot IS NULL,
+SELECT c.path, array_agg(row(k.concurrency_key, k.place, k.lane_seq, k.priority, k.enqueue_shard, k.lease_slot IS NULL,
                              k.claim_slot = c.claim_slot, k.ready_slot = c.ready_slot,
                              k.ready_generation = c.ready_generation, k.run_lease = c.run_lease) ORDER BY k.lane_seq) AS key_attempts
   FROM awa.key_attempts k JOIN pk_paths c ON c.job_id = k.job_id AND c.queue = k.queue
@@ -206,7 +207,65 @@ SELECT count(*) AS completed FROM awa.complete_jobs(
     ARRAY(SELECT run_lease FROM pk_paths WHERE path = 'direct' ORDER BY lane_seq LIMIT 1));
 SELECT c.lane_seq, j.concurrency_key FROM awa.claim_ready_runtime('pk_direct', 10) c JOIN awa.jobs j ON j.id = c.job_id
  ORDER BY 1;
--- The direct count removed the completed attempt's entry; the two new ones are recorded.
-SELECT array_agg(row(concurrency_key, lane_seq) ORDER BY lane_seq) AS entries FROM awa.key_attempts WHERE queue = 'pk_direct';
+-- The third 'a' took the completed attempt's place (updated in place); the second 'b' a new place.
+SELECT array_agg(row(concurrency_key, place, lane_seq) ORDER BY concurrency_key, place) AS places
+  FROM awa.key_attempts WHERE queue = 'pk_direct';
+-- The same on the statement paths (the count and record statements find the same places).
+SELECT p AS path, (SELECT count(*) FROM awa.complete_jobs(
+    ARRAY(SELECT job_id FROM pk_paths WHERE path = p ORDER BY lane_seq LIMIT 1),
+    ARRAY(SELECT run_lease FROM pk_paths WHERE path = p ORDER BY lane_seq LIMIT 1))) AS completed
+  FROM unnest(ARRAY['record', 'statement']) p;
+CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.key_attempts FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('pk_rec', 10);
+DROP TRIGGER pk_paths_test ON awa.key_attempts;
+CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.claim_marks FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+SELECT count(*) AS claimed FROM awa.claim_ready_runtime('pk_stmt', 10);
+DROP TRIGGER pk_paths_test ON awa.claim_marks;
+SELECT queue, array_agg(row(concurrency_key, place, lane_seq) ORDER BY concurrency_key, place) AS places
+  FROM awa.key_attempts WHERE queue IN ('pk_direct', 'pk_stmt', 'pk_rec') GROUP BY 1 ORDER BY 1;
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_direct', 'pk_stmt', 'pk_rec']) q;
 SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';
+
+-- 8. A key's places are reused: its next claim puts its attempt in the place an ended attempt
+--    left (an update in place, HOT: no index entry), so cycles of claim and completion insert
+--    and delete no key_attempts row; a key that ran two attempts at once and now runs one
+--    keeps one place (the free place left over is removed). The same on the statements' path.
+--    Read in the cycles' own transaction from the table's counters (their change over it).
+SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_cycle', 'pk_cycle_stmt']) q;
+SELECT awa.set_concurrency_limit(q, 2, p_per_key => true) FROM unnest(ARRAY['pk_cycle', 'pk_cycle_stmt']) q;
+SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_concurrency_keys => array_fill('a'::text, ARRAY[30])))
+  FROM unnest(ARRAY['pk_cycle', 'pk_cycle_stmt']) q;
+CREATE TEMP TABLE pk_held AS
+  SELECT c.job_id, c.run_lease FROM unnest(ARRAY['pk_cycle', 'pk_cycle_stmt']) q, awa.claim_ready_runtime(q, 2) c;
+SELECT count(*) AS completed FROM awa.complete_jobs(ARRAY(SELECT job_id FROM pk_held), ARRAY(SELECT run_lease FROM pk_held));
+SELECT queue, array_agg(place ORDER BY place) AS places FROM awa.key_attempts
+ WHERE queue IN ('pk_cycle', 'pk_cycle_stmt') GROUP BY 1 ORDER BY 1;
+CREATE FUNCTION pg_temp.cycles(p_queue text, p_n integer) RETURNS TABLE (inserted bigint, updated bigint, hot_updated bigint, deleted bigint)
+    LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+    t regclass := 'awa.key_attempts';
+    i0 bigint := pg_stat_get_xact_tuples_inserted(t);
+    u0 bigint := pg_stat_get_xact_tuples_updated(t);
+    h0 bigint := pg_stat_get_xact_tuples_hot_updated(t);
+    d0 bigint := pg_stat_get_xact_tuples_deleted(t);
+BEGIN
+    FOR i IN 1 .. p_n LOOP
+        SELECT c.job_id, c.run_lease INTO r FROM awa.claim_ready_runtime(p_queue, 1) c;
+        PERFORM awa.complete_jobs(ARRAY[r.job_id], ARRAY[r.run_lease]);
+    END LOOP;
+    RETURN QUERY SELECT pg_stat_get_xact_tuples_inserted(t) - i0, pg_stat_get_xact_tuples_updated(t) - u0,
+                        pg_stat_get_xact_tuples_hot_updated(t) - h0, pg_stat_get_xact_tuples_deleted(t) - d0;
+END $$;
+BEGIN;
+SELECT * FROM pg_temp.cycles('pk_cycle', 10);
+COMMIT;
+BEGIN;
+CREATE TRIGGER pk_paths_test BEFORE INSERT ON awa.key_attempts FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+SELECT * FROM pg_temp.cycles('pk_cycle_stmt', 10);
+DROP TRIGGER pk_paths_test ON awa.key_attempts;
+COMMIT;
+SELECT queue, array_agg(row(place, job_id = (SELECT max(j.id) FROM awa.jobs j WHERE j.queue = k.queue AND j.state = 'completed'))
+                        ORDER BY place) AS places
+  FROM awa.key_attempts k WHERE queue IN ('pk_cycle', 'pk_cycle_stmt') GROUP BY 1 ORDER BY 1;
+SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_cycle', 'pk_cycle_stmt']) q;

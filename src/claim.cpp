@@ -689,6 +689,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	awa::QueueLimits limits = {};
 	int64 tokens = 0;						  /* taken from the rate limit's bucket */
 	awa::KeyTokens key_tokens = {nullptr, 0}; /* taken from the keys' buckets (per-key rate limit) */
+	awa::KeyStep key_step = {};				  /* what the per-key step kept of the lane it looked at */
 	int64 lane_batch;
 	TimestampTz wait_deadline = 0; /* of the waits for held heads, from the first one */
 
@@ -755,6 +756,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		ring = awa::ring_write_slot(receipts ? awa::Ring::Claim : awa::Ring::Lease, slot_ranges);
 		bound = awa::claim_bound(cand.seq_oid); /* before the drain's snapshot, and before a per-key count */
 		lane_batch = max_batch;
+		key_step.window = nullptr; /* a window read for an earlier lane, or an earlier walk, is not this one */
 		if (limits.key_concurrency || limits.key_rate)
 		{
 			int64 seen = 0;
@@ -764,10 +766,10 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 
 			if (!capped && limits.key_concurrency)
 				lane_batch = awa::key_window_room(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch,
-												  limits.key_concurrency_limit, &seen);
+												  limits.key_concurrency_limit, &seen, &key_step);
 			if (!capped && limits.key_rate && lane_batch > 0)
 				lane_batch = awa::key_rate_room(queue, priority, shard, claim_seq, bound, slot_ranges, lane_batch,
-												limits, &seen, &key_tokens);
+												limits, &seen, &key_tokens, &key_step);
 			if (capped || (seen > 0 && lane_batch == 0))
 			{
 				/* The lane begins with a job whose key is at its cap, busy or out of tokens: try the other lanes. */
@@ -803,7 +805,8 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 									 aging_secs,
 									 slot_ranges,
 									 ring,
-									 limits.key_concurrency};
+									 limits.key_concurrency,
+									 key_step.window};
 
 			direct = awa::drain_direct(req, rsinfo->setResult, rsinfo->setDesc, &outcome);
 		}
@@ -861,11 +864,12 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	if (limits.key_concurrency && claimed > 0)
 	{
 		if (direct)
-			awa::record_key_attempts(queue, priority, shard, outcome.keyed, outcome.n_keyed);
+			awa::record_key_attempts(queue, priority, shard, outcome.keyed, outcome.n_keyed, slot_ranges,
+									 key_step.places);
 		else
 			awa::record_key_attempts(queue, priority, shard,
 									 awa::drained_attempts(SPI_tuptable, static_cast<uint64>(claimed)),
-									 static_cast<int>(claimed));
+									 static_cast<int>(claimed), slot_ranges, key_step.places);
 	}
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed, claimed);
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */

@@ -544,6 +544,34 @@ check_increments(const ReadyRow &row)
 
 } // namespace
 
+/* A lane's window kept for its drain (direct_drain.hpp): the rows asked for and the one after. */
+struct LaneWindow
+{
+	LaneRange lane;
+	int arc[4];
+	int64 limit; /* rows asked for; one more was read for the hint */
+	ReadyRow *rows;
+	int n;
+};
+
+namespace
+{
+
+/* Whether a kept window is the one the drain would read: same lane, range and arc, no fewer rows. */
+bool
+window_serves(const LaneWindow &w, const DrainRequest &req)
+{
+	text *a = w.lane.queue;
+	text *b = req.queue;
+
+	return w.lane.priority == req.priority && w.lane.shard == req.shard && w.lane.from == req.claim_seq &&
+		   w.lane.bound == req.bound && req.max_batch <= w.limit && memcmp(w.arc, req.arc, sizeof(w.arc)) == 0 &&
+		   VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+} // namespace
+
 /* The aged priority of a lane (see the header), as the drain statement computes it. */
 int
 aged_priority(int priority, TimestampTz run_at, TimestampTz now, double aging_secs)
@@ -606,13 +634,27 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 	if (ready == nullptr)
 		return false;
 	CommandCounterIncrement();
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	LaneRange lane = {req.queue, req.priority, req.shard, req.claim_seq, req.bound};
-	bool readable = read_window(lane, req.arc, snapshot, req.max_batch + 1, &rows, &n_window);
-	UnregisterSnapshot(snapshot);
+	if (req.window != nullptr && window_serves(*req.window, req))
+	{
+		/* Read by the per-key step under this head lock and bound: the same rows. */
+		rows = req.window->rows;
+		n_window = static_cast<int>(std::min<int64>(req.window->n, req.max_batch + 1));
+	}
+	else
+	{
+		LaneRange lane = {req.queue, req.priority, req.shard, req.claim_seq, req.bound};
+		bool readable;
+
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		readable = read_window(lane, req.arc, snapshot, req.max_batch + 1, &rows, &n_window);
+		UnregisterSnapshot(snapshot);
+		if (!readable)
+		{
+			table_close(ready, NoLock);
+			return false;
+		}
+	}
 	table_close(ready, NoLock);
-	if (!readable)
-		return false;
 	n = static_cast<int>(std::min<int64>(n_window, req.max_batch));
 	for (int i = 0; i < n; i++)
 		if (!tags_flat(rows[i]))
@@ -774,7 +816,8 @@ drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc result_d
 
 /* The concurrency keys of a lane's window (see the header). */
 bool
-lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq)
+lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq,
+				 LaneWindow **kept)
 {
 	Relation ready;
 	Snapshot snapshot;
@@ -790,11 +833,21 @@ lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***key
 	if (ready == nullptr)
 		return false;
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	readable = read_window(lane, arc, snapshot, limit, &rows, &n_rows);
+	readable = read_window(lane, arc, snapshot, kept != nullptr ? limit + 1 : limit, &rows, &n_rows);
 	UnregisterSnapshot(snapshot);
 	table_close(ready, NoLock);
 	if (!readable)
 		return false;
+	if (kept != nullptr)
+	{
+		*kept = static_cast<LaneWindow *>(palloc(sizeof(LaneWindow)));
+		(*kept)->lane = lane;
+		memcpy((*kept)->arc, arc, sizeof((*kept)->arc));
+		(*kept)->limit = limit;
+		(*kept)->rows = rows;
+		(*kept)->n = n_rows;
+		n_rows = static_cast<int>(std::min<int64>(n_rows, limit));
+	}
 	*keys = static_cast<text **>(palloc(sizeof(text *) * (n_rows > 0 ? n_rows : 1)));
 	for (int i = 0; i < n_rows; i++)
 		(*keys)[i] = rows[i].null[R_CONCURRENCY_KEY] ? nullptr : DatumGetTextPP(rows[i].value[R_CONCURRENCY_KEY]);

@@ -37,20 +37,28 @@ struct LaneRow
 	int64 lane_seq;
 };
 
+/*
+ * A lane's window as lane_window_keys read it (direct_drain.cpp), kept for the drain of the
+ * same lane by the same claim: under the head lock and the claim bound no row can enter or
+ * leave it, so the drain takes its rows instead of reading them again.
+ */
+struct LaneWindow;
+
 /* What to drain: a lane whose head this transaction has locked, and how. */
 struct DrainRequest
 {
 	text *queue;
 	int16 priority;
 	int16 shard;
-	int64 claim_seq;	  /* the lane's cursor, read after the head lock */
-	int64 max_batch;	  /* at least 1 */
-	int64 bound;		  /* the lane's claim bound (registry.cpp), read before the drain's snapshot */
-	double deadline_secs; /* 0: no deadline */
-	double aging_secs;	  /* 0: no aging */
-	const int *arc;		  /* the queue ring's live arc: two ranges of ready slots */
-	RingSlot claim_slot;  /* the claim ring's write slot, fenced */
-	bool keyed;			  /* hand back the attempts of keyed jobs (DrainOutcome::keyed) */
+	int64 claim_seq;		  /* the lane's cursor, read after the head lock */
+	int64 max_batch;		  /* at least 1 */
+	int64 bound;			  /* the lane's claim bound (registry.cpp), read before the drain's snapshot */
+	double deadline_secs;	  /* 0: no deadline */
+	double aging_secs;		  /* 0: no aging */
+	const int *arc;			  /* the queue ring's live arc: two ranges of ready slots */
+	RingSlot claim_slot;	  /* the claim ring's write slot, fenced */
+	bool keyed;				  /* hand back the attempts of keyed jobs (DrainOutcome::keyed) */
+	const LaneWindow *window; /* the lane's window as the per-key step read it, or nullptr: read it */
 };
 
 /*
@@ -96,10 +104,13 @@ bool drain_direct(const DrainRequest &req, Tuplestorestate *store, TupleDesc res
  * The concurrency keys of a lane's window as the drain reads it: its first `limit` visible
  * rows in [from, bound) of the live ready slots, in lane order, on a copy of the latest
  * snapshot; (*keys)[i] is row i's key, nullptr for a keyless row (a palloc'd array of *n);
- * *first_seq: the first row's lane_seq (-1: none). False, having read nothing, when a
- * statement must read instead (as lane_first_row).
+ * *first_seq: the first row's lane_seq (-1: none). With `kept`, the rows are read with the
+ * one after them (the drain's hint) and kept in *kept (palloc'd) for the drain of this lane
+ * (DrainRequest::window). False, having read nothing, when a statement must read instead
+ * (as lane_first_row).
  */
-bool lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq);
+bool lane_window_keys(const LaneRange &lane, const int *arc, int64 limit, text ***keys, int64 *n, int64 *first_seq,
+					  LaneWindow **kept);
 
 /*
  * The first visible row of a lane in [from, bound) of the live ready slots (arc: two ranges

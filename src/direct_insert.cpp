@@ -564,6 +564,45 @@ direct_target_upsert(DirectTarget *t, const Datum *values, const bool *nulls, co
 	return ItemPointerIsValid(&conflict_tid) && update_conflicting(t, &conflict_tid, values, nulls, keep_stored);
 }
 
+/*
+ * Update the row at `tid` to values[c], nulls[c], as an UPDATE on the latest committed state
+ * does when no other transaction holds the row (a writer in progress is waited for): in place
+ * (HOT when the page has room), with index entries when it moved. False, having changed
+ * nothing, when the row was updated or deleted since the caller read it.
+ */
+bool
+direct_target_update(DirectTarget *t, ItemPointer tid, const Datum *values, const bool *nulls)
+{
+	TupleDesc desc = t->slot->tts_tupleDescriptor;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool update_indexes;
+	TM_Result result;
+
+	ExecClearTuple(t->slot);
+	for (int a = 0; a < desc->natts; a++)
+	{
+		int c = t->column_of[a];
+
+		t->slot->tts_values[a] = c < 0 ? (Datum)0 : values[c];
+		t->slot->tts_isnull[a] = c < 0 || nulls[c];
+	}
+	ExecStoreVirtualTuple(t->slot);
+	if (t->rel->rd_att->constr != nullptr)
+		ExecConstraints(t->rri, t->slot, t->estate);
+	result = table_tuple_update(t->rel, tid, t->slot, t->estate->es_output_cid, GetLatestSnapshot(), InvalidSnapshot,
+								true, &tmfd, &lockmode, &update_indexes);
+	if (result != TM_Ok)
+	{
+		ResetPerTupleExprContext(t->estate);
+		return false;
+	}
+	if (update_indexes && t->rri->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(t->rri, t->slot, t->estate, true, false, nullptr, NIL));
+	ResetPerTupleExprContext(t->estate);
+	return true;
+}
+
 /* Close an open target (its locks stay to the end of the transaction). */
 void
 direct_target_close(DirectTarget *t)

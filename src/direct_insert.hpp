@@ -86,6 +86,13 @@ bool direct_target_insert_unless_conflict(DirectTarget *t, const Datum *values, 
 bool direct_target_upsert(DirectTarget *t, const Datum *values, const bool *nulls, const bool *keep_stored,
 						  Oid arbiter);
 
+/*
+ * Update the row at `tid` of the target to values[c], nulls[c] (every column), waiting for a
+ * writer in progress: in place, HOT when the page has room. False, having changed nothing,
+ * when the row was updated or deleted since the caller read it. The caller holds the
+ * privileges an UPDATE would check.
+ */
+bool direct_target_update(DirectTarget *t, ItemPointer tid, const Datum *values, const bool *nulls);
 /* Close a target opened by direct_target_open (the locks stay to the end of the transaction). */
 void direct_target_close(DirectTarget *t);
 

@@ -13,7 +13,7 @@
  */
 #include "claim_sql.hpp"
 #include "direct_insert.hpp"
-#include "direct_key_count.hpp"
+#include "direct_key_places.hpp"
 #include "flow_control.hpp"
 #include "key_caps.hpp"
 #include "lane_key.hpp"
@@ -112,77 +112,98 @@ const char *const kWindowSql =
 	"  AND (r.ready_slot BETWEEN $6 AND $7 OR r.ready_slot BETWEEN $8 AND $9) ORDER BY r.lane_seq LIMIT $10";
 
 /*
- * The running attempts of the keys $2 of queue $1, in the order of $2: their entries in
- * awa.key_attempts whose attempt is still open. In receipts mode that is the receipt as
- * awa._open_receipts finds it (its ready row, the claim batch naming the row, the attempt's
- * run lease) with the open-receipt test of receipt_sql.hpp: an entry whose batch was pruned
- * with its claim slot, or whose ready row went with its queue slot, has ended. In leases mode
- * it is the running lease. Each probe names its ring's live arc ($3..$6 the queue ring's,
- * $7..$10 the claim ring's, $11..$14 the lease ring's), so a plan run with them starts only
- * the live partitions; an attempt outside them is gone. The entries found ended are removed (the caller holds the
- * keys' locks, so no two claims remove one entry).
+ * The places of the keys KEYS (a text[] expression) of queue $1 in awa.key_attempts, each
+ * with whether its attempt is still open (the place is taken): in receipts mode the receipt
+ * as awa._open_receipts finds it (its ready row, the claim batch naming the row, the
+ * attempt's run lease) with the open-receipt test of receipt_sql.hpp: an attempt whose batch
+ * was pruned with its claim slot, or whose ready row went with its queue slot, has ended. In
+ * leases mode it is the running lease. Each probe names its ring's live arc ($3..$6 the queue
+ * ring's, $7..$10 the claim ring's, $11..$14 the lease ring's), so a plan run with them
+ * starts only the live partitions; an attempt outside them is gone. A CTE of a WITH list.
  */
-#define AWA_KEY_ENTRIES                                                                                                                                                               \
-	"WITH entries AS MATERIALIZED (SELECT c.queue, c.concurrency_key, c.job_id, c.run_lease, "                                                                                        \
-	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "                                                                         \
-	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "                                                                            \
-	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                                                                                    \
-	"      AND (l.lease_slot BETWEEN $11 AND $12 OR l.lease_slot BETWEEN $13 AND $14) "                                                                                               \
-	"      AND l.state IN ('running', 'waiting_external')) "                                                                                                                          \
-	"    ELSE EXISTS (SELECT 1 FROM " AWA_RECEIPT_FROM_READY_ON(                                                                                                                      \
-		"AND (b.claim_slot BETWEEN $7 AND $8 OR b.claim_slot BETWEEN $9 AND $10)") " WHERE r.ready_slot = "                                                                           \
-																				   "c.ready_slot "                                                                                    \
-																				   "      AND (r.ready_slot BETWEEN "                                                                 \
-																				   "$3 AND $4 OR r.ready_slot "                                                                       \
-																				   "BETWEEN $5 AND $6) "                                                                              \
-																				   "      AND r.queue = c.queue AND "                                                                 \
-																				   "r.priority = c.priority AND "                                                                     \
-																				   "r.enqueue_shard = "                                                                               \
-																				   "c.enqueue_shard "                                                                                 \
-																				   "      AND r.lane_seq = "                                                                          \
-																				   "c.lane_seq AND "                                                                                  \
-																				   "r.ready_generation = "                                                                            \
-																				   "c.ready_generation "                                                                              \
-																				   "      AND b.claim_slot = "                                                                        \
-																				   "c.claim_slot AND " AWA_RECEIPT_IS("c.job_id", "c.run_lease") " AND " AWA_READY_RECEIPT_OPEN_LIVE( \
-																					   "7", "8", "9", "10", "3", "4",                                                                 \
-																					   "5",                                                                                           \
-																					   "6") ") END AS open "                                                                          \
-																							"  FROM awa.key_attempts "                                                                \
-																							"c WHERE c.queue = $1 "                                                                   \
-																							"AND c.concurrency_key = "                                                                \
-																							"ANY ($2::text[])) "
-#define AWA_KEY_COUNTS                                                                                                 \
-	"SELECT (SELECT count(*) FROM entries x WHERE x.open AND x.concurrency_key = k.k) "                                \
-	"FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n"
-const char *const kKeyCountSql =
-	AWA_KEY_ENTRIES ", ended AS (DELETE FROM awa.key_attempts d USING entries x WHERE NOT x.open "
-					"  AND d.queue = x.queue AND d.concurrency_key = x.concurrency_key AND d.job_id = x.job_id "
-					"  AND d.run_lease = x.run_lease) " AWA_KEY_COUNTS;
+// clang-format off
+#define AWA_KEY_PLACES(KEYS)                                                                                           \
+	"places AS MATERIALIZED (SELECT c.concurrency_key, c.place, c.job_id, c.run_lease, "                               \
+	"    CASE WHEN c.lease_slot IS NOT NULL THEN EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = c.queue "          \
+	"      AND l.priority = c.priority AND l.enqueue_shard = c.enqueue_shard AND l.lane_seq = c.lane_seq "             \
+	"      AND l.lease_slot = c.lease_slot AND l.job_id = c.job_id AND l.run_lease = c.run_lease "                     \
+	"      AND (l.lease_slot BETWEEN $11 AND $12 OR l.lease_slot BETWEEN $13 AND $14) "                                \
+	"      AND l.state IN ('running', 'waiting_external')) "                                                           \
+	"    ELSE EXISTS (SELECT 1 FROM "                                                                                  \
+	AWA_RECEIPT_FROM_READY_ON("AND (b.claim_slot BETWEEN $7 AND $8 OR b.claim_slot BETWEEN $9 AND $10)")               \
+	"      WHERE r.ready_slot = c.ready_slot AND (r.ready_slot BETWEEN $3 AND $4 OR r.ready_slot BETWEEN $5 AND $6) "  \
+	"        AND r.queue = c.queue AND r.priority = c.priority AND r.enqueue_shard = c.enqueue_shard "                 \
+	"        AND r.lane_seq = c.lane_seq AND r.ready_generation = c.ready_generation "                                 \
+	"        AND b.claim_slot = c.claim_slot AND " AWA_RECEIPT_IS("c.job_id", "c.run_lease")                           \
+	"        AND " AWA_READY_RECEIPT_OPEN_LIVE("7", "8", "9", "10", "3", "4", "5", "6") ") END AS open "               \
+	"  FROM awa.key_attempts c WHERE c.queue = $1 AND c.concurrency_key = ANY (" KEYS ")) "
+// clang-format on
 
-/* At most this many distinct keys in the part of a window one claim takes (their locks). */
-constexpr int kMaxKeysPerClaim = 32;
+/* The running attempts of the keys $2 of queue $1, in the order of $2: their taken places. */
+const char *const kKeyCountSql = "WITH " AWA_KEY_PLACES(
+	"$2::text[]") "SELECT (SELECT count(*) FROM places x WHERE x.open AND x.concurrency_key = k.k) "
+				  "FROM unnest($2::text[]) WITH ORDINALITY AS k(k, n) ORDER BY k.n";
 
 /* Advisory-lock field of the lock of one (queue, concurrency key): next to the limit lock's. */
 constexpr uint16 kKeyLockField = 4;
 
 /*
- * Record the attempts a claim of a queue with a per-key limit started for keyed jobs: $1
- * queue, $2 priority, $3 shard of the lane, then the claimed rows as arrays (job_id,
- * run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot); the key is the
- * ready row's.
+ * Record the attempts a claim of a queue with a per-key limit started for keyed jobs in
+ * their keys' places: $1 queue, $2 priority and $15 shard of the lane, $3..$14 the live arcs
+ * (as AWA_KEY_PLACES), then the claimed rows as arrays $16..$22 (job_id, run_lease,
+ * lane_seq, ready_slot, ready_generation, claim_slot, lease_slot); the key is the ready
+ * row's. Each key's new attempts (those not in a place already) take its free places,
+ * lowest first, then new places after its last; its free places left over are removed.
  */
 const char *const kRecordKeySql =
-	"INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq, "
-	"  ready_slot, ready_generation, claim_slot, lease_slot) "
-	"SELECT $1, r.concurrency_key, d.job_id, d.run_lease, $2, $3, d.lane_seq, d.ready_slot, d.ready_generation, "
-	"  d.claim_slot, d.lease_slot "
-	"  FROM unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::int[], $8::bigint[], $9::int[], $10::int[]) "
+	"WITH d AS MATERIALIZED (SELECT d.*, r.concurrency_key "
+	"  FROM unnest($16::bigint[], $17::bigint[], $18::bigint[], $19::int[], $20::bigint[], $21::int[], $22::int[]) "
 	"    AS d(job_id, run_lease, lane_seq, ready_slot, ready_generation, claim_slot, lease_slot) "
 	"  CROSS JOIN LATERAL (SELECT e.concurrency_key FROM awa.ready_entries e WHERE e.ready_slot = d.ready_slot "
-	"    AND e.queue = $1 AND e.priority = $2 AND e.enqueue_shard = $3 AND e.lane_seq = d.lane_seq "
+	"    AND e.queue = $1 AND e.priority = $2 AND e.enqueue_shard = $15 AND e.lane_seq = d.lane_seq "
 	"    AND e.job_id = d.job_id OFFSET 0) r "
-	" WHERE r.concurrency_key IS NOT NULL";
+	" WHERE r.concurrency_key IS NOT NULL), " AWA_KEY_PLACES(
+		"ARRAY(SELECT DISTINCT d.concurrency_key FROM d)") ", "
+														   "todo AS (SELECT d.*, row_number() OVER (PARTITION BY "
+														   "d.concurrency_key ORDER BY d.lane_seq) AS nth FROM d "
+														   "  WHERE NOT EXISTS (SELECT 1 FROM places x WHERE "
+														   "x.concurrency_key = d.concurrency_key "
+														   "    AND x.job_id = d.job_id AND x.run_lease = "
+														   "d.run_lease)), "
+														   "free AS (SELECT x.concurrency_key, x.place, "
+														   "    row_number() OVER (PARTITION BY x.concurrency_key "
+														   "ORDER BY x.place) AS nth FROM places x WHERE NOT x.open), "
+														   "top AS (SELECT x.concurrency_key, max(x.place) AS place, "
+														   "count(*) FILTER (WHERE NOT x.open) AS nfree "
+														   "    FROM places x GROUP BY x.concurrency_key), "
+														   "spare AS (DELETE FROM awa.key_attempts k USING free f "
+														   "WHERE k.queue = $1 "
+														   "    AND k.concurrency_key = f.concurrency_key AND k.place "
+														   "= f.place "
+														   "    AND f.nth > (SELECT count(*) FROM todo t WHERE "
+														   "t.concurrency_key = f.concurrency_key)) "
+														   "INSERT INTO awa.key_attempts AS k (queue, concurrency_key, "
+														   "place, job_id, run_lease, priority, enqueue_shard, "
+														   "  lane_seq, ready_slot, ready_generation, claim_slot, "
+														   "lease_slot) "
+														   "SELECT $1, t.concurrency_key, coalesce(f.place, "
+														   "coalesce(p.place, -1) + t.nth - coalesce(p.nfree, "
+														   "0))::int, "
+														   "  t.job_id, t.run_lease, $2, $15, t.lane_seq, "
+														   "t.ready_slot, t.ready_generation, t.claim_slot, "
+														   "t.lease_slot "
+														   "  FROM todo t LEFT JOIN free f ON f.concurrency_key = "
+														   "t.concurrency_key AND f.nth = t.nth "
+														   "  LEFT JOIN top p ON p.concurrency_key = t.concurrency_key "
+														   "ON CONFLICT (queue, concurrency_key, place) DO UPDATE SET "
+														   "job_id = EXCLUDED.job_id, "
+														   "  run_lease = EXCLUDED.run_lease, priority = "
+														   "EXCLUDED.priority, enqueue_shard = EXCLUDED.enqueue_shard, "
+														   "  lane_seq = EXCLUDED.lane_seq, ready_slot = "
+														   "EXCLUDED.ready_slot, ready_generation = "
+														   "EXCLUDED.ready_generation, "
+														   "  claim_slot = EXCLUDED.claim_slot, lease_slot = "
+														   "EXCLUDED.lease_slot";
 
 /*
  * Advisory-lock field that marks a queue's limit lock. pg_advisory_lock uses 1 (bigint key)
@@ -344,11 +365,13 @@ concurrency_room(text *queue, int limit)
 /*
  * The running attempts of each of n keys of the queue into counts[], with the queue ring's
  * live arc the claim read (queue_arc: the drain's) and the claim and lease rings' read now:
- * by direct index probes (direct_key_count.cpp), which name keys[0]'s running attempts in
- * *first_key, or, where they step aside, by kKeyCountSql.
+ * by direct index probes (direct_key_places.cpp), which name keys[0]'s running attempts in
+ * *first_key and keep the keys' free places in *places for the record, or, where they step
+ * aside, by kKeyCountSql (the record statement then finds the places).
  */
 static void
-count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts, CapWitness *first_key)
+count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts, CapWitness *first_key,
+				   KeyPlaces *places)
 {
 	static const Oid types[14] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
 								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
@@ -360,7 +383,7 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 
 	first_key->n = 0;
 	first_key->complete = false; /* the statement counts without naming */
-	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts, first_key))
+	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts, first_key, places))
 		return;
 	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
@@ -419,7 +442,7 @@ same_key(text *a, text *b)
  */
 static int64
 window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-			int64 max_batch, text ***keys, int64 *first_seq)
+			int64 max_batch, text ***keys, int64 *first_seq, LaneWindow **kept)
 {
 	static const Oid types[10] = {TEXTOID, INT2OID, INT2OID, INT8OID, INT8OID,
 								  INT4OID, INT4OID, INT4OID, INT4OID, INT8OID};
@@ -430,7 +453,8 @@ window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bou
 	LaneRange lane = {queue, priority, shard, claim_seq, bound};
 	int64 rows;
 
-	if (lane_window_keys(lane, slot_ranges, max_batch, keys, &rows, first_seq))
+	*kept = nullptr;
+	if (lane_window_keys(lane, slot_ranges, max_batch, keys, &rows, first_seq, kept))
 		return rows;
 	*first_seq = -1;
 	keep_plan(&window_plan, kWindowSql, 10, types);
@@ -450,7 +474,7 @@ window_keys(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bou
 /* Rows of a locked lane's window a claim may take under a per-key limit (flow_control.hpp). */
 int64
 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-				int64 max_batch, int limit, int64 *seen)
+				int64 max_batch, int limit, int64 *seen, KeyStep *step)
 {
 	Datum keys[kMaxKeysPerClaim];
 	int64 counts[kMaxKeysPerClaim];
@@ -463,7 +487,11 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	std::uint64_t exit_seq;
 	CapWitness *first_key;
 
-	rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq);
+	if (step->places == nullptr)
+		step->places = static_cast<KeyPlaces *>(palloc0(sizeof(KeyPlaces)));
+	step->places->known = false;
+	rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq,
+					   &step->window);
 	*seen = rows;
 	row_key = static_cast<int *>(palloc(sizeof(int) * (rows > 0 ? rows : 1)));
 	/*
@@ -502,7 +530,7 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	 */
 	exit_seq = attempt_exit_seq();
 	first_key = static_cast<CapWitness *>(palloc(sizeof(CapWitness)));
-	count_key_attempts(queue, keys, nkeys, slot_ranges, counts, first_key);
+	count_key_attempts(queue, keys, nkeys, slot_ranges, counts, first_key, step->places);
 	room = window_room(row_key, rows, counts, nkeys, limit);
 	/* The lane begins with a job whose key is at its cap: later claims may pass it over without counting. */
 	if (room == 0 && row_key[0] == 0 && counts[0] >= limit)
@@ -513,11 +541,12 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 /* Rows of a locked lane's window a claim may take under a per-key rate limit (flow_control.hpp). */
 int64
 key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-			  int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken)
+			  int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken, KeyStep *step)
 {
 	text **window;
 	int64 first_seq;
-	int64 rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq);
+	int64 rows = window_keys(queue, priority, shard, claim_seq, bound, slot_ranges, max_batch, &window, &first_seq,
+							 &step->window);
 
 	*seen = rows;
 	rows = rate_take_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), window, rows, limits.key_per_second,
@@ -535,69 +564,6 @@ key_rate_give_back(text *queue, const QueueLimits &limits, KeyTokens *taken, int
 		rate_give_back_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), taken->keys, std::max<int64>(handed_out, 0),
 							taken->n, limits.key_per_second, limits.key_burst);
 	taken->n = 0;
-}
-
-/* The columns of an awa.key_attempts row, as record_key_attempts writes them. */
-enum KeyAttemptColumn
-{
-	K_QUEUE,
-	K_CONCURRENCY_KEY,
-	K_JOB_ID,
-	K_RUN_LEASE,
-	K_PRIORITY,
-	K_ENQUEUE_SHARD,
-	K_LANE_SEQ,
-	K_READY_SLOT,
-	K_READY_GENERATION,
-	K_CLAIM_SLOT,
-	K_LEASE_SLOT,
-	K_NCOLUMNS
-};
-
-static const DirectColumn kKeyAttemptColumns[K_NCOLUMNS] = {
-	{"queue", TEXTOID},		 {"concurrency_key", TEXTOID}, {"job_id", INT8OID},
-	{"run_lease", INT8OID},	 {"priority", INT2OID},		   {"enqueue_shard", INT2OID},
-	{"lane_seq", INT8OID},	 {"ready_slot", INT4OID},	   {"ready_generation", INT8OID},
-	{"claim_slot", INT4OID}, {"lease_slot", INT4OID}};
-
-/*
- * Insert the attempts (each with its ready row's key) into awa.key_attempts through the
- * executor's routines (direct_insert.cpp), the row kRecordKeySql would insert for each;
- * false, having written nothing, when the statement must insert instead.
- */
-static bool
-record_key_attempts_direct(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n)
-{
-	Oid table = awa_relation("key_attempts");
-	DirectTarget target;
-
-	if (!direct_target_open(&target, table, table, kKeyAttemptColumns, K_NCOLUMNS))
-		return false;
-	for (int i = 0; i < n; i++)
-	{
-		const KeyedAttempt &a = attempts[i];
-		Datum values[K_NCOLUMNS];
-		bool nulls[K_NCOLUMNS] = {};
-
-		values[K_QUEUE] = PointerGetDatum(queue);
-		values[K_CONCURRENCY_KEY] = PointerGetDatum(a.concurrency_key);
-		values[K_JOB_ID] = Int64GetDatum(a.job_id);
-		values[K_RUN_LEASE] = Int64GetDatum(a.run_lease);
-		values[K_PRIORITY] = Int16GetDatum(priority);
-		values[K_ENQUEUE_SHARD] = Int16GetDatum(shard);
-		values[K_LANE_SEQ] = Int64GetDatum(a.lane_seq);
-		values[K_READY_SLOT] = Int32GetDatum(a.ready_slot);
-		values[K_READY_GENERATION] = Int64GetDatum(a.ready_generation);
-		values[K_CLAIM_SLOT] = Int32GetDatum(a.claim_slot);
-		nulls[K_CLAIM_SLOT] = !a.has_claim_slot;
-		values[K_LEASE_SLOT] = Int32GetDatum(a.lease_slot);
-		nulls[K_LEASE_SLOT] = !a.has_lease_slot;
-		direct_target_insert(&target, values, nulls);
-	}
-	direct_target_close(&target);
-	/* As after the statement: the claim's later statements see the rows. */
-	CommandCounterIncrement();
-	return true;
 }
 
 /* The attempts a drain statement's result rows started (flow_control.hpp). */
@@ -629,22 +595,25 @@ drained_attempts(SPITupleTable *rows, uint64 n)
 
 /* Record the keyed attempts a claim started (flow_control.hpp). */
 void
-record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n)
+record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n, const int *queue_arc,
+					KeyPlaces *places)
 {
-	static const Oid types[10] = {TEXTOID,		INT2OID,	  INT2OID,		INT8ARRAYOID, INT8ARRAYOID,
-								  INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
-	Datum values[10];
+	static Oid types[22];
+	Datum values[22];
 	Datum *elems[7];
 	bool *nulls[7];
+	int unused_arc[4];
+	int claim_arc[4];
+	int lease_arc[4];
 	bool keys_read = true;
 
 	if (n == 0)
 		return;
 	for (int i = 0; i < n && keys_read; i++)
 		keys_read = attempts[i].concurrency_key != nullptr;
-	if (keys_read && record_key_attempts_direct(queue, priority, shard, attempts, n))
+	if (keys_read && places != nullptr && record_key_attempts_direct(queue, priority, shard, attempts, n, places))
 		return;
-	/* The statement: the rows as arrays, in the order of kRecordKeySql's $4..$10. */
+	/* The statement: the rows as arrays, in the order of kRecordKeySql's $16..$22. */
 	for (int c = 0; c < 7; c++)
 	{
 		elems[c] = static_cast<Datum *>(palloc(sizeof(Datum) * n));
@@ -664,12 +633,25 @@ record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt
 		elems[6][i] = Int32GetDatum(a.lease_slot);
 		nulls[6][i] = !a.has_lease_slot;
 	}
+	types[0] = TEXTOID;
+	types[1] = INT2OID;
+	types[14] = INT2OID;
 	values[0] = PointerGetDatum(queue);
 	values[1] = Int16GetDatum(priority);
-	values[2] = Int16GetDatum(shard);
+	values[14] = Int16GetDatum(shard);
+	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
+	for (int k = 0; k < 4; k++)
+	{
+		types[2 + k] = types[6 + k] = types[10 + k] = INT4OID;
+		values[2 + k] = Int32GetDatum(queue_arc[k]);
+		values[6 + k] = Int32GetDatum(claim_arc[k]);
+		values[10 + k] = Int32GetDatum(lease_arc[k]);
+	}
 	for (int c = 0; c < 7; c++)
 	{
 		static const Oid elem_types[7] = {INT8OID, INT8OID, INT8OID, INT4OID, INT8OID, INT4OID, INT4OID};
+		static const Oid array_types[7] = {INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, INT4ARRAYOID,
+										   INT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 		int dims[1] = {n};
 		int lbs[1] = {1};
 		int16 typlen;
@@ -677,10 +659,11 @@ record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt
 		char typalign;
 
 		get_typlenbyvalalign(elem_types[c], &typlen, &typbyval, &typalign);
-		values[3 + c] = PointerGetDatum(
+		types[15 + c] = array_types[c];
+		values[15 + c] = PointerGetDatum(
 			construct_md_array(elems[c], nulls[c], 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
 	}
-	keep_plan(&record_key_plan, kRecordKeySql, 10, types);
+	keep_plan(&record_key_plan, kRecordKeySql, 22, types);
 	exec_plan_latest(record_key_plan, values, nullptr, false, 0, SPI_OK_INSERT, "per-key attempts record");
 }
 

@@ -16,6 +16,18 @@ extern "C"
 namespace awa
 {
 
+struct KeyPlaces; /* direct_key_places.hpp */
+
+/*
+ * What a claim's per-key step kept of the lane it looked at last, for that lane's drain and
+ * record (palloc'd, in the claim's memory context).
+ */
+struct KeyStep
+{
+	LaneWindow *window; /* the lane's window as read (the direct drain takes its rows), or nullptr */
+	KeyPlaces *places;	/* the keys' places the count found (the record fills them), or nullptr */
+};
+
 /* The limits of one queue (awa.queue_meta; no row: none). */
 struct QueueLimits
 {
@@ -64,11 +76,12 @@ int64 concurrency_room(text *queue, int limit);
  * the end of the transaction; tried, never waited for), up to the first key another claim
  * holds or a 33rd key; then it counts those keys' running attempts on the latest committed
  * state and stops before the first job whose key is at its cap. 0 with *seen > 0: the lane
- * begins with a job whose key is at its cap or busy (pass the lane over). SPI must be
- * connected.
+ * begins with a job whose key is at its cap or busy (pass the lane over). *step keeps the
+ * window as read (for the drain) and what the count found of the keys' places (for
+ * record_key_attempts after the drain of this lane). SPI must be connected.
  */
 int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-					  int64 max_batch, int limit, int64 *seen);
+					  int64 max_batch, int limit, int64 *seen, KeyStep *step);
 
 /*
  * With a per-key rate limit: how many rows of a lane's window, from its start, a claim
@@ -76,10 +89,11 @@ int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq,
  * up to the first row whose key has no whole token (rate_take_keys). The window is the
  * drain's first `max_batch` rows (*seen: how many). 0 with *seen > 0: the lane begins with
  * a job whose key has no token (pass the lane over). *taken records the tokens, for
- * key_rate_give_back. SPI must be connected.
+ * key_rate_give_back; step->window keeps the window as read (for the drain). SPI must be
+ * connected.
  */
 int64 key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 bound, const int *slot_ranges,
-					int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken);
+					int64 max_batch, const QueueLimits &limits, int64 *seen, KeyTokens *taken, KeyStep *step);
 
 /* Give back the tokens of the jobs of *taken past the first `handed_out` (the drain's count). */
 void key_rate_give_back(text *queue, const QueueLimits &limits, KeyTokens *taken, int64 handed_out);
@@ -93,13 +107,15 @@ KeyedAttempt *drained_attempts(SPITupleTable *rows, uint64 n);
 
 /*
  * Record in awa.key_attempts the attempts of keyed jobs a claim of a queue with a per-key
- * limit has just started in the lane (priority, shard): one row per attempt whose ready row
- * has a key, with that key. When every attempt carries its ready row's key (the direct
- * drain's), the rows go in through the executor's routines (direct_insert.cpp); otherwise, or
- * where those step aside, by one statement that reads each key from the ready row. SPI must
- * be connected.
+ * limit has just started in the lane (priority, shard), each attempt whose ready row has a
+ * key in a place of that key: a free one the count found (updated in place), else a new one.
+ * When every attempt carries its ready row's key (the direct drain's) and the count was
+ * direct, through the executor's routines (direct_key_places.cpp); otherwise, or where those
+ * step aside, by one statement that reads each key from the ready row and tests the keys'
+ * places again (on the queue ring's arc queue_arc, the claim's). SPI must be connected.
  */
-void record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n);
+void record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n,
+						 const int *queue_arc, KeyPlaces *places);
 
 /*
  * A claim of the queue returned nothing because every lane it could take began with a job

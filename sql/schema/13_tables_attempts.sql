@@ -139,14 +139,19 @@ SELECT pg_catalog.pg_extension_config_dump('awa.attempt_state', '');
 GRANT SELECT ON awa.attempt_state TO awa_admin;
 COMMENT ON TABLE awa.attempt_state IS 'Heartbeats and progress of running attempts (receipts mode).';
 
--- The attempts of keyed jobs that claims of a queue with a per-key concurrency limit started
--- (docs/design.md §4, "Flow control"): such a claim counts a key's running attempts here,
--- testing each entry as awa._open_receipts (or the lease) tests an attempt, instead of
--- walking every claim batch of the queue; it removes the entries it finds ended.
--- set_concurrency_limit(..., p_per_key => true) records the attempts already running.
+-- The places of the keys of queues with a per-key concurrency limit (docs/design.md §4,
+-- "Flow control"): a place holds the last attempt a claim of its key started there, taken
+-- while that attempt is open (tested as awa._open_receipts, or the lease, tests it), free
+-- once it has ended. A claim counts its keys' taken places, puts the attempts it starts in
+-- their free places (an update in place: HOT, no index entry, so the table does not churn),
+-- adds a place only when none is free and removes the free places it did not need, so a key
+-- has at most as many places as it ever ran attempts at once. set_concurrency_limit(...,
+-- p_per_key => true) records the attempts already running. Keys compare bytewise (COLLATE
+-- "C": no locale's collation routine in the probes; only equality is ever asked of them).
 CREATE TABLE awa.key_attempts (
     queue text NOT NULL,
-    concurrency_key text NOT NULL,
+    concurrency_key text COLLATE "C" NOT NULL,
+    place integer NOT NULL,
     job_id bigint NOT NULL,
     run_lease bigint NOT NULL,
     priority smallint NOT NULL,
@@ -156,7 +161,8 @@ CREATE TABLE awa.key_attempts (
     ready_generation bigint NOT NULL,
     claim_slot integer,
     lease_slot integer,
-    PRIMARY KEY (queue, concurrency_key, job_id, run_lease));
+    PRIMARY KEY (queue, concurrency_key, place))
+    WITH (fillfactor = 80);
 SELECT pg_catalog.pg_extension_config_dump('awa.key_attempts', '');
 GRANT SELECT ON awa.key_attempts TO awa_admin;
-COMMENT ON TABLE awa.key_attempts IS 'Attempts of keyed jobs started under a per-key concurrency limit, counted by the claims of their queue; an entry whose attempt has ended is removed by the next claim that counts its key.';
+COMMENT ON TABLE awa.key_attempts IS 'Places of the concurrency keys of queues with a per-key concurrency limit: each holds the last attempt a claim of its key started there, taken while that attempt runs; claims reuse the free places of their keys in place.';

@@ -668,21 +668,32 @@ BEGIN
     IF p_per_key THEN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
-        -- The keyed attempts already running count from now on (claims record the others).
-        INSERT INTO awa.key_attempts (queue, concurrency_key, job_id, run_lease, priority, enqueue_shard, lane_seq,
-                                      ready_slot, ready_generation, claim_slot, lease_slot)
-        SELECT c.queue, (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
-               c.ready_slot, c.ready_generation, c.claim_slot, NULL
-          FROM awa._open_receipts c
-         WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
-        UNION ALL
-        SELECT l.queue, r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
-               l.ready_slot, l.ready_generation, NULL, l.lease_slot
-          FROM awa.leases l
-          JOIN awa.ready_entries r
-            ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
-           AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
-         WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL
+        -- The keyed attempts already running count from now on (claims record the others): each
+        -- one not recorded yet takes a new place of its key, after the key's last one.
+        INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
+                                      lane_seq, ready_slot, ready_generation, claim_slot, lease_slot)
+        SELECT p_queue, x.concurrency_key,
+               coalesce((SELECT max(k.place) FROM awa.key_attempts k
+                          WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key), -1)
+                 + row_number() OVER (PARTITION BY x.concurrency_key ORDER BY x.job_id, x.run_lease),
+               x.job_id, x.run_lease, x.priority, x.enqueue_shard, x.lane_seq, x.ready_slot, x.ready_generation,
+               x.claim_slot, x.lease_slot
+          FROM (SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+                       c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer AS lease_slot
+                  FROM awa._open_receipts c
+                 WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+                UNION ALL
+                SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+                       l.ready_slot, l.ready_generation, NULL, l.lease_slot
+                  FROM awa.leases l
+                  JOIN awa.ready_entries r
+                    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+                   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+                 WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external')
+                   AND r.concurrency_key IS NOT NULL) x
+         WHERE NOT EXISTS (SELECT 1 FROM awa.key_attempts k
+                            WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key
+                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease)
         ON CONFLICT DO NOTHING;
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)

@@ -1,0 +1,397 @@
+/*
+ * direct_key_places.cpp — the places of the keys of a claim under a per-key concurrency
+ * limit without a planned statement (D22; docs/design.md §4, "Flow control").
+ *
+ * The count does what the count statement kKeyCountSql (flow_control.cpp) does, step by step:
+ * 1. On one copy of the latest snapshot (taken after a command counter increment, as SPI
+ *    takes a non-read-only statement's), the places of each key in awa.key_attempts, by an
+ *    index scan of its primary key (queue, concurrency_key, place).
+ * 2. Each place's attempt tested as the statement tests it (direct_named_receipts_open,
+ *    direct_complete.cpp): its ready row and claim batch in the slots it names on the live
+ *    arcs (the queue ring's the claim read, the claim ring's read then, as the statement's
+ *    caller reads it), then the open-receipt test of awa._open_receipts. Keys without
+ *    places need no test, and no arc.
+ * 3. Each key's taken places are its count; its free places (attempt ended) and highest
+ *    place are kept for the record. The count writes nothing.
+ *
+ * The record then writes what the record statement kRecordKeySql writes: each attempt the
+ * claim started in the next free place of its key (table_tuple_update: the indexed columns
+ * do not change, so a HOT update when the page has room, and the old version is pruned on
+ * its page without a vacuum), or, with none left, in a new place after the key's highest
+ * (heap insert and primary-key entry); then the free places of those keys it did not need
+ * are deleted (table_tuple_delete, as the statement's DELETE: one deleted meanwhile by
+ * another transaction is passed over under READ COMMITTED and raises 40001 under
+ * REPEATABLE READ and SERIALIZABLE).
+ *
+ * Locks are the statements': RowExclusiveLock on awa.key_attempts and its primary key, then
+ * the live partitions the open test reads with AccessShareLock. A place of a lease (leases
+ * mode), and everything that would make a statement do more than this (Citus, a read-only
+ * transaction, missing privileges, a trigger, rule or row security), send the work back to
+ * the statements.
+ */
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
+#include "citus.hpp"
+#include "direct_complete.hpp"
+#include "direct_insert.hpp"
+#include "direct_key_places.hpp"
+#include "ring.hpp"
+
+#include <algorithm>
+
+extern "C"
+{
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+namespace awa
+{
+
+namespace
+{
+
+/* The columns of an entry the count reads, in the order of kEntryNames. */
+enum EntryColumn
+{
+	E_PLACE,
+	E_JOB_ID,
+	E_RUN_LEASE,
+	E_PRIORITY,
+	E_ENQUEUE_SHARD,
+	E_LANE_SEQ,
+	E_READY_SLOT,
+	E_READY_GENERATION,
+	E_CLAIM_SLOT,
+	E_LEASE_SLOT,
+	E_NCOLUMNS
+};
+
+const char *const kEntryNames[E_NCOLUMNS] = {"place",		  "job_id",	   "run_lease",	 "priority",
+											 "enqueue_shard", "lane_seq",  "ready_slot", "ready_generation",
+											 "claim_slot",	  "lease_slot"};
+
+/* The leading columns of awa.key_attempts' primary key, which the count probes. */
+const char *const kEntryKey[2] = {"queue", "concurrency_key"};
+
+/* One place of awa.key_attempts: the key it is of, its number, where its row is. */
+struct Entry
+{
+	int key;
+	int32 place;
+	ItemPointerData tid;
+};
+
+/* Attribute numbers of the EntryColumns in `rel`; false when one is missing. */
+bool
+entry_attributes(Relation rel, AttrNumber *att)
+{
+	TupleDesc desc = RelationGetDescr(rel);
+
+	for (int c = 0; c < E_NCOLUMNS; c++)
+	{
+		att[c] = InvalidAttrNumber;
+		for (int a = 0; a < desc->natts && att[c] == InvalidAttrNumber; a++)
+			if (!TupleDescAttr(desc, a)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(desc, a)->attname), kEntryNames[c]) == 0)
+				att[c] = static_cast<AttrNumber>(a + 1);
+		if (att[c] == InvalidAttrNumber)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Delete a free place the count found, as the statement's DELETE does: one another
+ * transaction deleted meanwhile is gone already under READ COMMITTED and a serialization
+ * failure under REPEATABLE READ and SERIALIZABLE.
+ */
+void
+delete_place(Relation rel, ItemPointer tid)
+{
+	TM_FailureData tmfd;
+	TM_Result result = table_tuple_delete(rel, tid, GetCurrentCommandId(true), GetLatestSnapshot(), InvalidSnapshot,
+										  true, &tmfd, false);
+
+	switch (result)
+	{
+	case TM_Ok:
+	case TM_SelfModified: /* deleted by this transaction already */
+		break;
+	case TM_Updated:
+	case TM_Deleted:
+		if (IsolationUsesXactSnapshot())
+			ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							errmsg("could not serialize access due to concurrent %s",
+								   result == TM_Updated ? "update" : "delete")));
+		break; /* updated or deleted by another transaction: not this claim's to remove */
+	default:
+		elog(ERROR, "awa_shard: unexpected table_tuple_delete status: %d", static_cast<int>(result));
+	}
+}
+
+} // namespace
+
+/* Count the keys' running attempts directly (see the file comment). */
+bool
+count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts,
+						  CapWitness *first_key, KeyPlaces *places)
+{
+	int claim_arc[4];
+	Relation rel;
+	Relation index;
+	AttrNumber att[E_NCOLUMNS];
+	Snapshot snapshot;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	Entry *entries = nullptr;
+	NamedAttempt *attempts = nullptr;
+	int nentries = 0;
+	int cap = 0;
+	bool leases = false;
+	bool *open;
+
+	places->known = false;
+	if (citus_present() || XactReadOnly || n > kMaxKeysPerClaim)
+		return false;
+	rel = table_open(awa_relation("key_attempts"), RowExclusiveLock);
+	if (needs_planned_statement(rel) ||
+		!has_all_privileges(RelationGetRelid(rel), ACL_SELECT | ACL_INSERT | ACL_UPDATE | ACL_DELETE) ||
+		!OidIsValid(RelationGetPrimaryKeyIndex(rel)) || !entry_attributes(rel, att))
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+	index = index_open(RelationGetPrimaryKeyIndex(rel), RowExclusiveLock);
+	if (!index_keys_are(rel, index, kEntryKey, 2))
+	{
+		index_close(index, NoLock);
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	/* 1. The keys' entries, on the latest committed state as a non-read-only statement sees it. */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(rel, nullptr);
+	scan = index_beginscan(rel, index, snapshot, 2, 0);
+	for (int k = 0; k < n && !leases; k++)
+	{
+		ScanKeyData scankeys[2];
+
+		counts[k] = 0;
+		ScanKeyEntryInitialize(&scankeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0],
+							   F_TEXTEQ, PointerGetDatum(queue));
+		ScanKeyEntryInitialize(&scankeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1],
+							   F_TEXTEQ, keys[k]);
+		index_rescan(scan, scankeys, 2, nullptr, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, slot))
+		{
+			bool isnull;
+			NamedAttempt *a;
+
+			(void)slot_getattr(slot, att[E_LEASE_SLOT], &isnull);
+			if (!isnull)
+			{
+				leases = true; /* a lease's entry: the statement tests leases */
+				break;
+			}
+			if (nentries == cap)
+			{
+				cap = cap == 0 ? 16 : cap * 2;
+				entries = static_cast<Entry *>(entries == nullptr ? palloc(sizeof(Entry) * cap)
+																  : repalloc(entries, sizeof(Entry) * cap));
+				attempts =
+					static_cast<NamedAttempt *>(attempts == nullptr ? palloc(sizeof(NamedAttempt) * cap)
+																	: repalloc(attempts, sizeof(NamedAttempt) * cap));
+			}
+			entries[nentries].key = k;
+			entries[nentries].place = DatumGetInt32(slot_getattr(slot, att[E_PLACE], &isnull));
+			entries[nentries].tid = slot->tts_tid;
+			a = &attempts[nentries++];
+			a->queue = queue;
+			a->job_id = DatumGetInt64(slot_getattr(slot, att[E_JOB_ID], &isnull));
+			a->run_lease = DatumGetInt64(slot_getattr(slot, att[E_RUN_LEASE], &isnull));
+			a->priority = DatumGetInt16(slot_getattr(slot, att[E_PRIORITY], &isnull));
+			a->enqueue_shard = DatumGetInt16(slot_getattr(slot, att[E_ENQUEUE_SHARD], &isnull));
+			a->lane_seq = DatumGetInt64(slot_getattr(slot, att[E_LANE_SEQ], &isnull));
+			a->ready_slot = DatumGetInt32(slot_getattr(slot, att[E_READY_SLOT], &isnull));
+			a->ready_generation = DatumGetInt64(slot_getattr(slot, att[E_READY_GENERATION], &isnull));
+			a->claim_slot = DatumGetInt32(slot_getattr(slot, att[E_CLAIM_SLOT], &isnull));
+			a->has_claim_slot = !isnull;
+		}
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+
+	/*
+	 * 2. Which entries' attempts are still open (nothing written yet: the statement may still
+	 * take over), on the claim ring's live arc read now (none needed when no key has an entry).
+	 */
+	open = static_cast<bool *>(palloc0(sizeof(bool) * (nentries + 1)));
+	if (!leases && nentries > 0)
+		live_slot_ranges(Ring::Claim, claim_arc);
+	if (leases ||
+		(nentries > 0 && !direct_named_receipts_open(attempts, nentries, queue_arc, claim_arc, snapshot, open)))
+	{
+		UnregisterSnapshot(snapshot);
+		index_close(index, NoLock);
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	/* 3. The taken places counted (the first key's named); the free ones and each key's highest kept. */
+	first_key->n = 0;
+	first_key->complete = true;
+	places->nkeys = n;
+	places->nfree = 0;
+	places->free = static_cast<FreePlace *>(palloc(sizeof(FreePlace) * (nentries + 1)));
+	for (int k = 0; k < n; k++)
+	{
+		places->keys[k] = DatumGetTextPP(keys[k]);
+		places->top[k] = -1;
+	}
+	for (int i = 0; i < nentries; i++)
+	{
+		places->top[entries[i].key] = std::max(places->top[entries[i].key], entries[i].place);
+		if (open[i])
+		{
+			counts[entries[i].key]++;
+			if (entries[i].key != 0)
+				continue;
+			if (first_key->n == kMaxCapWitnesses)
+				first_key->complete = false;
+			else
+				first_key->job_id[first_key->n++] = attempts[i].job_id;
+		}
+		else
+			places->free[places->nfree++] = {entries[i].key, entries[i].place, entries[i].tid};
+	}
+	places->known = true;
+	UnregisterSnapshot(snapshot);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
+	return true;
+}
+
+namespace
+{
+
+/* The columns of an awa.key_attempts row, as the record writes them. */
+enum PlaceColumn
+{
+	K_QUEUE,
+	K_CONCURRENCY_KEY,
+	K_PLACE,
+	K_JOB_ID,
+	K_RUN_LEASE,
+	K_PRIORITY,
+	K_ENQUEUE_SHARD,
+	K_LANE_SEQ,
+	K_READY_SLOT,
+	K_READY_GENERATION,
+	K_CLAIM_SLOT,
+	K_LEASE_SLOT,
+	K_NCOLUMNS
+};
+
+const DirectColumn kPlaceColumns[K_NCOLUMNS] = {
+	{"queue", TEXTOID},		 {"concurrency_key", TEXTOID},	{"place", INT4OID},			{"job_id", INT8OID},
+	{"run_lease", INT8OID},	 {"priority", INT2OID},			{"enqueue_shard", INT2OID}, {"lane_seq", INT8OID},
+	{"ready_slot", INT4OID}, {"ready_generation", INT8OID}, {"claim_slot", INT4OID},	{"lease_slot", INT4OID}};
+
+/* Whether two keys are the same text (whatever their varlena headers). */
+bool
+same_text(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+} // namespace
+
+/* Record a claim's keyed attempts in the places its count found (see the file comment). */
+bool
+record_key_attempts_direct(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n,
+						   KeyPlaces *places)
+{
+	int *key_of;
+	int next_free[kMaxKeysPerClaim]; /* per key: its next free place in places->free, or -1 */
+	bool recorded[kMaxKeysPerClaim] = {};
+	DirectTarget target;
+	bool all = true;
+
+	if (!places->known)
+		return false;
+	key_of = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	for (int i = 0; i < n; i++)
+	{
+		key_of[i] = -1;
+		for (int k = 0; k < places->nkeys && key_of[i] < 0; k++)
+			if (attempts[i].concurrency_key != nullptr && same_text(places->keys[k], attempts[i].concurrency_key))
+				key_of[i] = k;
+		if (key_of[i] < 0)
+			return false; /* a key the count did not see: the statement finds its places */
+	}
+	if (!direct_target_open(&target, awa_relation("key_attempts"), awa_relation("key_attempts"), kPlaceColumns,
+							K_NCOLUMNS))
+		return false;
+	for (int k = 0; k < places->nkeys; k++)
+		next_free[k] = -1;
+	for (int f = places->nfree - 1; f >= 0; f--)
+		next_free[places->free[f].key] = f;
+	for (int i = 0; i < n && all; i++)
+	{
+		const KeyedAttempt &a = attempts[i];
+		int k = key_of[i];
+		int f = next_free[k];
+		Datum values[K_NCOLUMNS];
+		bool nulls[K_NCOLUMNS] = {};
+
+		values[K_QUEUE] = PointerGetDatum(queue);
+		values[K_CONCURRENCY_KEY] = PointerGetDatum(a.concurrency_key);
+		values[K_PLACE] = Int32GetDatum(f >= 0 ? places->free[f].place : places->top[k] + 1);
+		values[K_JOB_ID] = Int64GetDatum(a.job_id);
+		values[K_RUN_LEASE] = Int64GetDatum(a.run_lease);
+		values[K_PRIORITY] = Int16GetDatum(priority);
+		values[K_ENQUEUE_SHARD] = Int16GetDatum(shard);
+		values[K_LANE_SEQ] = Int64GetDatum(a.lane_seq);
+		values[K_READY_SLOT] = Int32GetDatum(a.ready_slot);
+		values[K_READY_GENERATION] = Int64GetDatum(a.ready_generation);
+		values[K_CLAIM_SLOT] = Int32GetDatum(a.claim_slot);
+		nulls[K_CLAIM_SLOT] = !a.has_claim_slot;
+		values[K_LEASE_SLOT] = Int32GetDatum(a.lease_slot);
+		nulls[K_LEASE_SLOT] = !a.has_lease_slot;
+		recorded[k] = true;
+		if (f >= 0)
+		{
+			/* A free place: its row updated in place. Changed meanwhile: the statement finishes. */
+			all = direct_target_update(&target, &places->free[f].tid, values, nulls);
+			next_free[k] = f + 1 < places->nfree && places->free[f + 1].key == k ? f + 1 : -1;
+		}
+		else
+		{
+			places->top[k]++;
+			direct_target_insert(&target, values, nulls);
+		}
+	}
+	/* The free places of the recorded keys left over (none in the steady state): removed. */
+	for (int k = 0; k < places->nkeys && all; k++)
+		for (int f = next_free[k]; recorded[k] && f >= 0 && f < places->nfree && places->free[f].key == k; f++)
+			delete_place(target.rel, &places->free[f].tid);
+	direct_target_close(&target);
+	places->known = false; /* used */
+	/* As after the statement: the claim's later statements see the rows. */
+	CommandCounterIncrement();
+	return all;
+}
+
+} // namespace awa
