@@ -7,7 +7,9 @@
 #     1000, never reached) vs pk_rate (per-key rate limit of 1e9/s, burst 1000000, never
 #     reached; needs the preload), each 20000 jobs over 1000 keys on one lane; one client
 #     claims 10 and completes them per transaction; reports the claim statement's median
-#     latency (pgbench -r) over ROUNDS rounds and the ratios.
+#     latency (pgbench -r: its commit included) over ROUNDS rounds and the ratios; where
+#     pg_stat_statements is preloaded, also the claim's own server time (its mean execution
+#     time, commit excluded), median of the rounds, and its ratios.
 #  2. unaffected keys while one key is at its cap: hol_none (S = 4, COLD 'cold' jobs over 200
 #     keys routed off the 'hot' key's shard, key = ordering key, no limit) vs hol_room (the
 #     same jobs, per-key limit 10, no key at its cap) vs hol_cap (the same plus 2000 'hot'
@@ -48,6 +50,10 @@ SELECT cardinality(awa.insert_jobs(q, ARRAY['k'], p_ordering_keys => x.ok, p_con
 SELECT awa.set_concurrency_limit(q, 10, p_per_key => true) FROM unnest(ARRAY['hol_room', 'hol_cap']) q;
 SELECT count(*) AS hot_running FROM awa.claim_ready_runtime('hol_cap', 10);
 SQL
+stmts=$(psql -d $db -Atc "SELECT current_setting('shared_preload_libraries') ~ 'pg_stat_statements'")
+[ "$stmts" = t ] && quiet -d $db -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+# The claim's mean server time (µs) since the last reset of pg_stat_statements.
+claim_us() { psql -d $db -Atc "SELECT round((sum(total_exec_time) / sum(calls) * 1000)::numeric, 1) FROM pg_stat_statements WHERE query ~ 'claim_ready_runtime' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"; }
 w=$(mktemp -d); trap 'rm -rf $w' EXIT
 for q in pk_none pk_key pk_rate hol_none hol_room hol_cap; do
   cat > $w/$q.sql <<S
@@ -59,8 +65,10 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS, $TXS transactions per client per round, $COLD cold jobs per queue"
 for r in $(seq 1 $ROUNDS); do
   for q in pk_none pk_key pk_rate; do
+    [ "$stmts" = t ] && quiet -d $db -c "SELECT pg_stat_statements_reset()"
     "$PGBIN/pgbench" -n -r -c 1 -t $CLAIMS -f $w/$q.sql $db 2>/dev/null \
       | awk '/quote_literal/ {print $1}' >> $w/$q.lat
+    [ "$stmts" = t ] && claim_us >> $w/$q.us
   done
   for q in hol_none hol_room hol_cap; do
     before=$(psql -d $db -Atc "SELECT count(*) FROM awa.jobs WHERE queue = '$q' AND state = 'completed'")
@@ -75,6 +83,10 @@ a=$(median < $w/pk_none.lat); b=$(median < $w/pk_key.lat); e=$(median < $w/pk_ra
 echo "claim of 10, ms (median of rounds): no limit $a, per-key limit $b, ratio $(echo "scale=3; $b / $a" | bc)"
 echo "  per-key rate limit $e, ratio $(echo "scale=3; $e / $a" | bc)"
 echo "  rounds: none $(tr '\n' ' ' < $w/pk_none.lat)| per-key $(tr '\n' ' ' < $w/pk_key.lat)| per-key rate $(tr '\n' ' ' < $w/pk_rate.lat)"
+if [ "$stmts" = t ]; then
+  a=$(median < $w/pk_none.us); b=$(median < $w/pk_key.us); e=$(median < $w/pk_rate.us)
+  echo "claim of 10, server time in µs (pg_stat_statements, median of rounds): no limit $a, per-key limit $b, ratio $(echo "scale=3; $b / $a" | bc), per-key rate limit $e, ratio $(echo "scale=3; $e / $a" | bc)"
+fi
 c=$(median < $w/hol_none.tps); d=$(median < $w/hol_cap.tps); f=$(median < $w/hol_room.tps)
 echo "unaffected keys, jobs/s (median): no limit $c, limit with no key at its cap $f, one key at its cap $d"
 echo "  ratios: capped / no limit $(echo "scale=3; $d / $c" | bc), capped / no key at its cap $(echo "scale=3; $d / $f" | bc)"

@@ -431,6 +431,23 @@ check "... and enqueues the ticks of its queue's one-second schedule, each once,
   "$(q 0 "SELECT count(*) >= 3 AND count(*) = count(DISTINCT run_at) AND bool_and(run_at = date_trunc('second', run_at)) FROM awa.jobs WHERE queue = '$ma' AND kind = 'bgtick'")" "t"
 q 1 "ALTER SYSTEM RESET awa_shard.maintenance" >/dev/null; q 1 "SELECT pg_reload_conf()" >/dev/null
 
+# -- A per-key concurrency limit on the cluster: the claim's count and record run as
+#    statements on the queue's worker (the direct routines step aside under Citus); a
+#    completed attempt's place is reused in place, the cap holds in lane order.
+q 0 "SELECT awa.create_queue('pk_cl', 1)" >/dev/null
+q 0 "SELECT awa.set_concurrency_limit('pk_cl', 2, p_per_key => true)" >/dev/null
+q 0 "SELECT awa.insert_jobs('pk_cl', '{k}', p_concurrency_keys => ARRAY['a', 'a', 'a', 'b', 'b', 'b'])" >/dev/null
+pk_first=$(q 0 "SELECT job_id FROM awa.claim_ready_runtime('pk_cl', 10)" | head -n 1)
+check "a per-key limit of 2 on the cluster: a claim takes a, a and stops at the third a" \
+  "$(q 0 "SELECT string_agg(concurrency_key || place || ':' || lane_seq, ',' ORDER BY concurrency_key, place) FROM awa.key_attempts WHERE queue = 'pk_cl'")" "a0:1,a1:2"
+q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[${pk_first:-0}]::bigint[], ARRAY[1]::bigint[], p_queue => 'pk_cl')" >/dev/null
+check "... a completion frees its place: the next claim takes a (in that place), b, b" \
+  "$(q 0 "SELECT string_agg(lane_seq::text, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('pk_cl', 10)")/$(q 0 "SELECT string_agg(concurrency_key || place || ':' || lane_seq, ',' ORDER BY concurrency_key, place) FROM awa.key_attempts WHERE queue = 'pk_cl'")" \
+  "3,4,5/a0:3,a1:2,b0:4,b1:5"
+check "... and the third b waits for its key's place" \
+  "$(q 0 "SELECT count(*) FROM awa.claim_ready_runtime('pk_cl', 10)")" "0"
+q 0 "SELECT awa.drop_queue('pk_cl', true)" >/dev/null
+
 # -- drop_queue, delegated: the queue's jobs, lanes and claim marks go on its worker (the
 #    trigger that drops a lane's marks names the queue, lane by lane); the queue can be used again.
 q 0 "SELECT awa.insert_jobs('dq_cl', '{a,b,c}')" >/dev/null
