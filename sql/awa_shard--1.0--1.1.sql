@@ -581,7 +581,7 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue', 'set_concurrency_limit')
                         THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
                         ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;
@@ -1467,6 +1467,56 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 
+-- Remove the places of concurrency keys no longer in use (docs/design.md §4, "Flow control"):
+-- a place whose attempt's claim slot (or lease slot) has been pruned has not been used since
+-- the ring turned past it (a key in use reuses its places within a turn, and a slot is pruned
+-- only when every attempt in it has ended), so a key that stops appearing leaves no rows
+-- behind. Each call reads the next p_blocks blocks of awa.key_attempts (a TID range, where the
+-- previous call of this session stopped, at a random block in a new session; from the start
+-- after the end), so a pass costs the same whatever the table's size. A claim that reuses such a place meanwhile keeps it (the
+-- delete rechecks the slot on the updated row). On a Citus cluster it does nothing (0):
+-- docs/scale-out.md. Returns how many places it removed.
+CREATE FUNCTION awa.prune_key_places(p_blocks bigint DEFAULT 128) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    c record;
+    l record;
+    v_blocks bigint;
+    v_from bigint;
+    v_to bigint;
+    v_count bigint;
+BEGIN
+    PERFORM awa._require(p_blocks IS NULL, 'p_blocks');
+    PERFORM awa._require_at_least(p_blocks, 1, 'p_blocks');
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN 0;
+    END IF;
+    v_blocks := pg_relation_size('awa.key_attempts') / current_setting('block_size')::bigint;
+    -- A session's first call starts at a random block (a worker serving several databases in
+    -- turns starts a new session each turn), its next calls where the previous one stopped.
+    v_from := coalesce(nullif(current_setting('awa_maintenance.key_places_block', true), '')::bigint,
+                       floor(random() * v_blocks)::bigint);
+    IF v_from >= v_blocks THEN
+        v_from := 0;
+    END IF;
+    v_to := least(v_from + p_blocks, v_blocks);
+    SELECT * INTO c FROM awa._ring_live_arc('claim');
+    SELECT * INTO l FROM awa._ring_live_arc('lease');
+    DELETE FROM awa.key_attempts k
+     WHERE k.ctid >= format('(%s,0)', v_from)::tid AND k.ctid < format('(%s,0)', v_to)::tid
+       AND NOT coalesce(k.claim_slot BETWEEN c.lo1 AND c.hi1 OR k.claim_slot BETWEEN c.lo2 AND c.hi2, false)
+       AND NOT coalesce(k.lease_slot BETWEEN l.lo1 AND l.hi1 OR k.lease_slot BETWEEN l.lo2 AND l.hi2, false);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM set_config('awa_maintenance.key_places_block', CASE WHEN v_to >= v_blocks THEN '0' ELSE v_to::text END, false);
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.prune_key_places(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_key_places(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_key_places(bigint) IS 'Remove the places of concurrency keys whose last attempt''s ring slot was pruned, p_blocks blocks of awa.key_attempts a call; returns how many. Role: awa_admin.';
+
 -- Every periodic task once, in one transaction: the ticks of periodic jobs
 -- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most one prune (queue ring first), so the exclusive
 -- locks of a prune are held only from its truncate to this transaction's commit, then the
@@ -1509,6 +1559,7 @@ BEGIN
     IF v_rescued THEN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
                                               'lease_prune', 'deferred', 'retention', 'deferred',
+                                              'key_places', awa.prune_key_places(),
                                               'claim_marks', awa.fold_claim_marks());
     END IF;
     v_prune := awa.prune_queue_ring(50, true);
@@ -1535,7 +1586,8 @@ BEGIN
         v_prune := awa.expire_retention(50);
     END IF;
     -- Last: the heads it locks stay locked only until this transaction commits.
-    RETURN v_result || jsonb_build_object('retention', v_prune, 'claim_marks', awa.fold_claim_marks());
+    RETURN v_result || jsonb_build_object('retention', v_prune, 'key_places', awa.prune_key_places(),
+                                          'claim_marks', awa.fold_claim_marks());
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;
@@ -5134,6 +5186,43 @@ CREATE FUNCTION awa._forget_key_rate_limits(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
 
+-- The locks claims try for a queue's concurrency keys, taken by set_concurrency_limit in the
+-- order given, each waited for: the claims of those keys in progress end first, and the
+-- claims that follow pass those keys over (they never wait) until it commits.
+CREATE FUNCTION awa._lock_concurrency_keys(p_queue text, p_keys text[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_lock_concurrency_keys'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._lock_concurrency_keys(text, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_concurrency_keys(text, text[]) IS 'Internal: wait for and take the locks claims try for a queue''s concurrency keys.';
+
+-- The running attempts of a queue's keyed jobs, in both modes: open receipts and running leases.
+CREATE FUNCTION awa._running_keyed_attempts(p_queue text)
+    RETURNS TABLE (concurrency_key text, job_id bigint, run_lease bigint, priority smallint, enqueue_shard smallint,
+                   lane_seq bigint, ready_slot integer, ready_generation bigint, claim_slot integer,
+                   lease_slot integer)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+           c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer
+      FROM awa._open_receipts c
+     WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+    UNION ALL
+    SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+           l.ready_slot, l.ready_generation, NULL::integer, l.lease_slot
+      FROM awa.leases l
+      JOIN awa.ready_entries r
+        ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+       AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+     WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._running_keyed_attempts(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._running_keyed_attempts(text) IS 'Internal: the running attempts of a queue''s keyed jobs (open receipts and running leases).';
+
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
 -- past it returns fewer jobs or none, never waits. With p_per_key, the queue's per-key rate
@@ -5201,10 +5290,15 @@ AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
+    -- Each statement must see what the claims it waited for committed.
+    PERFORM awa._require_read_committed('set_concurrency_limit');
     IF p_limit IS NULL THEN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_concurrency_limit = NULL
              WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            -- After the claims of the keys in progress (they update and delete places too).
+            PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT k.concurrency_key FROM awa.key_attempts k
+                                                               WHERE k.queue = p_queue));
             DELETE FROM awa.key_attempts WHERE queue = p_queue;
         ELSE
             UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
@@ -5220,7 +5314,10 @@ BEGIN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
         -- The keyed attempts already running count from now on (claims record the others): each
-        -- one not recorded yet takes a new place of its key, after the key's last one.
+        -- one not recorded yet takes a new place of its key, after the key's last one, once the
+        -- claims of its key in progress have ended (their places are then seen: READ COMMITTED).
+        PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT r.concurrency_key
+                                                           FROM awa._running_keyed_attempts(p_queue) r));
         INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
                                       lane_seq, ready_slot, ready_generation, claim_slot, lease_slot)
         SELECT p_queue, x.concurrency_key,
@@ -5229,23 +5326,10 @@ BEGIN
                  + row_number() OVER (PARTITION BY x.concurrency_key ORDER BY x.job_id, x.run_lease),
                x.job_id, x.run_lease, x.priority, x.enqueue_shard, x.lane_seq, x.ready_slot, x.ready_generation,
                x.claim_slot, x.lease_slot
-          FROM (SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
-                       c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer AS lease_slot
-                  FROM awa._open_receipts c
-                 WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
-                UNION ALL
-                SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
-                       l.ready_slot, l.ready_generation, NULL, l.lease_slot
-                  FROM awa.leases l
-                  JOIN awa.ready_entries r
-                    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
-                   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
-                 WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external')
-                   AND r.concurrency_key IS NOT NULL) x
+          FROM awa._running_keyed_attempts(p_queue) x
          WHERE NOT EXISTS (SELECT 1 FROM awa.key_attempts k
                             WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key
-                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease)
-        ON CONFLICT DO NOTHING;
+                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease);
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;

@@ -146,6 +146,10 @@ DROP ROLE pk_producer;
 DROP ROLE pk_worker;
 DROP ROLE pk_admin;
 SELECT queue, key_concurrency_limit FROM awa.queues WHERE queue = 'pk_cap';
+-- It waits for the claims of the keys it touches and must see what they committed: READ COMMITTED only.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.sqlstate_of($$SELECT awa.set_concurrency_limit('pk_cap', 2, true)$$) AS repeatable_read;
+ROLLBACK;
 
 SELECT awa.drop_queue(q, true) >= 0 AS dropped FROM unnest(ARRAY['pk_cap', 'pk_lanes']) q;
 SELECT count(*) AS entries_left FROM awa.key_attempts WHERE queue LIKE 'pk\_%';

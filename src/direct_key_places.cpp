@@ -19,9 +19,9 @@
  * do not change, so a HOT update when the page has room, and the old version is pruned on
  * its page without a vacuum), or, with none left, in a new place after the key's highest
  * (heap insert and primary-key entry); then the free places of those keys it did not need
- * are deleted (table_tuple_delete, as the statement's DELETE: one deleted meanwhile by
- * another transaction is passed over under READ COMMITTED and raises 40001 under
- * REPEATABLE READ and SERIALIZABLE).
+ * are deleted (table_tuple_delete; one deleted meanwhile by another transaction, the
+ * maintenance's awa.prune_key_places, is passed over). A free place that changed before its
+ * update (deleted by that prune) sends the rest to the record statement.
  *
  * Locks are the statements': RowExclusiveLock on awa.key_attempts and its primary key, then
  * the live partitions the open test reads with AccessShareLock. A place of a lease (leases
@@ -110,9 +110,9 @@ entry_attributes(Relation rel, AttrNumber *att)
 }
 
 /*
- * Delete a free place the count found, as the statement's DELETE does: one another
- * transaction deleted meanwhile is gone already under READ COMMITTED and a serialization
- * failure under REPEATABLE READ and SERIALIZABLE.
+ * Delete a free place the count found. One another transaction deleted meanwhile (the
+ * maintenance's awa.prune_key_places) is gone already, whatever the isolation level: the
+ * claim works on the latest committed state, and the place's absence is what it wanted.
  */
 void
 delete_place(Relation rel, ItemPointer tid)
@@ -128,10 +128,6 @@ delete_place(Relation rel, ItemPointer tid)
 		break;
 	case TM_Updated:
 	case TM_Deleted:
-		if (IsolationUsesXactSnapshot())
-			ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							errmsg("could not serialize access due to concurrent %s",
-								   result == TM_Updated ? "update" : "delete")));
 		break; /* updated or deleted by another transaction: not this claim's to remove */
 	default:
 		elog(ERROR, "awa_shard: unexpected table_tuple_delete status: %d", static_cast<int>(result));

@@ -11,6 +11,7 @@
  * those keys' running attempts (from awa.key_attempts, where such claims record their keyed
  * attempts) after the locks, and stops before the first job whose key is at its cap.
  */
+#include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "claim_sql.hpp"
 #include "direct_insert.hpp"
 #include "direct_key_places.hpp"
@@ -22,6 +23,7 @@
 #include "receipt_sql.hpp"
 #include "ring.hpp"
 #include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -414,17 +416,38 @@ window_room(const int *row_key, int64 rows, const int64 *counts, int nkeys, int 
 	return rows;
 }
 
-/* Take the lock of a (queue, key) unless another transaction holds it (never waits). */
-static bool
-try_key_lock(text *queue, Datum key)
+/* The lock of a (queue, concurrency key): an advisory lock on a hash of both, field kKeyLockField. */
+static LOCKTAG
+key_lock_tag(text *queue, text *key)
 {
-	text *t = DatumGetTextPP(key);
-	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(t)), VARSIZE_ANY_EXHDR(t),
+	uint64 h = hash_bytes_extended(reinterpret_cast<const unsigned char *>(VARDATA_ANY(key)), VARSIZE_ANY_EXHDR(key),
 								   queue_hash(queue));
 	LOCKTAG tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kKeyLockField);
+	return tag;
+}
+
+/* Take the lock of a (queue, key) unless another transaction holds it (never waits). */
+static bool
+try_key_lock(text *queue, Datum key)
+{
+	LOCKTAG tag = key_lock_tag(queue, DatumGetTextPP(key));
+
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Take the locks of the keys of a queue, waiting for each, to the end of the transaction (flow_control.hpp). */
+void
+lock_concurrency_keys(text *queue, const Datum *keys, const bool *nulls, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!nulls[i])
+		{
+			LOCKTAG tag = key_lock_tag(queue, DatumGetTextPP(keys[i]));
+
+			(void)LockAcquire(&tag, ExclusiveLock, false, false);
+		}
 }
 
 /* Whether two concurrency keys are the same text (whatever their varlena headers). */
@@ -701,3 +724,21 @@ limits_hold_ms(text *queue)
 }
 
 } // namespace awa
+
+/*
+ * awa._lock_concurrency_keys(queue, keys): set_concurrency_limit's wait for the claims of
+ * those keys in progress, holding their locks to the end of its transaction.
+ */
+AWA_SQL_FUNCTION(awa_lock_concurrency_keys)
+{
+	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
+	Datum *keys;
+	bool *nulls;
+	int n;
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_VOID();
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false, TYPALIGN_INT, &keys, &nulls, &n);
+	awa::lock_concurrency_keys(queue, keys, nulls, n);
+	PG_RETURN_VOID();
+}

@@ -84,6 +84,14 @@ int64 key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq,
 					  int64 max_batch, int limit, int64 *seen, KeyStep *step);
 
 /*
+ * Take the locks a claim tries for each of the keys (NULL elements passed over) of the
+ * queue, waiting for each in turn, held to the end of the transaction: a change of the
+ * per-key limit waits for the claims of those keys in progress, and claims of them wait for
+ * nothing (they only try the locks) until it commits.
+ */
+void lock_concurrency_keys(text *queue, const Datum *keys, const bool *nulls, int n);
+
+/*
  * With a per-key rate limit: how many rows of a lane's window, from its start, a claim
  * holding the lane's head may take: one token from each keyed row's bucket, in lane order,
  * up to the first row whose key has no whole token (rate_take_keys). The window is the

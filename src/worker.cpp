@@ -1,7 +1,8 @@
 /*
  * worker.cpp — a maintenance worker (docs/maintenance.md §1), started by the launcher
  * (launcher.cpp) for a turn in one database: every interval it runs the steps of
- * awa.run_maintenance() (promotion, rescue, ring rotation and prune, retention expiry), each in its own
+ * awa.run_maintenance() (promotion, rescue, ring rotation and prune, retention expiry, the places
+ * of unused concurrency keys, the fold of the claim marks), each in its own
  * transaction. Its turn ends when the launcher asks it to yield its slot to a waiting
  * database, when the extension is gone (the database is then marked absent for the
  * launcher) or when the database is wanted for DROP DATABASE and the like. Also the
@@ -84,6 +85,8 @@ const Step kSteps[] = {
 	{"SELECT awa.prune_attempt_ring('lease', 200)", false},
 	/* Retention buckets past their expiry (1.1): one truncate a pass. */
 	{"SELECT awa.expire_retention(200)", true},
+	/* Places of concurrency keys no longer in use (1.1): a range of blocks a pass. */
+	{"SELECT awa.prune_key_places()", true},
 	{"SELECT awa.fold_claim_marks()", true},
 };
 

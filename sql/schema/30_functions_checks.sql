@@ -166,7 +166,7 @@ AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION '% must run at READ COMMITTED isolation', p_name USING ERRCODE = '0A000',
-            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue')
+            HINT = CASE WHEN p_name IN ('purge_queue', 'drop_queue', 'set_concurrency_limit')
                         THEN 'Call it in a transaction of its own at READ COMMITTED, the default isolation level.'
                         ELSE 'Call it in its own transaction, or let the background worker run maintenance.' END;
     END IF;

@@ -136,6 +136,56 @@ GRANT EXECUTE ON FUNCTION awa.fold_claim_marks(bigint, bigint) TO awa_admin;
 COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
     'Delete up to p_limit claim marks their head has passed, then move each head no claim holds to its lane''s latest mark; -1 while a long transaction holds back vacuum. Role: awa_admin.';
 
+-- Remove the places of concurrency keys no longer in use (docs/design.md §4, "Flow control"):
+-- a place whose attempt's claim slot (or lease slot) has been pruned has not been used since
+-- the ring turned past it (a key in use reuses its places within a turn, and a slot is pruned
+-- only when every attempt in it has ended), so a key that stops appearing leaves no rows
+-- behind. Each call reads the next p_blocks blocks of awa.key_attempts (a TID range, where the
+-- previous call of this session stopped, at a random block in a new session; from the start
+-- after the end), so a pass costs the same whatever the table's size. A claim that reuses such a place meanwhile keeps it (the
+-- delete rechecks the slot on the updated row). On a Citus cluster it does nothing (0):
+-- docs/scale-out.md. Returns how many places it removed.
+CREATE FUNCTION awa.prune_key_places(p_blocks bigint DEFAULT 128) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    c record;
+    l record;
+    v_blocks bigint;
+    v_from bigint;
+    v_to bigint;
+    v_count bigint;
+BEGIN
+    PERFORM awa._require(p_blocks IS NULL, 'p_blocks');
+    PERFORM awa._require_at_least(p_blocks, 1, 'p_blocks');
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN 0;
+    END IF;
+    v_blocks := pg_relation_size('awa.key_attempts') / current_setting('block_size')::bigint;
+    -- A session's first call starts at a random block (a worker serving several databases in
+    -- turns starts a new session each turn), its next calls where the previous one stopped.
+    v_from := coalesce(nullif(current_setting('awa_maintenance.key_places_block', true), '')::bigint,
+                       floor(random() * v_blocks)::bigint);
+    IF v_from >= v_blocks THEN
+        v_from := 0;
+    END IF;
+    v_to := least(v_from + p_blocks, v_blocks);
+    SELECT * INTO c FROM awa._ring_live_arc('claim');
+    SELECT * INTO l FROM awa._ring_live_arc('lease');
+    DELETE FROM awa.key_attempts k
+     WHERE k.ctid >= format('(%s,0)', v_from)::tid AND k.ctid < format('(%s,0)', v_to)::tid
+       AND NOT coalesce(k.claim_slot BETWEEN c.lo1 AND c.hi1 OR k.claim_slot BETWEEN c.lo2 AND c.hi2, false)
+       AND NOT coalesce(k.lease_slot BETWEEN l.lo1 AND l.hi1 OR k.lease_slot BETWEEN l.lo2 AND l.hi2, false);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    PERFORM set_config('awa_maintenance.key_places_block', CASE WHEN v_to >= v_blocks THEN '0' ELSE v_to::text END, false);
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.prune_key_places(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.prune_key_places(bigint) TO awa_admin;
+COMMENT ON FUNCTION awa.prune_key_places(bigint) IS 'Remove the places of concurrency keys whose last attempt''s ring slot was pruned, p_blocks blocks of awa.key_attempts a call; returns how many. Role: awa_admin.';
+
 -- Every periodic task once, in one transaction: the ticks of periodic jobs
 -- (awa.run_schedules), promotion, deadline and heartbeat rescue, ring rotations, then at most
 -- one prune (queue ring first) or, when none ran, one expired retention bucket, so the exclusive
@@ -178,6 +228,7 @@ BEGIN
     IF v_rescued THEN
         RETURN v_result || jsonb_build_object('queue_prune', 'deferred', 'claim_prune', 'deferred',
                                               'lease_prune', 'deferred', 'retention', 'deferred',
+                                              'key_places', awa.prune_key_places(),
                                               'claim_marks', awa.fold_claim_marks());
     END IF;
     v_prune := awa.prune_queue_ring(50, true);
@@ -204,7 +255,8 @@ BEGIN
         v_prune := awa.expire_retention(50);
     END IF;
     -- Last: the heads it locks stay locked only until this transaction commits.
-    RETURN v_result || jsonb_build_object('retention', v_prune, 'claim_marks', awa.fold_claim_marks());
+    RETURN v_result || jsonb_build_object('retention', v_prune, 'key_places', awa.prune_key_places(),
+                                          'claim_marks', awa.fold_claim_marks());
 END
 $$;
 REVOKE ALL ON FUNCTION awa.run_maintenance(interval, bigint) FROM PUBLIC;

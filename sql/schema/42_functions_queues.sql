@@ -583,6 +583,43 @@ CREATE FUNCTION awa._forget_key_rate_limits(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
 
+-- The locks claims try for a queue's concurrency keys, taken by set_concurrency_limit in the
+-- order given, each waited for: the claims of those keys in progress end first, and the
+-- claims that follow pass those keys over (they never wait) until it commits.
+CREATE FUNCTION awa._lock_concurrency_keys(p_queue text, p_keys text[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_lock_concurrency_keys'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._lock_concurrency_keys(text, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_concurrency_keys(text, text[]) IS 'Internal: wait for and take the locks claims try for a queue''s concurrency keys.';
+
+-- The running attempts of a queue's keyed jobs, in both modes: open receipts and running leases.
+CREATE FUNCTION awa._running_keyed_attempts(p_queue text)
+    RETURNS TABLE (concurrency_key text, job_id bigint, run_lease bigint, priority smallint, enqueue_shard smallint,
+                   lane_seq bigint, ready_slot integer, ready_generation bigint, claim_slot integer,
+                   lease_slot integer)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
+           c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer
+      FROM awa._open_receipts c
+     WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
+    UNION ALL
+    SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
+           l.ready_slot, l.ready_generation, NULL::integer, l.lease_slot
+      FROM awa.leases l
+      JOIN awa.ready_entries r
+        ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
+       AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
+     WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external') AND r.concurrency_key IS NOT NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._running_keyed_attempts(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._running_keyed_attempts(text) IS 'Internal: the running attempts of a queue''s keyed jobs (open receipts and running leases).';
+
 -- Set (or remove, p_per_second NULL) a known queue's rate limit: its claims, all backends
 -- together, hand out at most p_burst + p_per_second x t jobs over any t seconds; a claim
 -- past it returns fewer jobs or none, never waits. With p_per_key, the queue's per-key rate
@@ -650,10 +687,15 @@ AS $$
 BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_per_key IS NULL, 'p_per_key');
+    -- Each statement must see what the claims it waited for committed.
+    PERFORM awa._require_read_committed('set_concurrency_limit');
     IF p_limit IS NULL THEN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_concurrency_limit = NULL
              WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
+            -- After the claims of the keys in progress (they update and delete places too).
+            PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT k.concurrency_key FROM awa.key_attempts k
+                                                               WHERE k.queue = p_queue));
             DELETE FROM awa.key_attempts WHERE queue = p_queue;
         ELSE
             UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
@@ -669,7 +711,10 @@ BEGIN
         INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET key_concurrency_limit = EXCLUDED.key_concurrency_limit;
         -- The keyed attempts already running count from now on (claims record the others): each
-        -- one not recorded yet takes a new place of its key, after the key's last one.
+        -- one not recorded yet takes a new place of its key, after the key's last one, once the
+        -- claims of its key in progress have ended (their places are then seen: READ COMMITTED).
+        PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT r.concurrency_key
+                                                           FROM awa._running_keyed_attempts(p_queue) r));
         INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
                                       lane_seq, ready_slot, ready_generation, claim_slot, lease_slot)
         SELECT p_queue, x.concurrency_key,
@@ -678,23 +723,10 @@ BEGIN
                  + row_number() OVER (PARTITION BY x.concurrency_key ORDER BY x.job_id, x.run_lease),
                x.job_id, x.run_lease, x.priority, x.enqueue_shard, x.lane_seq, x.ready_slot, x.ready_generation,
                x.claim_slot, x.lease_slot
-          FROM (SELECT (c.ready).concurrency_key, c.job_id, c.run_lease, c.priority, c.enqueue_shard, c.lane_seq,
-                       c.ready_slot, c.ready_generation, c.claim_slot, NULL::integer AS lease_slot
-                  FROM awa._open_receipts c
-                 WHERE c.queue = p_queue AND (c.ready).concurrency_key IS NOT NULL
-                UNION ALL
-                SELECT r.concurrency_key, l.job_id, l.run_lease, l.priority, l.enqueue_shard, l.lane_seq,
-                       l.ready_slot, l.ready_generation, NULL, l.lease_slot
-                  FROM awa.leases l
-                  JOIN awa.ready_entries r
-                    ON r.ready_slot = l.ready_slot AND r.ready_generation = l.ready_generation AND r.queue = l.queue
-                   AND r.priority = l.priority AND r.enqueue_shard = l.enqueue_shard AND r.lane_seq = l.lane_seq
-                 WHERE l.queue = p_queue AND l.state IN ('running', 'waiting_external')
-                   AND r.concurrency_key IS NOT NULL) x
+          FROM awa._running_keyed_attempts(p_queue) x
          WHERE NOT EXISTS (SELECT 1 FROM awa.key_attempts k
                             WHERE k.queue = p_queue AND k.concurrency_key = x.concurrency_key
-                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease)
-        ON CONFLICT DO NOTHING;
+                              AND k.job_id = x.job_id AND k.run_lease = x.run_lease);
     ELSE
         INSERT INTO awa.queue_meta (queue, concurrency_limit) VALUES (p_queue, p_limit)
         ON CONFLICT (queue) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit;

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(67);
+SELECT plan(69);
 
 CREATE ROLE tap_priv_producer LOGIN;
 CREATE ROLE tap_priv_worker LOGIN;
@@ -138,6 +138,8 @@ SELECT is(pg_temp.as_role('tap_priv_worker', $$INSERT INTO awa.claim_marks VALUE
           'worker: cannot write claim marks');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.fold_claim_marks()::text$$), 'ERROR 42501', 'worker: cannot fold claim marks');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT (awa.fold_claim_marks() >= -1)::text$$), 'true', 'admin: folds claim marks');
+SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.prune_key_places()::text$$), 'ERROR 42501', 'worker: cannot prune key places');
+SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT (awa.prune_key_places() >= 0)::text$$), 'true', 'admin: prunes key places');
 SELECT is(pg_temp.as_role('tap_priv_admin', $$SELECT count(*)::text FROM awa.lane_cursors WHERE queue = 'no_such_q'$$), '0',
           'admin: reads lane cursors');
 SELECT is(pg_temp.as_role('tap_priv_worker', $$SELECT awa.promote_due()::text$$), 'ERROR 42501', 'worker: cannot call promote_due');
