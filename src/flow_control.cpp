@@ -8,8 +8,9 @@
  * without seeing each other's attempts, whatever their isolation level. A per-key limit takes
  * a lock per (queue, key) instead, for the keys at the start of the lane's window it takes
  * (tried, never waited for: a key another claim holds ends the window there); it counts
- * those keys' running attempts (from awa.key_attempts, where such claims record their keyed
- * attempts) after the locks, and stops before the first job whose key is at its cap.
+ * those keys' running attempts (the taken places of awa.key_attempts, where such claims
+ * record their keyed attempts, direct_key_places.cpp) after the locks, and stops before the
+ * first job whose key is at its cap. set_concurrency_limit waits for those locks instead.
  */
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
 #include "claim_sql.hpp"
