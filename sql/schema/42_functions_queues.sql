@@ -584,7 +584,7 @@ REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
 
 -- The locks claims try for a queue's concurrency keys, taken by set_concurrency_limit in the
--- order given, each waited for: the claims of those keys in progress end first, and the
+-- order given (sorted: two such calls never wait for each other crosswise), each waited for: the claims of those keys in progress end first, and the
 -- claims that follow pass those keys over (they never wait) until it commits.
 CREATE FUNCTION awa._lock_concurrency_keys(p_queue text, p_keys text[]) RETURNS void
     AS 'MODULE_PATHNAME', 'awa_lock_concurrency_keys'
@@ -695,7 +695,7 @@ BEGIN
              WHERE queue = p_queue AND key_concurrency_limit IS NOT NULL;
             -- After the claims of the keys in progress (they update and delete places too).
             PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT k.concurrency_key FROM awa.key_attempts k
-                                                               WHERE k.queue = p_queue));
+                                                               WHERE k.queue = p_queue ORDER BY 1));
             DELETE FROM awa.key_attempts WHERE queue = p_queue;
         ELSE
             UPDATE awa.queue_meta SET concurrency_limit = NULL WHERE queue = p_queue AND concurrency_limit IS NOT NULL;
@@ -714,7 +714,7 @@ BEGIN
         -- one not recorded yet takes a new place of its key, after the key's last one, once the
         -- claims of its key in progress have ended (their places are then seen: READ COMMITTED).
         PERFORM awa._lock_concurrency_keys(p_queue, ARRAY(SELECT DISTINCT r.concurrency_key
-                                                           FROM awa._running_keyed_attempts(p_queue) r));
+                                                           FROM awa._running_keyed_attempts(p_queue) r ORDER BY 1));
         INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
                                       lane_seq, ready_slot, ready_generation, claim_slot, lease_slot)
         SELECT p_queue, x.concurrency_key,
