@@ -419,9 +419,9 @@ direct_target_open(DirectTarget *t, Oid parent, Oid partition, const DirectColum
 	return true;
 }
 
-/* Insert one row into an open target: values[c] and nulls[c] for its c-th column. */
-void
-direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
+/* Put a row given column by column (values[c], nulls[c]) into the target's slot, as a virtual tuple. */
+static void
+store_row(DirectTarget *t, const Datum *values, const bool *nulls)
 {
 	TupleDesc desc = t->slot->tts_tupleDescriptor;
 
@@ -434,6 +434,13 @@ direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
 		t->slot->tts_isnull[a] = c < 0 || nulls[c];
 	}
 	ExecStoreVirtualTuple(t->slot);
+}
+
+/* Insert one row into an open target: values[c] and nulls[c] for its c-th column. */
+void
+direct_target_insert(DirectTarget *t, const Datum *values, const bool *nulls)
+{
+	store_row(t, values, nulls);
 	insert_slot(t->rel, t->estate, t->rri, t->slot);
 }
 
@@ -448,7 +455,6 @@ namespace
 bool
 insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, Oid arbiter, ItemPointer conflict_tid)
 {
-	TupleDesc desc = t->slot->tts_tupleDescriptor;
 	List *arbiters = list_make1_oid(arbiter);
 	bool conflict = false;
 	uint32 token;
@@ -462,15 +468,7 @@ insert_unless_conflict(DirectTarget *t, const Datum *values, const bool *nulls, 
 		if (ii->ii_Unique && ii->ii_UniqueOps == nullptr)
 			BuildSpeculativeIndexInfo(t->rri->ri_IndexRelationDescs[i], ii);
 	}
-	ExecClearTuple(t->slot);
-	for (int a = 0; a < desc->natts; a++)
-	{
-		int c = t->column_of[a];
-
-		t->slot->tts_values[a] = c < 0 ? (Datum)0 : values[c];
-		t->slot->tts_isnull[a] = c < 0 || nulls[c];
-	}
-	ExecStoreVirtualTuple(t->slot);
+	store_row(t, values, nulls);
 	if (t->rel->rd_att->constr != nullptr)
 		ExecConstraints(t->rri, t->slot, t->estate);
 	/* A committed or in-progress row with the key (waited for): the caller's update, or its statement. */
@@ -573,21 +571,12 @@ direct_target_upsert(DirectTarget *t, const Datum *values, const bool *nulls, co
 bool
 direct_target_update(DirectTarget *t, ItemPointer tid, const Datum *values, const bool *nulls)
 {
-	TupleDesc desc = t->slot->tts_tupleDescriptor;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	bool update_indexes;
 	TM_Result result;
 
-	ExecClearTuple(t->slot);
-	for (int a = 0; a < desc->natts; a++)
-	{
-		int c = t->column_of[a];
-
-		t->slot->tts_values[a] = c < 0 ? (Datum)0 : values[c];
-		t->slot->tts_isnull[a] = c < 0 || nulls[c];
-	}
-	ExecStoreVirtualTuple(t->slot);
+	store_row(t, values, nulls);
 	if (t->rel->rd_att->constr != nullptr)
 		ExecConstraints(t->rri, t->slot, t->estate);
 	result = table_tuple_update(t->rel, tid, t->slot, t->estate->es_output_cid, GetLatestSnapshot(), InvalidSnapshot,

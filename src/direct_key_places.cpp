@@ -304,14 +304,6 @@ const DirectColumn kPlaceColumns[K_NCOLUMNS] = {
 	{"run_lease", INT8OID},	 {"priority", INT2OID},			{"enqueue_shard", INT2OID}, {"lane_seq", INT8OID},
 	{"ready_slot", INT4OID}, {"ready_generation", INT8OID}, {"claim_slot", INT4OID},	{"lease_slot", INT4OID}};
 
-/* Whether two keys are the same text (whatever their varlena headers). */
-bool
-same_text(text *a, text *b)
-{
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
 } // namespace
 
 /* Record a claim's keyed attempts in the places its count found (see the file comment). */

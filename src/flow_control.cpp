@@ -451,14 +451,6 @@ lock_concurrency_keys(text *queue, const Datum *keys, const bool *nulls, int n)
 		}
 }
 
-/* Whether two concurrency keys are the same text (whatever their varlena headers). */
-static bool
-same_key(text *a, text *b)
-{
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
 /*
  * The keys of the window a claim drains (kWindowSql's rows), by the direct lane read
  * (direct_drain.cpp) or, where it steps aside, by the statement: (*keys)[i] is row i's key,
@@ -532,7 +524,7 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 		if (key != nullptr)
 		{
 			for (k = 0; k < nkeys; k++)
-				if (same_key(DatumGetTextPP(keys[k]), key))
+				if (same_text(DatumGetTextPP(keys[k]), key))
 					break;
 			if (k == nkeys)
 			{
