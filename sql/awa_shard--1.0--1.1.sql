@@ -392,6 +392,8 @@ CREATE TRIGGER drop_lane_marks AFTER DELETE ON awa.queue_claim_heads
 -- Every lane's claim cursor and run_at hint: the head's, or the lane's latest claim mark
 -- when it is further. A claim commits its receipts and its mark together, so one snapshot
 -- sees both or neither. Deciding under a head lock at any isolation level: awa._lane_cursor.
+-- On a Citus cluster awa.citus_setup() replaces it by the same rows in a form Citus routes by
+-- queue (the latest marks from a DISTINCT ON subquery, not a lateral one per lane).
 CREATE VIEW awa.lane_cursors AS
     SELECT h.queue, h.priority, h.enqueue_shard, greatest(h.claim_seq, m.claim_seq) AS claim_seq,
            CASE WHEN m.claim_seq > h.claim_seq THEN m.head_run_at ELSE h.head_run_at END AS head_run_at
@@ -1471,11 +1473,12 @@ REVOKE ALL ON FUNCTION awa._claim_slot_has_open_receipts(integer) FROM PUBLIC;
 -- a place whose attempt's claim slot (or lease slot) has been pruned has not been used since
 -- the ring turned past it (a key in use reuses its places within a turn, and a slot is pruned
 -- only when every attempt in it has ended), so a key that stops appearing leaves no rows
--- behind. Each call reads the next p_blocks blocks of awa.key_attempts (a TID range, where the
--- previous call of this session stopped, at a random block in a new session; from the start
--- after the end), so a pass costs the same whatever the table's size. A claim that reuses such a place meanwhile keeps it (the
--- delete rechecks the slot on the updated row). On a Citus cluster it does nothing (0):
--- docs/scale-out.md. Returns how many places it removed.
+-- behind. Each call reads the next p_blocks blocks of awa.key_attempts -- on a Citus node, of
+-- the shards of it placed there, one after another (none on the coordinator) -- a TID range
+-- from where the previous call of this session stopped (at a random block of a random table
+-- in a new session; from the start of the next table after the end), so a pass costs the same
+-- whatever the table's size. A claim that reuses such a place meanwhile keeps it (the delete
+-- rechecks the slot on the updated row). Returns how many places it removed.
 CREATE FUNCTION awa.prune_key_places(p_blocks bigint DEFAULT 128) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -1483,33 +1486,67 @@ AS $$
 DECLARE
     c record;
     l record;
+    v_tables text[];
+    v_at text[];
+    v_i integer;
     v_blocks bigint;
-    v_from bigint;
+    v_from bigint := -1;
     v_to bigint;
-    v_count bigint;
+    v_left bigint := p_blocks;
+    v_tables_read integer := 0;
+    v_count bigint := 0;
+    v_deleted bigint;
 BEGIN
     PERFORM awa._require(p_blocks IS NULL, 'p_blocks');
     PERFORM awa._require_at_least(p_blocks, 1, 'p_blocks');
-    IF awa._citus_group() IS NOT NULL THEN
-        RETURN 0;
+    IF awa._citus_group() IS NULL THEN
+        v_tables := ARRAY['awa.key_attempts'];
+    ELSE
+        v_tables := awa._citus_local_shard_names(ARRAY['awa.key_attempts'::regclass]);
+        IF v_tables IS NULL THEN
+            RETURN 0;
+        END IF;
     END IF;
-    v_blocks := pg_relation_size('awa.key_attempts') / current_setting('block_size')::bigint;
-    -- A session's first call starts at a random block (a worker serving several databases in
-    -- turns starts a new session each turn), its next calls where the previous one stopped.
-    v_from := coalesce(nullif(current_setting('awa_maintenance.key_places_block', true), '')::bigint,
-                       floor(random() * v_blocks)::bigint);
-    IF v_from >= v_blocks THEN
-        v_from := 0;
+    -- Where this session's previous call stopped ('table:block'; a worker serving several
+    -- databases in turns starts a new session each turn), else a random table.
+    v_at := string_to_array(current_setting('awa_maintenance.key_places_block', true), ':');
+    IF cardinality(v_at) = 2 AND v_at[1]::integer BETWEEN 1 AND cardinality(v_tables) THEN
+        v_i := v_at[1]::integer;
+        v_from := v_at[2]::bigint;
+    ELSE
+        v_i := 1 + floor(random() * cardinality(v_tables))::integer;
     END IF;
-    v_to := least(v_from + p_blocks, v_blocks);
     SELECT * INTO c FROM awa._ring_live_arc('claim');
     SELECT * INTO l FROM awa._ring_live_arc('lease');
-    DELETE FROM awa.key_attempts k
-     WHERE k.ctid >= format('(%s,0)', v_from)::tid AND k.ctid < format('(%s,0)', v_to)::tid
-       AND NOT coalesce(k.claim_slot BETWEEN c.lo1 AND c.hi1 OR k.claim_slot BETWEEN c.lo2 AND c.hi2, false)
-       AND NOT coalesce(k.lease_slot BETWEEN l.lo1 AND l.hi1 OR k.lease_slot BETWEEN l.lo2 AND l.hi2, false);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    PERFORM set_config('awa_maintenance.key_places_block', CASE WHEN v_to >= v_blocks THEN '0' ELSE v_to::text END, false);
+    LOOP
+        v_blocks := pg_relation_size(v_tables[v_i]) / current_setting('block_size')::bigint;
+        IF v_from < 0 THEN
+            v_from := floor(random() * v_blocks)::bigint;
+        END IF;
+        v_to := least(v_from + v_left, v_blocks);
+        IF v_to > v_from THEN
+            EXECUTE format($q$
+                DELETE FROM %s k
+                 WHERE k.ctid >= $1 AND k.ctid < $2
+                   AND NOT coalesce(k.claim_slot BETWEEN $3 AND $4 OR k.claim_slot BETWEEN $5 AND $6, false)
+                   AND NOT coalesce(k.lease_slot BETWEEN $7 AND $8 OR k.lease_slot BETWEEN $9 AND $10, false)$q$,
+                v_tables[v_i])
+              USING format('(%s,0)', v_from)::tid, format('(%s,0)', v_to)::tid,
+                    c.lo1, c.hi1, c.lo2, c.hi2, l.lo1, l.hi1, l.lo2, l.hi2;
+            GET DIAGNOSTICS v_deleted = ROW_COUNT;
+            v_count := v_count + v_deleted;
+            v_left := v_left - (v_to - v_from);
+        END IF;
+        v_tables_read := v_tables_read + 1;
+        IF v_to >= v_blocks THEN
+            v_i := v_i % cardinality(v_tables) + 1;
+            v_from := 0;
+        ELSE
+            v_from := v_to;
+        END IF;
+        EXIT WHEN v_left <= 0 OR v_tables_read >= cardinality(v_tables);
+    END LOOP;
+    PERFORM set_config('awa_maintenance.key_places_block', v_i || ':' || v_from, false);
     RETURN v_count;
 END
 $$;
@@ -5486,6 +5523,31 @@ END
 $do$
 $cmd$);
     step := 'id ranges'; object := 'awa.job_id_seq, awa.receipt_id_seq'; RETURN NEXT;
+
+    -- 5. awa.lane_cursors in a form Citus routes by queue, on every node: the latest mark of
+    --    each lane from a DISTINCT ON subquery joined by queue, where the one-server view
+    --    looks it up per lane in a lateral subquery with LIMIT (the same rows: the head's
+    --    cursor, or the lane's latest mark when further). Citus sends that lateral subquery
+    --    to every shard of the colocation group even for one queue; this form makes a read
+    --    of one queue's cursors (queue_counts_exact, queue_depth, awa.jobs of one queue, the
+    --    per-queue maintenance) a statement on that queue's shards alone.
+    IF EXISTS (SELECT 1 FROM run_command_on_all_nodes(
+                   $cmd$SELECT pg_get_viewdef('awa.lane_cursors'::regclass) LIKE '%LATERAL%'$cmd$) r
+                WHERE r.result <> 'f') THEN
+        PERFORM run_command_on_all_nodes($cmd$
+SET citus.enable_ddl_propagation = off;
+CREATE OR REPLACE VIEW awa.lane_cursors AS
+    SELECT h.queue, h.priority, h.enqueue_shard, greatest(h.claim_seq, m.claim_seq) AS claim_seq,
+           CASE WHEN m.claim_seq > h.claim_seq THEN m.head_run_at ELSE h.head_run_at END AS head_run_at
+      FROM awa.queue_claim_heads h
+      LEFT JOIN (SELECT DISTINCT ON (k.queue, k.priority, k.enqueue_shard)
+                        k.queue, k.priority, k.enqueue_shard, k.claim_seq, k.head_run_at
+                   FROM awa.claim_marks k
+                  ORDER BY k.queue, k.priority, k.enqueue_shard, k.claim_seq DESC) m
+        ON m.queue = h.queue AND m.priority = h.priority AND m.enqueue_shard = h.enqueue_shard
+$cmd$);
+        step := 'lane cursors routed by queue'; object := 'awa.lane_cursors'; RETURN NEXT;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.citus_setup() FROM PUBLIC;
@@ -5867,23 +5929,32 @@ DECLARE
     v_rows jsonb := '[]';
     v_queue text;
     v_row jsonb;
+    c record;
+    v_depth bigint;
+    v_oldest interval;
 BEGIN
+    -- One statement per function call: a statement over one queue's shards that also calls a
+    -- function reading them would be sent to the shard whole, and that nested read refused.
     FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        SELECT * INTO c FROM awa.queue_counts_exact(v_queue);
+        v_depth := awa._queue_depth(v_queue);
+        SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+          INTO v_oldest
+          FROM awa.lane_cursors h
+          JOIN awa.ready_entries r
+            ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+           AND r.lane_seq >= h.claim_seq
+         WHERE h.queue = v_queue AND r.queue = v_queue;
         SELECT to_jsonb(x) INTO v_row FROM (
             SELECT v_queue AS queue, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards,
                    coalesce(m.paused, false) AS paused,
                    coalesce(m.dlq_enabled, (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s)) AS dlq_enabled,
-                   awa._queue_depth(v_queue) AS depth,
+                   v_depth AS depth,
                    c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
-                   (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
-                      FROM awa.lane_cursors h
-                      JOIN awa.ready_entries r
-                        ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-                       AND r.lane_seq >= h.claim_seq
-                     WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
+                   v_oldest AS oldest_waiting_age,
                    m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
                    m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
-              FROM awa.queue_counts_exact(v_queue) c
+              FROM (SELECT) one
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);
     END LOOP;

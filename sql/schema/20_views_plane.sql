@@ -54,6 +54,8 @@ GRANT SELECT ON awa.lease_claims TO awa_admin;
 -- Every lane's claim cursor and run_at hint: the head's, or the lane's latest claim mark
 -- when it is further. A claim commits its receipts and its mark together, so one snapshot
 -- sees both or neither. Deciding under a head lock at any isolation level: awa._lane_cursor.
+-- On a Citus cluster awa.citus_setup() replaces it by the same rows in a form Citus routes by
+-- queue (the latest marks from a DISTINCT ON subquery, not a lateral one per lane).
 CREATE VIEW awa.lane_cursors AS
     SELECT h.queue, h.priority, h.enqueue_shard, greatest(h.claim_seq, m.claim_seq) AS claim_seq,
            CASE WHEN m.claim_seq > h.claim_seq THEN m.head_run_at ELSE h.head_run_at END AS head_run_at

@@ -142,6 +142,31 @@ END
 $do$
 $cmd$);
     step := 'id ranges'; object := 'awa.job_id_seq, awa.receipt_id_seq'; RETURN NEXT;
+
+    -- 5. awa.lane_cursors in a form Citus routes by queue, on every node: the latest mark of
+    --    each lane from a DISTINCT ON subquery joined by queue, where the one-server view
+    --    looks it up per lane in a lateral subquery with LIMIT (the same rows: the head's
+    --    cursor, or the lane's latest mark when further). Citus sends that lateral subquery
+    --    to every shard of the colocation group even for one queue; this form makes a read
+    --    of one queue's cursors (queue_counts_exact, queue_depth, awa.jobs of one queue, the
+    --    per-queue maintenance) a statement on that queue's shards alone.
+    IF EXISTS (SELECT 1 FROM run_command_on_all_nodes(
+                   $cmd$SELECT pg_get_viewdef('awa.lane_cursors'::regclass) LIKE '%LATERAL%'$cmd$) r
+                WHERE r.result <> 'f') THEN
+        PERFORM run_command_on_all_nodes($cmd$
+SET citus.enable_ddl_propagation = off;
+CREATE OR REPLACE VIEW awa.lane_cursors AS
+    SELECT h.queue, h.priority, h.enqueue_shard, greatest(h.claim_seq, m.claim_seq) AS claim_seq,
+           CASE WHEN m.claim_seq > h.claim_seq THEN m.head_run_at ELSE h.head_run_at END AS head_run_at
+      FROM awa.queue_claim_heads h
+      LEFT JOIN (SELECT DISTINCT ON (k.queue, k.priority, k.enqueue_shard)
+                        k.queue, k.priority, k.enqueue_shard, k.claim_seq, k.head_run_at
+                   FROM awa.claim_marks k
+                  ORDER BY k.queue, k.priority, k.enqueue_shard, k.claim_seq DESC) m
+        ON m.queue = h.queue AND m.priority = h.priority AND m.enqueue_shard = h.enqueue_shard
+$cmd$);
+        step := 'lane cursors routed by queue'; object := 'awa.lane_cursors'; RETURN NEXT;
+    END IF;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.citus_setup() FROM PUBLIC;
@@ -523,23 +548,32 @@ DECLARE
     v_rows jsonb := '[]';
     v_queue text;
     v_row jsonb;
+    c record;
+    v_depth bigint;
+    v_oldest interval;
 BEGIN
+    -- One statement per function call: a statement over one queue's shards that also calls a
+    -- function reading them would be sent to the shard whole, and that nested read refused.
     FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+        SELECT * INTO c FROM awa.queue_counts_exact(v_queue);
+        v_depth := awa._queue_depth(v_queue);
+        SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
+          INTO v_oldest
+          FROM awa.lane_cursors h
+          JOIN awa.ready_entries r
+            ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+           AND r.lane_seq >= h.claim_seq
+         WHERE h.queue = v_queue AND r.queue = v_queue;
         SELECT to_jsonb(x) INTO v_row FROM (
             SELECT v_queue AS queue, coalesce(m.enqueue_shards, 1::smallint) AS enqueue_shards,
                    coalesce(m.paused, false) AS paused,
                    coalesce(m.dlq_enabled, (SELECT s.dlq_enabled_by_default FROM awa.plane_settings s)) AS dlq_enabled,
-                   awa._queue_depth(v_queue) AS depth,
+                   v_depth AS depth,
                    c.available, c.scheduled, c.retryable, c.running, c.completed, c.failed, c.cancelled, c.dlq,
-                   (SELECT CASE WHEN min(r.run_at) IS NOT NULL THEN greatest(now() - min(r.run_at), interval '0') END
-                      FROM awa.lane_cursors h
-                      JOIN awa.ready_entries r
-                        ON r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-                       AND r.lane_seq >= h.claim_seq
-                     WHERE h.queue = v_queue AND r.queue = v_queue) AS oldest_waiting_age,
+                   v_oldest AS oldest_waiting_age,
                    m.rate_per_second, m.rate_burst, m.concurrency_limit, m.completed_retention, m.failed_retention,
                    m.key_concurrency_limit, m.key_rate_per_second, m.key_rate_burst
-              FROM awa.queue_counts_exact(v_queue) c
+              FROM (SELECT) one
               LEFT JOIN awa.queue_meta m ON m.queue = v_queue) x;
         v_rows := v_rows || jsonb_build_array(v_row);
     END LOOP;

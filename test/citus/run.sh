@@ -126,11 +126,32 @@ for call in "SELECT awa.insert_jobs('$qb', '{hot}')" "SELECT job_id FROM awa.cla
             "SELECT awa.claim_ready_runtime('$qb', 1)" "SELECT awa.wait_for_jobs('$qb', 1)" \
             "SELECT job_id FROM awa.complete_jobs(ARRAY[$hot_id]::bigint[], ARRAY[1]::bigint[], p_queue => '$qb')" \
             "SELECT id FROM awa.get_job('$qb', $hot_id)" "SELECT count(*) FROM awa.list_jobs('$qb')" \
-            "SELECT state FROM awa.wait_for_job($hot_id, 1, '$qb')"; do
+            "SELECT state FROM awa.wait_for_job($hot_id, 1, '$qb')" "SELECT awa.queue_counts_exact('$qb')" \
+            "SELECT awa.queue_depth('$qb')" "SELECT count(*) FROM awa.jobs WHERE queue = '$qb'"; do
   cmds=$(remote_commands "$call")
   check "one command crosses nodes for: $call" "$(echo "$cmds" | grep -c .)" "1"
   [ "$(echo "$cmds" | grep -c .)" = 1 ] || echo "$cmds" | head -n 5
 done
+# awa.lane_cursors (citus_setup's form of it) read for one queue on its worker stays there,
+# and gives each lane's head cursor or its latest mark, whichever is further.
+check "awa.lane_cursors of one queue, read on its worker, sends no command to another node" \
+  "$("$here/cluster.sh" psql 2 -c 'SET client_min_messages = notice' -c 'SET citus.log_remote_commands = on' \
+       -c "SELECT count(*) FROM awa.lane_cursors WHERE queue = '$qb'" 2>&1 | grep -cE '^NOTICE: +issuing')" "0"
+check "... and reads each lane's cursor as the head or its latest mark" \
+  "$(q 0 "SELECT string_agg(priority || '/' || enqueue_shard || ':' || claim_seq, ',' ORDER BY priority, enqueue_shard) FROM awa.lane_cursors WHERE queue = '$qb'")" \
+  "$(q 0 "SELECT string_agg(h.priority || '/' || h.enqueue_shard || ':' || greatest(h.claim_seq, (SELECT max(k.claim_seq) FROM awa.claim_marks k WHERE k.queue = '$qb' AND k.priority = h.priority AND k.enqueue_shard = h.enqueue_shard)), ',' ORDER BY h.priority, h.enqueue_shard) FROM awa.queue_claim_heads h WHERE h.queue = '$qb'")"
+# The views' definitions that the rewrite for a queue's shards expands are kept per backend
+# until a relcache invalidation of a view: on q's worker, a view replaced (and put back by a
+# rollback) in the same session is read at once, so list_jobs sees its available jobs as
+# claimed through and then again as available.
+q 0 "SELECT awa.insert_jobs('$qb', '{vc}')" >/dev/null
+check "a view replaced on the worker is expanded anew by the next list_jobs of the session, and again after a rollback" \
+  "$("$here/cluster.sh" psql 2 -c "SELECT count(*) FROM awa.list_jobs('$qb', 'available', 10000)" -c 'BEGIN' \
+       -c 'SET LOCAL citus.enable_ddl_propagation = off' \
+       -c 'CREATE OR REPLACE VIEW awa.lane_cursors AS SELECT h.queue, h.priority, h.enqueue_shard, 9223372036854775807::bigint AS claim_seq, h.head_run_at FROM awa.queue_claim_heads h' \
+       -c "SELECT count(*) FROM awa.list_jobs('$qb', 'available', 10000)" -c 'ROLLBACK' \
+       -c "SELECT count(*) FROM awa.list_jobs('$qb', 'available', 10000)" 2>/dev/null | paste -sd/ -)" \
+  "$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$qb' AND state = 'available'")/0/$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$qb' AND state = 'available'")"
 check "list_jobs and get_job over the worker's shards read what awa.jobs on the coordinator reads" \
   "$(q 0 "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM awa.list_jobs('$qb')")/$(q 0 "SELECT state FROM awa.get_job('$qb', $hot_id)")" \
   "$(q 0 "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qb'")/completed"
@@ -446,6 +467,15 @@ check "... a completion frees its place: the next claim takes a (in that place),
   "3,4,5/a0:3,a1:2,b0:4,b1:5"
 check "... and the third b waits for its key's place" \
   "$(q 0 "SELECT count(*) FROM awa.claim_ready_runtime('pk_cl', 10)")" "0"
+# The prune of unused places reads the shards of awa.key_attempts on the worker it runs on: a
+# place whose attempt's claim slot is not live (written here by hand) goes, the places of the
+# running attempts stay; the coordinator holds no shard of it.
+q 0 "INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard, lane_seq, ready_slot, ready_generation, claim_slot) VALUES ('pk_cl', 'gone', 0, -1, 1, 2, 0, 0, 0, 0, -1)" >/dev/null
+pk_node=$(( $(q 0 "$(printf "$placement" "'pk_cl'")") - port0 ))
+check "prune_key_places on the queue's worker removes a place whose claim slot is not live, keeps the places in use" \
+  "$(q "$pk_node" "SELECT awa.prune_key_places(1000000)")/$(q 0 "SELECT string_agg(concurrency_key || place, ',' ORDER BY concurrency_key, place) FROM awa.key_attempts WHERE queue = 'pk_cl'")" \
+  "1/a0,a1,b0,b1"
+check "... and removes nothing on the coordinator" "$(q 0 "SELECT awa.prune_key_places()")" "0"
 q 0 "SELECT awa.drop_queue('pk_cl', true)" >/dev/null
 
 # -- drop_queue, delegated: the queue's jobs, lanes and claim marks go on its worker (the
