@@ -487,6 +487,30 @@ check "drop_queue through the coordinator drops the queue's jobs, lanes and mark
 check "... and the queue is used afresh afterwards" \
   "$(q 0 "SELECT awa.insert_jobs('dq_cl', '{d}')" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('dq_cl', 5)")" "d:1"
 
+# -- A split of a live queue's shard (citus_split_shard_by_split_points, both new shards on
+#    the same worker, which keeps the lane sequences there): a worker session's kept claim
+#    plan names the old shard, which Citus keeps for a while; the session's next claim makes
+#    the plan again for the new shard, so it takes the queue's next jobs, and no job is
+#    claimed twice.
+qs=""
+for i in $(seq 1 40); do
+  [ "$(q 0 "$(printf "$placement" "'sp$i'")")" = $((port0 + 1)) ] && { qs=sp$i; break; }
+done
+q 0 "SELECT awa.create_queue('$qs', 1)" >/dev/null
+q 0 "SELECT awa.insert_jobs('$qs', '{a,b,c,d,e,f}')" >/dev/null
+old_shard=$(q 0 "SELECT get_shard_id_for_distribution_column('awa.queue_meta', '$qs')")
+node1=$(q 0 "SELECT nodeid FROM pg_dist_node WHERE nodeport = $((port0 + 1))")
+split="SELECT citus_split_shard_by_split_points($old_shard, ARRAY[(worker_hash('$qs'::text) - 1)::text], ARRAY[$node1, $node1], 'block_writes')"
+check "a worker session claims across a split of its queue's shard: the next jobs each time" \
+  "$("$here/cluster.sh" psql 1 -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('$qs', 2)" \
+       -c "\\! bash '$here/cluster.sh' psql 0 -c \"$split\" >/dev/null 2>&1" \
+       -c "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('$qs', 2)" 2>/dev/null | paste -sd/ -)" "a,b/c,d"
+check "... the queue's rows are in a new shard" \
+  "$(q 0 "SELECT get_shard_id_for_distribution_column('awa.queue_meta', '$qs') <> ${old_shard:-0}")" "t"
+check "... which the second claim wrote: four jobs running, two available, and the next claim takes those two" \
+  "$(q 0 "SELECT string_agg(kind || ':' || state, ',' ORDER BY kind) FROM awa.jobs WHERE queue = '$qs'")/$(q 0 "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('$qs', 10)")" \
+  "a:running,b:running,c:running,d:running,e:available,f:available/e,f"
+
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"
