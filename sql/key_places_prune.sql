@@ -40,6 +40,41 @@ SELECT concurrency_key, place, lane_seq FROM awa.key_attempts WHERE queue = 'kp'
 SELECT awa.prune_key_places(1) AS removed_one_block;
 -- The same step in awa.run_maintenance's report.
 SELECT (awa.run_maintenance())->'key_places' AS run_maintenance_key_places;
+-- A table of many blocks: 3000 places of a key no longer in use (their slot made to look
+-- pruned) beside the live ones.
+INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
+                              lane_seq, ready_slot, ready_generation, claim_slot)
+SELECT 'kp', 'old', i, -i, 1, 2, 0, 0, 0, 0, -1 FROM generate_series(0, 2999) i;
+SELECT pg_relation_size('awa.key_attempts') / current_setting('block_size')::int > 30 AS many_blocks;
+-- A call reads p_blocks blocks on from where the session's previous call stopped ('table:block').
+SET awa_maintenance.key_places_block = '1:20';
+SELECT awa.prune_key_places(5) > 0 AS removed_some, current_setting('awa_maintenance.key_places_block') AS stopped_at;
+-- With budget left at the end of the table it goes on from its start, up to where it began:
+-- every block once.
+SELECT count(*) AS old_places FROM awa.key_attempts WHERE concurrency_key = 'old' \gset
+SELECT awa.prune_key_places(1000000) = :old_places AS removed_the_rest,
+       current_setting('awa_maintenance.key_places_block') AS stopped_at;
+SELECT count(*) AS old_places_left FROM awa.key_attempts WHERE concurrency_key = 'old';
+SELECT concurrency_key, place FROM awa.key_attempts WHERE queue = 'kp' ORDER BY 1, 2;
+-- The largest budget, from the middle of a table: no overflow.
+INSERT INTO awa.key_attempts (queue, concurrency_key, place, job_id, run_lease, priority, enqueue_shard,
+                              lane_seq, ready_slot, ready_generation, claim_slot)
+SELECT 'kp', 'old', i, -i, 1, 2, 0, 0, 0, 0, -1 FROM generate_series(0, 2999) i;
+SET awa_maintenance.key_places_block = '1:7';
+SELECT awa.prune_key_places(9223372036854775807) AS removed_all;
+-- A setting that is not 'table:block' of this node is passed over for a random start.
+SET awa_maintenance.key_places_block = 'x:y';
+SELECT awa.prune_key_places() AS removed_with_bad_setting;
+SET awa_maintenance.key_places_block = '1:99999999999999999999';
+SELECT awa.prune_key_places() AS removed_with_huge_block;
+SET awa_maintenance.key_places_block = '7:0';
+SELECT awa.prune_key_places() AS removed_with_no_such_table;
+RESET awa_maintenance.key_places_block;
+-- READ COMMITTED only (the rings' states are share-locked while it runs; a REPEATABLE READ
+-- delete could fail on a place a claim reuses meanwhile).
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.sqlstate_of($$SELECT awa.prune_key_places()$$) AS repeatable_read;
+ROLLBACK;
 -- Bad input; only awa_admin may call it.
 SELECT pg_temp.sqlstate_of($$SELECT awa.prune_key_places(0)$$) AS zero_blocks;
 SELECT pg_temp.sqlstate_of($$SELECT awa.prune_key_places(NULL)$$) AS null_blocks;

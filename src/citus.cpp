@@ -398,6 +398,28 @@ require_queue_local_or_given(text *queue)
 						errhint("Pass the job's queue as p_queue, alone in its statement.")));
 }
 
+/* The queue's shard of awa.queue_enqueue_heads by name, nullptr when not distributed (see citus.hpp). */
+char *
+queue_heads_shard_name(text *queue)
+{
+	static SPIPlanPtr name_plan = nullptr;
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+
+	if (!citus_present())
+		return nullptr;
+	keep_plan(&name_plan,
+			  "SELECT pg_catalog.shard_name(p.logicalrelid, "
+			  "                             pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)) "
+			  "FROM pg_catalog.pg_dist_partition p "
+			  "WHERE p.logicalrelid = 'awa.queue_enqueue_heads'::pg_catalog.regclass",
+			  1, argtypes);
+	exec_plan(name_plan, values, nullptr, true, 1, SPI_OK_SELECT, "shard of a queue's lane heads");
+	if (SPI_processed == 0)
+		return nullptr;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
 /* This node's Citus group once awa.queue_meta is distributed; -1 otherwise (see citus.hpp). */
 int
 citus_group()

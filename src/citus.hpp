@@ -48,4 +48,11 @@ void require_queue_local_or_given(text *queue);
  */
 SPIPlanPtr keep_shard_plan(const char *sql, text *queue, int nargs, const Oid *argtypes);
 
+/*
+ * The name, schema-qualified, of the shard of awa.queue_enqueue_heads holding the queue once
+ * awa.citus_setup() has distributed it (the caller knows the queue's shard is on this node);
+ * nullptr before that or without Citus. SPI must be connected.
+ */
+char *queue_heads_shard_name(text *queue);
+
 } // namespace awa

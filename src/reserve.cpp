@@ -41,6 +41,7 @@ extern "C"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 }
 
 namespace awa
@@ -63,6 +64,7 @@ int pending_created = 0;
 SPIPlanPtr head_exists_plan = nullptr;
 SPIPlanPtr insert_heads_plan = nullptr;
 SPIPlanPtr lookup_plan = nullptr;
+SPIPlanPtr lane_position_plan = nullptr;
 SPIPlanPtr peek_plan = nullptr;
 
 /* The lock tag pg_advisory_xact_lock(bigint) uses for a lane's lock key. */
@@ -215,10 +217,63 @@ sequence_oid(const char *name)
 }
 
 /*
+ * Create the lane's sequence awa.<name>, belonging to the lane heads' seq_name column: of
+ * awa.queue_enqueue_heads on one server; under Citus, once distributed, of its shard holding
+ * the queue on this node (so the sequence goes with that shard when Citus drops it after a
+ * shard move or split); before that, of nothing (a sequence cannot belong to a distributed
+ * table). SPI connected.
+ */
+void
+create_lane_sequence(const char *name, text *queue)
+{
+	StringInfoData ddl;
+	const char *owner = "awa.queue_enqueue_heads";
+
+	if (citus_present())
+		owner = queue_heads_shard_name(queue);
+	initStringInfo(&ddl);
+	appendStringInfo(&ddl, "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1", quote_identifier(name));
+	if (owner != nullptr)
+		appendStringInfo(&ddl, " OWNED BY %s.seq_name", owner);
+	pin_statement_settings();
+	if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "awa_shard: creating a lane sequence failed");
+}
+
+/*
+ * A lane's sequence made again on the node its queue's shards moved to (or after Citus
+ * dropped the split shard it belonged to): its last value set to the lane's furthest
+ * position in use -- the highest lane_seq of its ready and finished rows, or its claim cursor
+ * less one -- so new jobs go after every job of the lane and at or past its cursor. SPI
+ * connected, the lane lock held (no producer of the lane on this node meanwhile).
+ */
+void
+restore_lane_position(Oid seq_oid, const Datum *lane)
+{
+	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
+	Datum last;
+
+	keep_plan(&lane_position_plan,
+			  "SELECT greatest((SELECT max(r.lane_seq) FROM awa.ready_entries r "
+			  "                  WHERE r.queue = $1 AND r.priority = $2 AND r.enqueue_shard = $3), "
+			  "                (SELECT max(d.lane_seq) FROM awa.done_entries d "
+			  "                  WHERE d.queue = $1 AND d.priority = $2 AND d.enqueue_shard = $3), "
+			  "                (SELECT h.claim_seq - 1 FROM awa.lane_cursors h "
+			  "                  WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3))",
+			  3, argtypes);
+	exec_plan_latest(lane_position_plan, lane, nullptr, true, 1, SPI_OK_SELECT, "lane position");
+	if (spi_single_value(&last) && DatumGetInt64(last) >= 1)
+		DirectFunctionCall2(setval_oid, ObjectIdGetDatum(seq_oid), last);
+}
+
+/*
  * Create a lane's head rows and sequence if its enqueue head is missing, with the lane lock
  * held (SPI connected; the head is looked for in a snapshot taken now, the transaction's at
- * REPEATABLE READ). Returns the sequence's OID; *created says whether this call created the
- * lane. 55000 when the head exists without its sequence.
+ * REPEATABLE READ). Under Citus a head without its sequence on this node (the queue's shards
+ * moved here, or the shard its sequence belonged to was dropped after a split) gets it again
+ * (restore_lane_position). Returns the sequence's OID; *created says whether this call
+ * created the lane or its sequence. 55000 when the head exists without its sequence on one
+ * server.
  */
 Oid
 create_lane_objects(const char *queue, int queue_len, int priority, int shard, bool *created)
@@ -241,19 +296,7 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 	if (SPI_processed == 0)
 	{
 		if (!OidIsValid(sequence_oid(name)))
-		{
-			StringInfoData ddl;
-
-			initStringInfo(&ddl);
-			/* Under Citus the heads are a distributed table, which a sequence cannot belong to:
-			 * the lane's sequence stays on the queue's worker and drop_queue drops it by name. */
-			appendStringInfo(&ddl, "CREATE SEQUENCE awa.%s AS bigint START 1 MINVALUE 1 CACHE 1%s",
-							 quote_identifier(name),
-							 citus_present() ? "" : " OWNED BY awa.queue_enqueue_heads.seq_name");
-			pin_statement_settings();
-			if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
-				elog(ERROR, "awa_shard: creating a lane sequence failed");
-		}
+			create_lane_sequence(name, DatumGetTextPP(values[0]));
 		keep_plan(&insert_heads_plan,
 				  "WITH e AS (INSERT INTO awa.queue_enqueue_heads (queue, priority, enqueue_shard, seq_name) "
 				  "VALUES ($1, $2, $3, $4)) "
@@ -264,6 +307,13 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 		*created = true;
 	}
 	seq_oid = sequence_oid(name);
+	if (!OidIsValid(seq_oid) && citus_group() >= 0)
+	{
+		create_lane_sequence(name, DatumGetTextPP(values[0]));
+		seq_oid = sequence_oid(name);
+		restore_lane_position(seq_oid, values);
+		*created = true;
+	}
 	if (!OidIsValid(seq_oid))
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						errmsg("missing enqueue lane sequence for queue %.*s, priority %d, shard %d", queue_len, queue,
@@ -398,6 +448,8 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 	make_lane_key(&key, queue, queue_len, priority, shard);
 	for (;;)
 	{
+		Oid seq_oid;
+
 		entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
 		if (!found)
 			entry = ensure_lane(&key, queue, queue_len);
@@ -410,15 +462,31 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 		 */
 		AcceptInvalidationMessages();
 		entry = static_cast<LaneEntry *>(hash_search(lane_table(), &key, HASH_FIND, &found));
-		if (found)
-			break;
-		if (!registry)
+		if (!found)
 		{
-			entry = ensure_lane(&key, queue, queue_len);
-			break;
+			if (!registry)
+			{
+				entry = ensure_lane(&key, queue, queue_len);
+				break;
+			}
+			/* ensure_lane takes the lock exclusively: two producers holding it shared would deadlock. */
+			LockRelease(&tag, mode, false);
+			continue;
 		}
-		/* ensure_lane takes the lock exclusively: two producers holding it shared would deadlock. */
+		/*
+		 * The sequence's own lock first: the only lock that could make the reservation wait.
+		 * Under Citus the sequence belongs to the local shard of the lane heads, which Citus
+		 * drops some time after a shard move or split without the lane lock: once the lock
+		 * comes, a sequence dropped meanwhile sends the lane to be resolved again (under Citus
+		 * that makes the sequence again past the lane's rows, create_lane_objects).
+		 */
+		seq_oid = entry->seq_oid;
+		LockRelationOid(seq_oid, RowExclusiveLock);
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(seq_oid)))
+			break;
+		UnlockRelationOid(seq_oid, RowExclusiveLock);
 		LockRelease(&tag, mode, false);
+		evict_if([seq_oid](LaneEntry *e) { return e->seq_oid == seq_oid; });
 	}
 	/* Its end may let other producers' rows of the queue be claimed: wake-ups must know. */
 	note_reserved(queue, queue_len, entry->seq_oid);
@@ -430,8 +498,6 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 		(void)registry_register(entry->seq_oid, start);
 		return start;
 	}
-	/* The sequence's own lock first: the only lock that could make the reservation wait. */
-	LockRelationOid(entry->seq_oid, RowExclusiveLock);
 	{
 		LWLock *order = lane_reservation_lock(entry->lock_key);
 

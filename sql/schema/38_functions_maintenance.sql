@@ -18,7 +18,9 @@ BEGIN
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     -- On a Citus cluster: this node's queues, one at a time (docs/scale-out.md, "Maintenance").
     IF awa._citus_group() IS NOT NULL THEN
+        -- A queue moved here (or split) first gets back any lane sequence missing here.
         FOR v_queue IN SELECT q FROM awa._citus_local_queues() q LOOP
+            PERFORM awa._citus_restore_lane_sequences(v_queue);
             EXIT WHEN v_count >= p_limit;
             v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
         END LOOP;
@@ -143,9 +145,11 @@ COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
 -- behind. Each call reads the next p_blocks blocks of awa.key_attempts -- on a Citus node, of
 -- the shards of it placed there, one after another (none on the coordinator) -- a TID range
 -- from where the previous call of this session stopped (at a random block of a random table
--- in a new session; from the start of the next table after the end), so a pass costs the same
--- whatever the table's size. A claim that reuses such a place meanwhile keeps it (the delete
--- rechecks the slot on the updated row). Returns how many places it removed.
+-- in a new session), on past the end of a table into the next one (the same on one server)
+-- and at most once round. A claim that reuses such a place meanwhile keeps it (the delete
+-- rechecks the slot on the updated row), and the rings cannot turn while it runs (their
+-- states are share-locked: a rotation meanwhile would put new attempts in a slot outside the
+-- live arc read here). READ COMMITTED only. Returns how many places it removed.
 CREATE FUNCTION awa.prune_key_places(p_blocks bigint DEFAULT 128) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -154,18 +158,22 @@ DECLARE
     c record;
     l record;
     v_tables text[];
-    v_at text[];
+    v_at text := current_setting('awa_maintenance.key_places_block', true);
     v_i integer;
+    v_start_table integer;
+    v_start_block bigint;
+    v_around boolean := false;
     v_blocks bigint;
-    v_from bigint := -1;
+    v_end bigint;
+    v_from bigint;
     v_to bigint;
     v_left bigint := p_blocks;
-    v_tables_read integer := 0;
     v_count bigint := 0;
     v_deleted bigint;
 BEGIN
     PERFORM awa._require(p_blocks IS NULL, 'p_blocks');
     PERFORM awa._require_at_least(p_blocks, 1, 'p_blocks');
+    PERFORM awa._require_read_committed('prune_key_places');
     IF awa._citus_group() IS NULL THEN
         v_tables := ARRAY['awa.key_attempts'];
     ELSE
@@ -175,22 +183,25 @@ BEGIN
         END IF;
     END IF;
     -- Where this session's previous call stopped ('table:block'; a worker serving several
-    -- databases in turns starts a new session each turn), else a random table.
-    v_at := string_to_array(current_setting('awa_maintenance.key_places_block', true), ':');
-    IF cardinality(v_at) = 2 AND v_at[1]::integer BETWEEN 1 AND cardinality(v_tables) THEN
-        v_i := v_at[1]::integer;
-        v_from := v_at[2]::bigint;
+    -- databases in turns starts a new session each turn), else a random place.
+    IF v_at ~ '^[0-9]{1,9}:[0-9]{1,15}$' AND split_part(v_at, ':', 1)::integer BETWEEN 1 AND cardinality(v_tables) THEN
+        v_i := split_part(v_at, ':', 1)::integer;
+        v_from := split_part(v_at, ':', 2)::bigint;
     ELSE
         v_i := 1 + floor(random() * cardinality(v_tables))::integer;
+        v_from := floor(random() * (pg_relation_size(v_tables[v_i]) / current_setting('block_size')::bigint))::bigint;
     END IF;
+    v_start_table := v_i;
+    v_start_block := v_from;
+    PERFORM 1 FROM awa.claim_ring_state FOR KEY SHARE;
+    PERFORM 1 FROM awa.lease_ring_state FOR KEY SHARE;
     SELECT * INTO c FROM awa._ring_live_arc('claim');
     SELECT * INTO l FROM awa._ring_live_arc('lease');
     LOOP
         v_blocks := pg_relation_size(v_tables[v_i]) / current_setting('block_size')::bigint;
-        IF v_from < 0 THEN
-            v_from := floor(random() * v_blocks)::bigint;
-        END IF;
-        v_to := least(v_from + v_left, v_blocks);
+        -- Back at the first table after a round: up to where this call began.
+        v_end := CASE WHEN v_around AND v_i = v_start_table THEN least(v_start_block, v_blocks) ELSE v_blocks END;
+        v_to := CASE WHEN v_from >= v_end OR v_left >= v_end - v_from THEN greatest(v_end, v_from) ELSE v_from + v_left END;
         IF v_to > v_from THEN
             EXECUTE format($q$
                 DELETE FROM %s k
@@ -204,14 +215,18 @@ BEGIN
             v_count := v_count + v_deleted;
             v_left := v_left - (v_to - v_from);
         END IF;
-        v_tables_read := v_tables_read + 1;
+        IF v_around AND v_i = v_start_table THEN
+            v_from := v_to;
+            EXIT;
+        END IF;
         IF v_to >= v_blocks THEN
             v_i := v_i % cardinality(v_tables) + 1;
             v_from := 0;
+            v_around := v_around OR v_i = v_start_table;
         ELSE
             v_from := v_to;
         END IF;
-        EXIT WHEN v_left <= 0 OR v_tables_read >= cardinality(v_tables);
+        EXIT WHEN v_left <= 0;
     END LOOP;
     PERFORM set_config('awa_maintenance.key_places_block', v_i || ':' || v_from, false);
     RETURN v_count;

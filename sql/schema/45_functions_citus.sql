@@ -414,6 +414,30 @@ $$;
 REVOKE ALL ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) IS 'Internal: priority aging of one queue, every statement in that queue (awa.age_waiting_priorities on a Citus cluster).';
 
+-- The lanes of one local queue whose sequence is missing on this node (a Citus cluster: the
+-- queue's shards were moved here, or the split shard its sequences belonged to was dropped)
+-- get it again, past the lane's rows (awa._ensure_lane, under the lane lock), so a claim
+-- takes their pending jobs before any enqueue has made the sequence again. Returns how many.
+CREATE FUNCTION awa._citus_restore_lane_sequences(p_queue text) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    l record;
+    v_count integer := 0;
+BEGIN
+    FOR l IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
+              WHERE e.queue = p_queue AND to_regclass('awa.' || quote_ident(e.seq_name)) IS NULL
+              ORDER BY e.priority, e.enqueue_shard LOOP
+        PERFORM awa._ensure_lane(p_queue, l.priority, l.enqueue_shard);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_restore_lane_sequences(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_restore_lane_sequences(text) IS 'Internal: make again the lane sequences of a local queue missing on this Citus node (after a shard move or split).';
+
 -- awa.fold_claim_marks for one queue (on a Citus cluster, once per local queue): the same two
 -- steps with queue = p_queue on every statement. Returns the number of heads moved.
 CREATE FUNCTION awa._fold_claim_marks_queue(p_queue text, p_limit bigint) RETURNS integer

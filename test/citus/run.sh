@@ -511,6 +511,39 @@ check "... which the second claim wrote: four jobs running, two available, and t
   "$(q 0 "SELECT string_agg(kind || ':' || state, ',' ORDER BY kind) FROM awa.jobs WHERE queue = '$qs'")/$(q 0 "SELECT string_agg(kind, ',') FROM awa.claim_ready_runtime('$qs', 10)")" \
   "a:running,b:running,c:running,d:running,e:available,f:available/e,f"
 
+# Once Citus drops the old shards (citus_cleanup_orphaned_resources), the lane sequence that
+# belonged to the old shard of the lane heads goes with it: the next enqueue makes it again
+# past the lane's rows.
+q 0 "CALL citus_cleanup_orphaned_resources()" >/dev/null
+check "after the split's old shards are dropped, an enqueue continues the lane (its sequence made again)" \
+  "$(q 0 "SELECT awa.insert_jobs('$qs', '{g}')" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qs', 10)")" "g:7"
+
+# -- A live queue's shards moved to the other worker and back (citus_move_shard_placement, as
+#    the rebalancer does after citus_add_node). A lane's sequence belongs to the local shard of
+#    the lane heads, so it leaves with it; on the new worker the next maintenance pass (or the
+#    first enqueue) makes it again past the lane's rows: the pending jobs are claimed in order,
+#    new jobs go after them, and no lane position is used twice.
+qm=""
+for i in $(seq 1 40); do
+  [ "$(q 0 "$(printf "$placement" "'mv$i'")")" = $((port0 + 1)) ] && { qm=mv$i; break; }
+done
+q 0 "SELECT awa.create_queue('$qm', 1)" >/dev/null
+q 0 "SELECT awa.insert_jobs('$qm', '{a,b,c,d}')" >/dev/null
+q 0 "SELECT job_id FROM awa.claim_ready_runtime('$qm', 1)" >/dev/null
+mv_shard=$(q 0 "SELECT get_shard_id_for_distribution_column('awa.queue_meta', '$qm')")
+move() { q 0 "SELECT citus_move_shard_placement($mv_shard, 'localhost', $((port0 + $1)), 'localhost', $((port0 + $2)), 'block_writes')" >/dev/null; }
+move 1 2
+check "a queue's shards moved to worker 2: placed there" "$(q 0 "$(printf "$placement" "'$qm'")")" "$((port0 + 2))"
+check "... worker 2's maintenance pass makes the lane's sequence again, and a claim takes the next pending job" \
+  "$(q 2 "SELECT awa.promote_due()" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 1)")" "b:2"
+check "... new jobs go after the pending ones" \
+  "$(q 0 "SELECT awa.insert_jobs('$qm', '{e,f}')" >/dev/null; q 0 "SELECT string_agg(kind || ':' || lane_seq, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('$qm', 10)")" "c:3,d:4,e:5,f:6"
+move 2 1
+check "moved back to worker 1, the first enqueue makes the lane's sequence again there, past the lane's rows" \
+  "$(q 0 "SELECT awa.insert_jobs('$qm', '{g}')" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 10)")" "g:7"
+check "... every job of the queue is there once, each at its own lane position" \
+  "$(q 0 "SELECT count(*) || '/' || count(DISTINCT lane_seq) || '/' || string_agg(DISTINCT state::text, ',') FROM awa.jobs WHERE queue = '$qm'")" "7/7/running"
+
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
 check "pg_dump of the coordinator succeeds" "$rc" "0"
