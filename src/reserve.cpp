@@ -337,6 +337,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	int64 lock_key;
 	LOCKTAG tag;
 	bool created = false;
+	bool head_now;
 	bool found;
 	LaneEntry *entry;
 
@@ -359,9 +360,11 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 			  "WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3",
 			  3, argtypes);
 	exec_plan_latest(lookup_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane look-up");
+	head_now = SPI_processed > 0;
 	if (spi_single_value(&d))
 		seq_oid = DatumGetObjectId(d);
-	if (!OidIsValid(seq_oid) && IsolationUsesXactSnapshot())
+	/* (A head without its sequence is not a dropped lane: create_lane_objects tells.) */
+	if (!OidIsValid(seq_oid) && !head_now && IsolationUsesXactSnapshot())
 	{
 		/*
 		 * Gone from the latest state but still in this transaction's snapshot: dropped after

@@ -539,8 +539,8 @@ check "... worker 2's maintenance pass makes the lane's sequence again, and a cl
 check "... new jobs go after the pending ones" \
   "$(q 0 "SELECT awa.insert_jobs('$qm', '{e,f}')" >/dev/null; q 0 "SELECT string_agg(kind || ':' || lane_seq, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('$qm', 10)")" "c:3,d:4,e:5,f:6"
 move 2 1
-check "moved back to worker 1, the first enqueue makes the lane's sequence again there, past the lane's rows" \
-  "$(q 0 "SELECT awa.insert_jobs('$qm', '{g}')" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 10)")" "g:7"
+check "moved back to worker 1, the first enqueue (a REPEATABLE READ producer) makes the lane's sequence again there, past the lane's rows" \
+  "$(q 0 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT awa.insert_jobs('$qm', '{g}'); COMMIT;" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 10)")" "g:7"
 check "... every job of the queue is there once, each at its own lane position" \
   "$(q 0 "SELECT count(*) || '/' || count(DISTINCT lane_seq) || '/' || string_agg(DISTINCT state::text, ',') FROM awa.jobs WHERE queue = '$qm'")" "7/7/running"
 
