@@ -3945,6 +3945,17 @@ CREATE OR REPLACE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p
     LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 
+-- Under Citus, make again the sequence of a lane whose head is on this node without it (after
+-- a shard move or split), at the lane's position; only a restore, never waiting for the lane
+-- lock (C, src/reserve.cpp). False when the lock is busy, the lane gone or its sequence there.
+CREATE FUNCTION awa._restore_lane_sequence(p_queue text, p_priority smallint, p_enqueue_shard smallint)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_restore_lane_sequence'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._restore_lane_sequence(text, smallint, smallint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._restore_lane_sequence(text, smallint, smallint) IS 'Internal: under Citus, make again a lane''s missing sequence at its position (after a shard move or split), lock tried.';
+
 -- An ended attempt (awa.taken_attempt) to deferred_jobs (retryable or scheduled) at p_run_at.
 CREATE OR REPLACE FUNCTION awa._defer_attempt(t awa.taken_attempt, p_state awa.job_state, p_run_at timestamptz,
                                               p_attempt smallint, p_errors jsonb) RETURNS void
@@ -5812,8 +5823,9 @@ COMMENT ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) IS 'Intern
 
 -- The lanes of one local queue whose sequence is missing on this node (a Citus cluster: the
 -- queue's shards were moved here, or the split shard its sequences belonged to was dropped)
--- get it again, past the lane's rows (awa._ensure_lane, under the lane lock), so a claim
--- takes their pending jobs before any enqueue has made the sequence again. Returns how many.
+-- get it again, past the lane's rows (awa._restore_lane_sequence: a lane whose lock a producer
+-- holds is left to that producer, a lane dropped meanwhile stays dropped), so a claim takes
+-- their pending jobs before any enqueue has made the sequence again. Returns how many.
 CREATE FUNCTION awa._citus_restore_lane_sequences(p_queue text) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -5825,8 +5837,9 @@ BEGIN
     FOR l IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
               WHERE e.queue = p_queue AND to_regclass('awa.' || quote_ident(e.seq_name)) IS NULL
               ORDER BY e.priority, e.enqueue_shard LOOP
-        PERFORM awa._ensure_lane(p_queue, l.priority, l.enqueue_shard);
-        v_count := v_count + 1;
+        IF awa._restore_lane_sequence(p_queue, l.priority, l.enqueue_shard) THEN
+            v_count := v_count + 1;
+        END IF;
     END LOOP;
     RETURN v_count;
 END

@@ -18,6 +18,7 @@ extern "C"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -474,7 +475,38 @@ queue_shard_here(text *queue)
 	return here;
 }
 
-/* Refuse a call whose queue's shard is not on this node (0A000, with a hint). */
+namespace
+{
+
+/*
+ * Take Citus's lock on a shard's placement metadata in `mode` (ShareLock: as Citus's own
+ * writes hold it), to the end of the transaction, through Citus's own lock_shard_metadata so
+ * that the lock is the one its moves and splits take: exclusively, on every node, for every
+ * shard of the colocation group, for as long as they copy (its tag names the colocation group
+ * and the shard's index, not the shard id). SPI connected.
+ */
+void
+lock_shard_metadata(int64 shard_id, LOCKMODE mode)
+{
+	static SPIPlanPtr lock_plan = nullptr;
+	Oid argtypes[2] = {INT4OID, INT8OID};
+	Datum values[2] = {Int32GetDatum(mode), Int64GetDatum(shard_id)};
+
+	keep_plan(&lock_plan, "SELECT pg_catalog.lock_shard_metadata($1, ARRAY[$2])", 2, argtypes);
+	exec_plan(lock_plan, values, nullptr, false, 1, SPI_OK_SELECT, "shard metadata lock");
+}
+
+} // namespace
+
+/*
+ * Under Citus, once distributed: hold the queue's shard in place until this transaction ends
+ * (its placement metadata lock, shared, as Citus's own writes hold it), then refuse the call
+ * unless that shard is on this node (see citus.hpp). A move or split of the queue's shards
+ * waits for the calls in progress and holds new ones off until it has copied; a call that
+ * waited then reads where the shard is now (the latest committed state), so a call routed
+ * here before a move is refused (retryable: a new call is routed to the new node) instead of
+ * writing to the shard the move left behind.
+ */
 void
 require_queue_local(const char *queue, int queue_len)
 {
@@ -482,6 +514,7 @@ require_queue_local(const char *queue, int queue_len)
 	Datum values[1];
 	Datum result;
 	bool local;
+	int64 shard_id;
 
 	if (!citus_present())
 		return;
@@ -489,6 +522,20 @@ require_queue_local(const char *queue, int queue_len)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	/* Not distributed yet (awa.citus_setup() not run): one node, nothing to refuse. */
+	shard_id = queue_shard_id(DatumGetTextPP(values[0]));
+	if (shard_id != 0)
+		for (;;)
+		{
+			int64 now;
+
+			lock_shard_metadata(shard_id, ShareLock);
+			/* An advisory lock takes no invalidations: Citus's metadata cache may be older than the wait. */
+			AcceptInvalidationMessages();
+			now = queue_shard_id(DatumGetTextPP(values[0]));
+			if (now == shard_id)
+				break;
+			shard_id = now; /* split meanwhile: hold the queue's new shard too */
+		}
 	keep_plan(&local_plan,
 			  "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition "
 			  "                              WHERE logicalrelid = 'awa.queue_meta'::pg_catalog.regclass) "
@@ -498,7 +545,7 @@ require_queue_local(const char *queue, int queue_len)
 			  "                            AND p.shardid = pg_catalog.get_shard_id_for_distribution_column("
 			  "                                              'awa.queue_meta'::pg_catalog.regclass, $1)) END",
 			  1, argtypes);
-	exec_plan(local_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue placement");
+	exec_plan_latest(local_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue placement");
 	local = spi_single_value(&result) && DatumGetBool(result);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");
@@ -506,10 +553,10 @@ require_queue_local(const char *queue, int queue_len)
 		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						errmsg("queue \"%.*s\" lives on another node of the Citus cluster", queue_len, queue),
 						errdetail("Citus did not delegate this call to the queue's worker, so it would run here, a "
-								  "statement at a time."),
+								  "statement at a time; or the queue's shards moved while the call waited."),
 						errhint("Call the function alone in its own statement with p_queue given (SELECT awa.f(...), "
 								"not inside an expression or a multi-statement transaction that touched another "
-								"queue's worker), or connect to the queue's worker.")));
+								"queue's worker), or connect to the queue's worker; after a shard move, retry.")));
 }
 
 } // namespace awa

@@ -267,6 +267,59 @@ restore_lane_position(Oid seq_oid, const Datum *lane)
 }
 
 /*
+ * Under Citus: whether the lane's sequence awa.<name> (seq_oid) was left behind by a shard of
+ * the lane heads that is no longer the queue's (a split or move whose old shard Citus could
+ * not drop yet, and the queue's shards came back to this node): it belongs to another shard
+ * than the queue's local one, so its values are stale. It is dropped (the caller then makes
+ * it again at the lane's position). SPI connected, the lane lock held.
+ */
+bool
+drop_stale_lane_sequence(Oid seq_oid, const char *name, text *queue)
+{
+	static SPIPlanPtr owner_plan = nullptr;
+	static const Oid argtypes[2] = {OIDOID, TEXTOID};
+	Datum values[2];
+	Datum owned;
+	char *shard;
+	StringInfoData ddl;
+
+	if (citus_group() < 0 || (shard = queue_heads_shard_name(queue)) == nullptr)
+		return false;
+	values[0] = ObjectIdGetDatum(seq_oid);
+	values[1] = CStringGetTextDatum(shard);
+	keep_plan(&owner_plan,
+			  "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+			  "               WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = $1 "
+			  "                 AND d.deptype = 'a' AND d.refobjid = pg_catalog.to_regclass($2))",
+			  2, argtypes);
+	exec_plan_latest(owner_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane sequence owner");
+	if (spi_single_value(&owned) && DatumGetBool(owned))
+		return false;
+	initStringInfo(&ddl);
+	appendStringInfo(&ddl, "DROP SEQUENCE awa.%s", quote_identifier(name));
+	pin_statement_settings();
+	if (SPI_execute(ddl.data, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "awa_shard: dropping a stale lane sequence failed");
+	return true;
+}
+
+/*
+ * Under Citus: make again the sequence awa.<name> of the lane (queue, priority, shard) in
+ * lane[0..2], whose head is on this node without it, at the lane's position. Returns its OID.
+ * SPI connected, the lane lock held.
+ */
+Oid
+restore_lane_sequence(const char *name, const Datum *lane)
+{
+	Oid seq_oid;
+
+	create_lane_sequence(name, DatumGetTextPP(lane[0]));
+	seq_oid = sequence_oid(name);
+	restore_lane_position(seq_oid, lane);
+	return seq_oid;
+}
+
+/*
  * Create a lane's head rows and sequence if its enqueue head is missing, with the lane lock
  * held (SPI connected; the head is looked for in a snapshot taken now, the transaction's at
  * REPEATABLE READ). Under Citus a head without its sequence on this node (the queue's shards
@@ -309,9 +362,7 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 	seq_oid = sequence_oid(name);
 	if (!OidIsValid(seq_oid) && citus_group() >= 0)
 	{
-		create_lane_sequence(name, DatumGetTextPP(values[0]));
-		seq_oid = sequence_oid(name);
-		restore_lane_position(seq_oid, values);
+		seq_oid = restore_lane_sequence(name, values);
 		*created = true;
 	}
 	if (!OidIsValid(seq_oid))
@@ -378,6 +429,14 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 								   "transaction's snapshot",
 								   queue_len, queue, key->priority, key->shard),
 							errhint("Retry the transaction.")));
+	}
+	if (OidIsValid(seq_oid) && head_now)
+	{
+		char name[kLaneSeqNameSize];
+
+		lane_sequence_name(queue, queue_len, key->priority, key->shard, name);
+		if (drop_stale_lane_sequence(seq_oid, name, DatumGetTextPP(values[0])))
+			seq_oid = InvalidOid; /* made again below, at the lane's position */
 	}
 	if (!OidIsValid(seq_oid))
 		seq_oid = create_lane_objects(queue, queue_len, key->priority, key->shard, &created);
@@ -561,6 +620,53 @@ AWA_SQL_FUNCTION(awa_lane_lock_key)
 	PG_RETURN_INT64(awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue),
 									   awa::int32_arg(fcinfo, 1, "p_priority"),
 									   awa::int32_arg(fcinfo, 2, "p_enqueue_shard")));
+}
+
+/*
+ * awa._restore_lane_sequence(queue, priority, shard) -> boolean: under Citus, make again the
+ * sequence of a lane whose head is on this node without it (the queue's shards moved here, or
+ * the split shard it belonged to was dropped), at the lane's position, keeping the lane lock
+ * to commit. Only a restore: false, nothing done, when the lane lock is held by another
+ * transaction (tried, never waited for: maintenance does not queue behind a producer), when
+ * the lane is gone (dropped meanwhile, on the latest committed state) or has its sequence, or
+ * without Citus.
+ */
+AWA_SQL_FUNCTION(awa_restore_lane_sequence)
+{
+	static SPIPlanPtr head_now_plan = nullptr;
+	static const Oid argtypes[3] = {TEXTOID, INT2OID, INT2OID};
+	text *queue = PG_GETARG_TEXT_PP(0);
+	int priority = PG_GETARG_INT16(1);
+	int shard = PG_GETARG_INT16(2);
+	char name[awa::kLaneSeqNameSize];
+	Datum lane[3] = {PointerGetDatum(queue), Int16GetDatum(priority), Int16GetDatum(shard)};
+	bool restored = false;
+	LOCKTAG tag;
+
+	if (awa::citus_group() < 0)
+		PG_RETURN_BOOL(false);
+	awa::check_queue_bytes(VARSIZE_ANY_EXHDR(queue));
+	awa::lane_lock_tag(&tag, awa::lane_lock_key(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard));
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		PG_RETURN_BOOL(false);
+	AcceptInvalidationMessages(); /* a sequence made or dropped while the lock was held elsewhere */
+	awa::lane_sequence_name(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard, name);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	awa::keep_plan(&head_now_plan,
+				   "SELECT 1 FROM awa.queue_enqueue_heads WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3", 3,
+				   argtypes);
+	awa::exec_plan_latest(head_now_plan, lane, nullptr, true, 1, SPI_OK_SELECT, "lane head look-up");
+	if (SPI_processed > 0 && !OidIsValid(awa::sequence_oid(name)))
+	{
+		(void)awa::restore_lane_sequence(name, lane);
+		restored = true;
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	if (!restored)
+		LockRelease(&tag, ExclusiveLock, false);
+	PG_RETURN_BOOL(restored);
 }
 
 /*

@@ -88,6 +88,17 @@ CREATE FUNCTION awa._ensure_lane(p_queue text, p_priority smallint, p_enqueue_sh
 REVOKE ALL ON FUNCTION awa._ensure_lane(text, smallint, smallint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._ensure_lane(text, smallint, smallint) IS 'Internal: create a lane''s heads and sequence under the lane lock (cold path of enqueue).';
 
+-- Under Citus, make again the sequence of a lane whose head is on this node without it (after
+-- a shard move or split), at the lane's position; only a restore, never waiting for the lane
+-- lock (C, src/reserve.cpp). False when the lock is busy, the lane gone or its sequence there.
+CREATE FUNCTION awa._restore_lane_sequence(p_queue text, p_priority smallint, p_enqueue_shard smallint)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'awa_restore_lane_sequence'
+    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._restore_lane_sequence(text, smallint, smallint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._restore_lane_sequence(text, smallint, smallint) IS 'Internal: under Citus, make again a lane''s missing sequence at its position (after a shard move or split), lock tried.';
+
 -- Reserve [start, start + count) of a lane under the lane lock; count <= 0 peeks.
 CREATE FUNCTION awa.reserve_enqueue_seq(p_queue text, p_priority bigint, p_enqueue_shard bigint, p_count bigint)
     RETURNS bigint

@@ -416,8 +416,9 @@ COMMENT ON FUNCTION awa._age_waiting_queue(text, timestamptz, bigint) IS 'Intern
 
 -- The lanes of one local queue whose sequence is missing on this node (a Citus cluster: the
 -- queue's shards were moved here, or the split shard its sequences belonged to was dropped)
--- get it again, past the lane's rows (awa._ensure_lane, under the lane lock), so a claim
--- takes their pending jobs before any enqueue has made the sequence again. Returns how many.
+-- get it again, past the lane's rows (awa._restore_lane_sequence: a lane whose lock a producer
+-- holds is left to that producer, a lane dropped meanwhile stays dropped), so a claim takes
+-- their pending jobs before any enqueue has made the sequence again. Returns how many.
 CREATE FUNCTION awa._citus_restore_lane_sequences(p_queue text) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -429,8 +430,9 @@ BEGIN
     FOR l IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
               WHERE e.queue = p_queue AND to_regclass('awa.' || quote_ident(e.seq_name)) IS NULL
               ORDER BY e.priority, e.enqueue_shard LOOP
-        PERFORM awa._ensure_lane(p_queue, l.priority, l.enqueue_shard);
-        v_count := v_count + 1;
+        IF awa._restore_lane_sequence(p_queue, l.priority, l.enqueue_shard) THEN
+            v_count := v_count + 1;
+        END IF;
     END LOOP;
     RETURN v_count;
 END

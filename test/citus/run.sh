@@ -532,17 +532,32 @@ q 0 "SELECT awa.insert_jobs('$qm', '{a,b,c,d}')" >/dev/null
 q 0 "SELECT job_id FROM awa.claim_ready_runtime('$qm', 1)" >/dev/null
 mv_shard=$(q 0 "SELECT get_shard_id_for_distribution_column('awa.queue_meta', '$qm')")
 move() { q 0 "SELECT citus_move_shard_placement($mv_shard, 'localhost', $((port0 + $1)), 'localhost', $((port0 + $2)), 'block_writes')" >/dev/null; }
+# A claim whose transaction is still open on worker 1 when the move starts (a claim writes the
+# queue's shards by name, which Citus's own blocking of writes does not cover): the move waits
+# for it (each call holds its queue's shard in place to its end), so its claim moves too and
+# the claimed job is not claimed again. (Without that, the job showed available again.)
+q 0 "SELECT awa.insert_jobs('$qm', '{late}')" >/dev/null
+q 0 "BEGIN; SELECT job_id FROM awa.claim_ready_runtime('$qm', 1); SELECT pg_sleep(2); COMMIT;" > "$AWA_CITUS_WORK.late" 2>&1 &
+late_tx=$!
+for i in $(seq 1 50); do
+  [ "$(q 1 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%claim_ready_runtime(''$qm''%' AND pid <> pg_backend_pid()")" -ge 1 ] && break
+  sleep 0.1
+done
 move 1 2
+wait "$late_tx"
 check "a queue's shards moved to worker 2: placed there" "$(q 0 "$(printf "$placement" "'$qm'")")" "$((port0 + 2))"
+check "... a claim in progress when the move started: the move waited for it, and its claim moved too" \
+  "$(q 0 "SELECT string_agg(kind || ':' || state, ',' ORDER BY lane_seq) FROM awa.jobs WHERE queue = '$qm'")" \
+  "a:running,b:running,c:available,d:available,late:available"
 check "... worker 2's maintenance pass makes the lane's sequence again, and a claim takes the next pending job" \
-  "$(q 2 "SELECT awa.promote_due()" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 1)")" "b:2"
+  "$(q 2 "SELECT awa.promote_due()" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 1)")" "c:3"
 check "... new jobs go after the pending ones" \
-  "$(q 0 "SELECT awa.insert_jobs('$qm', '{e,f}')" >/dev/null; q 0 "SELECT string_agg(kind || ':' || lane_seq, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('$qm', 10)")" "c:3,d:4,e:5,f:6"
+  "$(q 0 "SELECT awa.insert_jobs('$qm', '{e,f}')" >/dev/null; q 0 "SELECT string_agg(kind || ':' || lane_seq, ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('$qm', 10)")" "d:4,late:5,e:6,f:7"
 move 2 1
 check "moved back to worker 1, the first enqueue (a REPEATABLE READ producer) makes the lane's sequence again there, past the lane's rows" \
-  "$(q 0 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT awa.insert_jobs('$qm', '{g}'); COMMIT;" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 10)")" "g:7"
+  "$(q 0 "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT awa.insert_jobs('$qm', '{g}'); COMMIT;" >/dev/null; q 0 "SELECT kind || ':' || lane_seq FROM awa.claim_ready_runtime('$qm', 10)")" "g:8"
 check "... every job of the queue is there once, each at its own lane position" \
-  "$(q 0 "SELECT count(*) || '/' || count(DISTINCT lane_seq) || '/' || string_agg(DISTINCT state::text, ',') FROM awa.jobs WHERE queue = '$qm'")" "7/7/running"
+  "$(q 0 "SELECT count(*) || '/' || count(DISTINCT lane_seq) || '/' || string_agg(DISTINCT state::text, ',') FROM awa.jobs WHERE queue = '$qm'")" "8/8/running"
 
 # -- pg_dump of the coordinator.
 dump=$("$bin/pg_dump" -h "$AWA_CITUS_WORK/sock" -p "$port0" -U postgres -d "${AWA_CITUS_DB:-awa}" 2>&1); rc=$?
