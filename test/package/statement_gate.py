@@ -27,7 +27,7 @@ STATEMENT_CALLS = re.compile(r'\b(SPI_prepare(?:_cursor|_params|_extended)?|SPI_
 ALLOWED = {
     'spi_util.cpp': {'keep_plan', 'keep_generic_plan', 'exec_plan', 'exec_plan_latest'},
     'citus.cpp': {'keep_shard_plan'},
-    'reserve.cpp': {'create_lane_objects'},
+    'reserve.cpp': {'create_lane_sequence', 'drop_stale_lane_sequence'},
     'worker.cpp': None,  # the background worker's own transactions (any function of the file)
 }
 checks = Checks('statement_gate')
