@@ -149,7 +149,8 @@ COMMENT ON FUNCTION awa.fold_claim_marks(bigint, bigint) IS
 -- and at most once round. A claim that reuses such a place meanwhile keeps it (the delete
 -- rechecks the slot on the updated row), and the rings cannot turn while it runs (their
 -- states are share-locked: a rotation meanwhile would put new attempts in a slot outside the
--- live arc read here). READ COMMITTED only. Returns how many places it removed.
+-- live arc read here; while a rotation or prune holds them, the call removes nothing).
+-- READ COMMITTED only. Returns how many places it removed.
 CREATE FUNCTION awa.prune_key_places(p_blocks bigint DEFAULT 128) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -193,8 +194,14 @@ BEGIN
     END IF;
     v_start_table := v_i;
     v_start_block := v_from;
-    PERFORM 1 FROM awa.claim_ring_state FOR KEY SHARE;
-    PERFORM 1 FROM awa.lease_ring_state FOR KEY SHARE;
+    -- Tried, never waited for: a prune of a ring holds its state and may wait for a lock
+    -- this transaction holds (run_maintenance); the next call removes what this one leaves.
+    BEGIN
+        PERFORM 1 FROM awa.claim_ring_state FOR KEY SHARE NOWAIT;
+        PERFORM 1 FROM awa.lease_ring_state FOR KEY SHARE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 0;
+    END;
     SELECT * INTO c FROM awa._ring_live_arc('claim');
     SELECT * INTO l FROM awa._ring_live_arc('lease');
     LOOP
