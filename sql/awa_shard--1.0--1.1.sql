@@ -624,7 +624,7 @@ BEGIN
         RETURN 'skipped_busy';
     END IF;
     UPDATE awa.queue_ring_state SET current_slot = v_next, generation = st.generation + 1;
-    UPDATE awa.queue_ring_slots SET generation = st.generation + 1, moved_xid = NULL WHERE slot = v_next;
+    UPDATE awa.queue_ring_slots SET generation = st.generation + 1, moved_xid = NULL, moved_horizons = NULL WHERE slot = v_next;
     RETURN 'rotated';
 END
 $$;
@@ -786,6 +786,11 @@ COMMENT ON FUNCTION awa._retain_finished(integer) IS 'Internal: copy a queue slo
 -- the slot is truncated and freed once every snapshot sees it ended (awa.prune_queue_ring).
 ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
+-- On a Citus cluster the move runs on the workers: once it has committed, the coordinator's
+-- prune reads each worker's next transaction id into moved_horizons, and truncates once
+-- every worker's snapshots have passed it (awa._citus_prune_queue_slot).
+ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_horizons jsonb;
+COMMENT ON COLUMN awa.queue_ring_slots.moved_horizons IS 'Citus: per worker group, its next transaction id read after the slot''s move committed; NULL until read (or not moved).';
 
 DROP FUNCTION awa.prune_queue_ring(integer);
 -- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
@@ -862,7 +867,7 @@ BEGIN
     END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
-    UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
+    UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL, moved_horizons = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
     RETURN true;
 END
@@ -1024,10 +1029,11 @@ BEGIN
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
     END IF;
-    -- On a Citus cluster (here, the coordinator): truncate once nothing in it is needed on any
-    -- worker, without moving rows (awa._citus_prune_queue_slot; docs/scale-out.md).
+    -- On a Citus cluster (here, the coordinator): the same steps, each queue's rows moved on its
+    -- worker (awa._citus_prune_queue_slot; docs/scale-out.md).
     IF awa._citus_group() IS NOT NULL THEN
-        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer);
+        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer, st.current_slot, st.generation,
+                                           coalesce(p_amortised, false));
     END IF;
     IF v_moved_by IS NOT NULL THEN
         -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a
@@ -5934,23 +5940,201 @@ $$;
 REVOKE ALL ON FUNCTION awa._citus_queue_slot_busy(integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_queue_slot_busy(integer) IS 'Internal: what a queue slot still holds that a reader needs, across the Citus cluster; NULL when nothing.';
 
+-- The queue ring's move on a Citus cluster (awa._citus_prune_queue_slot, on the
+-- coordinator): what a sealed slot still holds that a reader needs goes into the current
+-- slot, queue by queue, with its lane identity and lane_seq (only ready_slot and
+-- ready_generation change): the pending rows (at or past their lane's claim cursor, or in a
+-- lane without a claim head) and the finished jobs their queue keeps past the slot (what
+-- awa._citus_queue_slot_busy calls retained): a failed or cancelled job's terminal row with
+-- the ready row that holds its body, a completion batch with its ready rows. Every
+-- statement names one queue, so Citus runs it on that queue's worker alone; the moves
+-- commit with the caller's transaction, on every worker at once. With the slot's
+-- partitions share-locked on every node (no writer adds to the slot; in short tries, as
+-- on one server) and each queue's claim heads locked (NOWAIT: a claim holding one makes
+-- the prune step back), a queue with an open attempt on a row of the slot makes the prune
+-- step back too. Returns the rows moved; AWA01 'skipped_locked' / 'skipped_running' when
+-- it steps back (the caller's subtransaction then undoes what moved). Unlike one server,
+-- a kept finished job moves with the ring (once a turn while it is kept), not to the
+-- retained partition or a retention bucket (docs/scale-out.md, "Maintenance").
+CREATE FUNCTION awa._citus_move_queue_slot(p_slot integer, p_to_slot integer, p_to_generation bigint,
+                                           p_budget_ms integer)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_queue text;
+    v_failed interval;
+    v_completed interval;
+    v_kept_done text;
+    v_kept_batch text;
+    v_moving_ready text;
+    v_moved bigint := 0;
+    v_rows bigint;
+    v_table text;
+    v_alias text;
+    v_cols text;
+    v_select text;
+BEGIN
+    IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
+                                           'completion_batches_' || p_slot], p_budget_ms, true) THEN
+        RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+    END IF;
+    FOR v_queue IN SELECT r.queue FROM awa.ready_entries r WHERE r.ready_slot = p_slot
+                   UNION SELECT d.queue FROM awa.done_entries d WHERE d.ready_slot = p_slot
+                   UNION SELECT b.queue FROM awa.completion_batches b WHERE b.ready_slot = p_slot
+                   ORDER BY 1 LOOP
+        -- A claim can take rows of the slot only under one of these heads.
+        BEGIN
+            PERFORM 1 FROM awa.queue_claim_heads h WHERE h.queue = v_queue
+             ORDER BY h.priority, h.enqueue_shard FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END;
+        IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.queue = v_queue AND c.ready_slot = p_slot)
+           OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = v_queue AND l.ready_slot = p_slot) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
+        END IF;
+        v_failed := NULL;
+        v_completed := NULL;
+        SELECT m.failed_retention, m.completed_retention INTO v_failed, v_completed
+          FROM awa.queue_meta m WHERE m.queue = v_queue;
+        -- What awa._citus_queue_slot_busy keeps, for this queue (literals: every statement is
+        -- routed by its queue; the cut-offs are computed here, as Citus refuses a stable
+        -- function of a column, such as timestamptz + interval, in a modification).
+        v_kept_done := format('d.queue = %L AND d.ready_slot = %s AND ((d.state = ''failed'' AND %L::interval IS NULL)'
+                              ' OR d.finalized_at > CASE WHEN d.state = ''completed'' THEN %L::timestamptz'
+                              ' ELSE %L::timestamptz END)',
+                              v_queue, p_slot, v_failed, v_now - v_completed, v_now - v_failed);
+        v_kept_batch := format('b.queue = %L AND b.ready_slot = %s AND b.finalized_at > %L::timestamptz',
+                               v_queue, p_slot, v_now - v_completed);
+        v_moving_ready := format(
+            'r.queue = %1$L AND r.ready_slot = %2$s'
+            ' AND (r.lane_seq >= coalesce((SELECT c.claim_seq FROM awa.lane_cursors c WHERE c.queue = %1$L'
+            '                               AND c.priority = r.priority AND c.enqueue_shard = r.enqueue_shard), 0)'
+            '      OR EXISTS (SELECT 1 FROM awa.done_entries d WHERE %3$s AND d.priority = r.priority'
+            '                    AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq)'
+            '      OR EXISTS (SELECT 1 FROM awa.completion_batches b WHERE %4$s AND b.priority = r.priority'
+            '                    AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64'
+            '                    AND b.ready_generation = r.ready_generation'
+            '                    AND (r.lane_seq %% 64)::smallint = ANY (b.lane_offsets)))',
+            v_queue, p_slot, v_kept_done, v_kept_batch);
+        -- Copies first, then the originals: the ready rows' test reads the slot's terminal
+        -- rows and batches, so they go last. The slot's partitions and the queue's heads are
+        -- held, so both statements of a table see the same rows. Whole rows are not named
+        -- (Citus gives them its shards' row types): every column is, with the new slot and
+        -- generation.
+        FOREACH v_table IN ARRAY ARRAY['ready_entries', 'done_entries', 'completion_batches'] LOOP
+            v_alias := CASE v_table WHEN 'ready_entries' THEN 'r' WHEN 'done_entries' THEN 'd' ELSE 'b' END;
+            SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
+                   string_agg(CASE a.attname WHEN 'ready_slot' THEN p_to_slot::text
+                                             WHEN 'ready_generation' THEN p_to_generation::text
+                                             ELSE v_alias || '.' || quote_ident(a.attname) END,
+                              ', ' ORDER BY a.attnum)
+              INTO v_cols, v_select
+              FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = format('awa.%I', v_table)::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+            EXECUTE format('INSERT INTO awa.%I (%s) SELECT %s FROM awa.%I %s WHERE %s',
+                           v_table, v_cols, v_select, v_table, v_alias,
+                           CASE v_table WHEN 'ready_entries' THEN v_moving_ready
+                                        WHEN 'done_entries' THEN v_kept_done ELSE v_kept_batch END);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            v_moved := v_moved + v_rows;
+        END LOOP;
+        EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_moving_ready);
+        EXECUTE format('DELETE FROM awa.done_entries d WHERE %s', v_kept_done);
+        EXECUTE format('DELETE FROM awa.completion_batches b WHERE %s', v_kept_batch);
+    END LOOP;
+    RETURN v_moved;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_move_queue_slot(integer, integer, bigint, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_move_queue_slot(integer, integer, bigint, integer) IS 'Internal: move what a sealed queue slot still holds into the current slot, queue by queue, each queue''s statements on its Citus worker.';
+
+-- Whether every snapshot of this worker sees the moves of a queue slot (awa._citus_prune_queue_slot):
+-- p_horizons holds, per Citus group, the next transaction id its node was to assign once the
+-- move had committed (awa._next_xid, read in a later prune); a snapshot that does not see the
+-- move is older than that and holds back this node's horizon. True on a node without one.
+CREATE FUNCTION awa._citus_move_seen(p_horizons jsonb) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_next text := p_horizons ->> awa._citus_group()::text;
+BEGIN
+    RETURN v_next IS NULL OR awa._seen_ended_by_all((v_next::numeric - 1)::text::xid8);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_move_seen(jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_move_seen(jsonb) IS 'Internal: whether every snapshot of this Citus node sees a queue slot''s move, given the horizons read after it.';
+
 -- The queue ring's prune on a Citus cluster (awa.prune_queue_ring on the coordinator;
--- docs/scale-out.md, "Maintenance"): the oldest sealed slot is truncated, on every worker,
--- once awa._citus_queue_slot_busy finds nothing in it across the cluster, tested again once
--- its partitions are locked against writers (a producer that read the ring before the slot
--- was sealed may still write there). Pending rows are not moved forward and finished jobs
--- not copied to the retained partition or a retention bucket on a cluster (the move needs
--- every pending lane's claim head locked, a row lock Citus refuses across shards): such a
--- slot is left until its rows are claimed and finished. Returns pruned / skipped_running /
--- skipped_pending / skipped_retained / skipped_locked.
-CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer) RETURNS text
+-- docs/scale-out.md, "Maintenance"), in steps as on one server:
+--   1. a slot that holds rows a reader needs (awa._citus_queue_slot_busy: pending or kept
+--      finished jobs) has them moved into the current slot, on their workers, in this
+--      transaction (awa._citus_move_queue_slot), and is marked moved ('moved'); with
+--      p_amortised only once the ring is full (the slot after the current one is live), so
+--      a backlog is copied at most once a turn of the ring;
+--   2. a later call reads each worker's next transaction id ('skipped_snapshots'): every
+--      xid the move used on a worker is below it;
+--   3. once every worker's snapshots have passed it (awa._citus_move_seen, on every worker),
+--      or with nothing to move, the slot is truncated on every worker once
+--      awa._citus_queue_slot_busy finds nothing in it, tested again once its partitions are
+--      locked against writers (a producer that read the ring before the slot was sealed may
+--      still write there; it is then moved again).
+-- Returns pruned / moved / skipped_snapshots / skipped_running / skipped_pending /
+-- skipped_retained / skipped_locked.
+CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer, p_to_slot integer,
+                                            p_to_generation bigint, p_amortised boolean) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reason text;
+    v_moved_by xid8;
+    v_horizons jsonb;
+    v_moved bigint;
 BEGIN
+    SELECT s.moved_xid, s.moved_horizons INTO v_moved_by, v_horizons
+      FROM awa.queue_ring_slots s WHERE s.slot = p_slot;
+    IF v_moved_by IS NOT NULL THEN
+        IF v_horizons IS NULL THEN
+            EXECUTE $q$SELECT jsonb_object_agg(split_part(w.result, ':', 1), split_part(w.result, ':', 2))
+                         FILTER (WHERE w.success), bool_and(w.success)
+                         FROM pg_catalog.run_command_on_workers(
+                                  'SELECT awa._citus_group() || '':'' || awa._next_xid()') w$q$
+              INTO v_horizons, v_reason;
+            IF v_reason::boolean THEN
+                UPDATE awa.queue_ring_slots SET moved_horizons = v_horizons WHERE slot = p_slot;
+            END IF;
+            RETURN 'skipped_snapshots';
+        END IF;
+        EXECUTE 'SELECT bool_and(w.success AND w.result = ''t'') FROM pg_catalog.run_command_on_workers($1) w'
+          INTO v_reason USING format('SELECT awa._citus_move_seen(%L)', v_horizons);
+        IF NOT v_reason::boolean THEN
+            RETURN 'skipped_snapshots';
+        END IF;
+    END IF;
     v_reason := awa._citus_queue_slot_busy(p_slot);
+    IF v_reason IN ('skipped_pending', 'skipped_retained')
+       AND (NOT p_amortised
+            OR (SELECT s.generation FROM awa.queue_ring_slots s
+                 WHERE s.slot = (p_to_slot + 1) % (SELECT st.slot_count FROM awa.queue_ring_state st)) >= 0) THEN
+        BEGIN
+            v_moved := awa._citus_move_queue_slot(p_slot, p_to_slot, p_to_generation, p_budget_ms);
+        EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+            GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+            RETURN v_reason;
+        END;
+        IF v_moved > 0 THEN
+            -- A snapshot on a worker that does not see this move still reads the rows here.
+            UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id(), moved_horizons = NULL
+             WHERE slot = p_slot;
+            RETURN 'moved';
+        END IF;
+        v_reason := awa._citus_queue_slot_busy(p_slot);
+    END IF;
     IF v_reason IS NOT NULL THEN
         RETURN v_reason;
     END IF;
@@ -5973,8 +6157,8 @@ BEGIN
     RETURN 'pruned';
 END
 $$;
-REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer) IS 'Internal: the queue ring''s prune on a Citus cluster: truncate the oldest sealed slot once nothing in it is needed anywhere.';
+REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) IS 'Internal: the queue ring''s prune on a Citus cluster: move what the oldest sealed slot still holds forward, then truncate it once no snapshot of a worker needs it.';
 
 -- Cross-queue views on a Citus cluster (docs/scale-out.md, "Views and counts"). The rows of
 -- awa.queues for the queues whose shards this node holds (awa._citus_local_queues), as a

@@ -40,6 +40,11 @@ COMMENT ON TABLE awa.claim_ring_slots IS 'Generation held by each claim-ring slo
 -- the slot is truncated and freed once every snapshot sees it ended (awa.prune_queue_ring).
 ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_xid xid8;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the slot''s pending rows forward; the slot is truncated once every snapshot sees it ended (NULL: not moved).';
+-- On a Citus cluster the move runs on the workers: once it has committed, the coordinator's
+-- prune reads each worker's next transaction id into moved_horizons, and truncates once
+-- every worker's snapshots have passed it (awa._citus_prune_queue_slot).
+ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_horizons jsonb;
+COMMENT ON COLUMN awa.queue_ring_slots.moved_horizons IS 'Citus: per worker group, its next transaction id read after the slot''s move committed; NULL until read (or not moved).';
 
 -- Job ids, and receipt ids: each claim batch takes one value and the 63 after it.
 CREATE SEQUENCE awa.job_id_seq AS bigint;

@@ -123,7 +123,7 @@ BEGIN
         RETURN 'skipped_busy';
     END IF;
     UPDATE awa.queue_ring_state SET current_slot = v_next, generation = st.generation + 1;
-    UPDATE awa.queue_ring_slots SET generation = st.generation + 1, moved_xid = NULL WHERE slot = v_next;
+    UPDATE awa.queue_ring_slots SET generation = st.generation + 1, moved_xid = NULL, moved_horizons = NULL WHERE slot = v_next;
     RETURN 'rotated';
 END
 $$;
@@ -358,7 +358,7 @@ BEGIN
     END IF;
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I', 'ready_entries_' || p_slot, 'done_entries_' || p_slot,
                    'completion_batches_' || p_slot);
-    UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL WHERE slot = p_slot;
+    UPDATE awa.queue_ring_slots SET generation = -1, moved_xid = NULL, moved_horizons = NULL WHERE slot = p_slot;
     PERFORM awa._ring_slot_freed('queue', p_slot);
     RETURN true;
 END
@@ -522,10 +522,11 @@ BEGIN
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
     END IF;
-    -- On a Citus cluster (here, the coordinator): truncate once nothing in it is needed on any
-    -- worker, without moving rows (awa._citus_prune_queue_slot; docs/scale-out.md).
+    -- On a Citus cluster (here, the coordinator): the same steps, each queue's rows moved on its
+    -- worker (awa._citus_prune_queue_slot; docs/scale-out.md).
     IF awa._citus_group() IS NOT NULL THEN
-        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer);
+        RETURN awa._citus_prune_queue_slot(v_slot, p_lock_timeout_ms::integer, st.current_slot, st.generation,
+                                           coalesce(p_amortised, false));
     END IF;
     IF v_moved_by IS NOT NULL THEN
         -- Second step: the slot's rows that a reader may need were moved by v_moved_by; a

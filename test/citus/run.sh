@@ -54,6 +54,13 @@ for i in $(seq 1 40); do
 done
 check "two queues found on the two workers" "$([ -n "$qa" ] && [ -n "$qb" ] && echo yes)" "yes"
 worker_of() { if [ "$1" = "$qa" ]; then echo 1; else echo 2; fi; }
+# queue_on PREFIX W: the first of PREFIX1..PREFIX40 whose shards are on worker W.
+queue_on() {
+  local i
+  for i in $(seq 1 40); do
+    [ "$(q 0 "$(printf "$placement" "'$1$i'")")" = $((port0 + $2)) ] && { echo "$1$i"; return; }
+  done
+}
 
 # -- Round trip per worker: enqueue -> claim -> complete, each one delegated call.
 has_complete_queue=$(q 0 "SELECT count(*) FROM pg_proc WHERE proname = 'complete_jobs' AND 'p_queue' = ANY (proargnames)")
@@ -240,13 +247,7 @@ check "a worker takes a direct call for its own queue" \
 #    queues whose shards it holds, the shared rings rotated and pruned by the coordinator alone.
 #    On each worker's queue: two jobs past their deadline (one at its last attempt) and a
 #    scheduled job that falls due.
-mq=""
-for want in 1 2; do
-  for i in $(seq 1 40); do
-    [ "$(q 0 "$(printf "$placement" "'m$i'")")" = $((port0 + want)) ] && { mq="$mq m$i"; break; }
-  done
-done
-set -- $mq; ma=${1:-}; mb=${2:-}
+ma=$(queue_on m 1); mb=$(queue_on m 2)
 check "two maintenance queues found on the two workers" "$([ -n "$ma" ] && [ -n "$mb" ] && echo yes)" "yes"
 declare -A late
 for queue in $ma $mb; do
@@ -291,22 +292,83 @@ check "a worker's heartbeat rescue sweeps its queues' stale rows of attempts no 
   "$(q 0 "SELECT string_agg(job_id::text, ',' ORDER BY job_id) FROM awa.attempt_state WHERE queue = '$ma' AND job_id < 0")" "-2"
 q 0 "DELETE FROM awa.attempt_state WHERE queue = '$ma' AND job_id < 0" >/dev/null
 # The prune's "slot empty" test reads every worker: sealed slots still hold pending jobs of
-# both workers ('u', never claimed), so the coordinator's prunes stop at one of them and no
-# job is lost.
+# both workers ('u', never claimed) and an open attempt, so the coordinator's prunes move the
+# pending jobs forward and stop at a slot with an open attempt (or run out of sealed slots),
+# and no job is lost.
 pending=$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")
 q 0 "SELECT awa.rotate_queue_ring()" >/dev/null
 result=""
-for i in $(seq 1 20); do
+for i in $(seq 1 40); do
   result=$(q 0 "SELECT awa.prune_queue_ring()")
-  [ "$result" = pruned ] || break
+  case "$result" in pruned|moved|skipped_snapshots) ;; *) break;; esac
 done
-check "the coordinator's prune refuses a slot with open attempts or pending jobs on a worker" \
-  "$(echo "$result" | grep -cE '^skipped_(running|pending)$')" "1"
+check "the coordinator's prunes stop at a slot with an open attempt on a worker (or none sealed)" \
+  "$(echo "$result" | grep -cE '^skipped_(running|none_sealed)$')" "1"
 check "... its cluster-wide test finds the slot of a worker's pending job busy" \
   "$(q 0 "SELECT awa._citus_queue_slot_busy((SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u')) IS NOT NULL")" "t"
 check "... and every pending job is still there" \
   "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
 check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
+
+# -- The queue ring's prune on the cluster moves what a sealed slot still holds forward, each
+#    queue's rows on its worker in the coordinator's transaction, and truncates the slot once
+#    every worker's snapshots see the move (docs/scale-out.md, "Maintenance"). One slot holds,
+#    on a queue of each worker, four pending jobs, a failed job (kept by default) and a
+#    completed one (kept by the first queue's completed retention); the second queue is paused.
+pa=$(queue_on pm 1); pb=$(queue_on pm 2)
+check "two queues found on the two workers for the ring's move" "$([ -n "$pa" ] && [ -n "$pb" ] && echo yes)" "yes"
+check "the ring turns to an empty slot (or its current slot is empty)" \
+  "$(q 0 "SELECT awa.rotate_queue_ring()" | grep -cE '^(rotated|skipped_idle)$')" "1"
+slot=$(q 0 "SELECT current_slot FROM awa.queue_ring_state")
+for queue in $pa $pb; do
+  for n in 1 2 3 4 5 6; do
+    q 0 "SELECT awa.insert_jobs('$queue', '{mv}', p_args => ARRAY['{\"n\": $n}'::jsonb], p_max_attempts => '{1}')" >/dev/null
+  done
+  [ "$queue" = "$pa" ] && q 0 "SELECT awa.set_queue_retention('$pa', interval '1 hour', NULL)" >/dev/null
+  c=$(q 0 "SELECT job_id || ' ' || run_lease FROM awa.claim_ready_runtime('$queue', 2)")
+  set -- $c
+  q 0 "SELECT count(*) FROM awa.complete_jobs(ARRAY[$1], ARRAY[$2], p_queue => '$queue')" >/dev/null
+  q 0 "SELECT awa.fail_job($3, $4, 'boom', p_queue => '$queue')" >/dev/null
+done
+q 0 "SELECT awa.pause_queue('$pb')" >/dev/null
+jobs_of="SELECT string_agg(queue || ':' || id || ':' || state || ':' || (args->>'n'), ',' ORDER BY id) FROM awa.jobs WHERE queue IN ('$pa', '$pb')"
+before=$(q 0 "$jobs_of")
+check "the ring seals the slot" "$(q 0 "SELECT awa.rotate_queue_ring()")" "rotated"
+cur=$(q 0 "SELECT current_slot || ', ' || generation FROM awa.queue_ring_state")
+prune_slot() { q 0 "SELECT awa._citus_prune_queue_slot($slot, 1000, $cur, $1)"; }
+check "amortised, with free slots left in the ring, the prune leaves the slot as it is" "$(prune_slot true)" "skipped_pending"
+# A REPEATABLE READ snapshot on worker 1, taken before the move, held until cancelled.
+"$here/cluster.sh" psql 1 -c "SET application_name = 'awa_rr_hold'" -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
+  -c "SELECT count(*) FROM awa.queue_ring_state" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+hold=$!
+for i in $(seq 1 100); do
+  [ "$(q 1 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'awa_rr_hold' AND backend_xmin IS NOT NULL")" = 1 ] && break
+  sleep 0.1
+done
+check "a prune moves the slot's pending and kept jobs on both workers" "$(prune_slot false)" "moved"
+check "... out of the slot (the ready row of the second queue's completed job, not kept, stays)" \
+  "$(q 0 "SELECT string_agg(queue, ',') FROM awa.ready_entries WHERE ready_slot = $slot AND queue IN ('$pa', '$pb')")" "$pb"
+check "... with their states and bodies" "$(q 0 "$jobs_of")" "$before"
+check "the next prune reads each worker's horizon" "$(prune_slot false)" "skipped_snapshots"
+check "... and the slot waits while a snapshot of worker 1 taken before the move is open" \
+  "$(prune_slot false)" "skipped_snapshots"
+q 1 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'awa_rr_hold'" >/dev/null
+wait $hold 2>/dev/null
+result=""
+for i in $(seq 1 50); do
+  result=$(prune_slot false)
+  [ "$result" = skipped_snapshots ] || break
+  sleep 0.1
+done
+check "once it ends, the slot is truncated and freed" \
+  "$result/$(q 0 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $slot")" "pruned/-1"
+check "every job is still there, in the same state, with its body, but the completed job of the queue without a retention" \
+  "$(q 0 "$jobs_of")" "$(echo "$before" | tr ',' '\n' | grep -v "^$pb:[0-9]*:completed:" | paste -sd, -)"
+q 0 "SELECT awa.resume_queue('$pb')" >/dev/null
+for queue in $pa $pb; do
+  check "$queue: the moved pending jobs are claimed in lane order" \
+    "$(q 0 "SELECT string_agg(args->>'n', ',' ORDER BY lane_seq) FROM awa.claim_ready_runtime('$queue', 10)")" "3,4,5,6"
+done
 
 # -- Cross-queue views and counts, answered on the coordinator.
 check "awa.jobs on the coordinator shows both workers' queues" \
