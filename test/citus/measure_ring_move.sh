@@ -40,7 +40,10 @@ round() {
   for q in $qa $qb; do
     $run "SELECT awa.create_queue('$q')" >/dev/null
     $run "SELECT awa.pause_queue('$q')" >/dev/null
-    $run "SELECT count(*) FROM (SELECT awa.insert_jobs('$q', array_fill('rm'::text, ARRAY[1000])) FROM generate_series(1, $((jobs / 2000)))) x" >/dev/null
+    # One call a statement: Citus delegates a call made alone in its statement.
+    for k in $(seq 1 $((jobs / 2000))); do
+      $run "SELECT awa.insert_jobs('$q', array_fill('rm'::text, ARRAY[1000]))" >/dev/null
+    done
   done
   $run "SELECT awa.rotate_queue_ring()" >/dev/null
   local steps=""
