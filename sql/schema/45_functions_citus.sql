@@ -520,22 +520,37 @@ $$;
 REVOKE ALL ON FUNCTION awa._citus_queue_slot_busy(integer) FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_queue_slot_busy(integer) IS 'Internal: what a queue slot still holds that a reader needs, across the Citus cluster; NULL when nothing.';
 
+-- Lock every claim head of a queue, skipping those another transaction holds (a statement
+-- routed to the queue's worker); whether all were locked (awa._citus_move_queue_slot).
+CREATE FUNCTION awa._citus_lock_queue_heads(p_queue text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_locked bigint;
+BEGIN
+    PERFORM 1 FROM awa.queue_claim_heads h WHERE h.queue = p_queue
+     ORDER BY h.priority, h.enqueue_shard FOR UPDATE SKIP LOCKED;
+    GET DIAGNOSTICS v_locked = ROW_COUNT;
+    RETURN v_locked = (SELECT count(*) FROM awa.queue_claim_heads h WHERE h.queue = p_queue);
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_lock_queue_heads(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_lock_queue_heads(text) IS 'Internal: lock a queue''s claim heads, skipping held ones; whether all were locked (the queue ring''s move on a Citus cluster).';
+
 -- The queue ring's move on a Citus cluster (awa._citus_prune_queue_slot, on the
--- coordinator): what a sealed slot still holds that a reader needs goes into the current
--- slot, queue by queue, with its lane identity and lane_seq (only ready_slot and
--- ready_generation change): the pending rows (at or past their lane's claim cursor, or in a
--- lane without a claim head) and the finished jobs their queue keeps past the slot (what
--- awa._citus_queue_slot_busy calls retained): a failed or cancelled job's terminal row with
--- the ready row that holds its body, a completion batch with its ready rows. Every
--- statement names one queue, so Citus runs it on that queue's worker alone; the moves
--- commit with the caller's transaction, on every worker at once. With the slot's
--- partitions share-locked on every node (no writer adds to the slot; in short tries, as
--- on one server) and each queue's claim heads locked (NOWAIT: a claim holding one makes
--- the prune step back), a queue with an open attempt on a row of the slot makes the prune
--- step back too. Returns the rows moved; AWA01 'skipped_locked' / 'skipped_running' when
--- it steps back (the caller's subtransaction then undoes what moved). Unlike one server,
--- a kept finished job moves with the ring (once a turn while it is kept), not to the
--- retained partition or a retention bucket (docs/scale-out.md, "Maintenance").
+-- coordinator): the pending rows of a sealed slot (at or past their lane's claim cursor, or
+-- in a lane without a claim head) go into the current slot, queue by queue, with their lane
+-- identity and lane_seq (only ready_slot and ready_generation change). Every statement names
+-- one queue, so Citus runs it on that queue's worker alone; the moves commit with the
+-- caller's transaction, on every worker at once. The slot's partitions are share-locked on
+-- every node first (no writer adds to the slot; in short tries, as on one server, AWA01
+-- 'skipped_locked' when they do not come), then each queue's claim heads, SKIP LOCKED: a
+-- queue one of whose heads a claim holds is left for a later prune. (Once a connection to a
+-- worker has run a command of the transaction, Citus turns a lock refused on it into an
+-- error that aborts the whole transaction, so no lock after the first is asked NOWAIT.)
+-- Returns the rows moved. Finished jobs kept past the slot are not moved (docs/scale-out.md,
+-- "Maintenance").
 CREATE FUNCTION awa._citus_move_queue_slot(p_slot integer, p_to_slot integer, p_to_generation bigint,
                                            p_budget_ms integer)
     RETURNS bigint
@@ -543,94 +558,55 @@ CREATE FUNCTION awa._citus_move_queue_slot(p_slot integer, p_to_slot integer, p_
     SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_queues text[];
+    v_locked text[] := '{}';
     v_queue text;
-    v_failed interval;
-    v_completed interval;
-    v_kept_done text;
-    v_kept_batch text;
-    v_moving_ready text;
     v_moved bigint := 0;
     v_rows bigint;
-    v_table text;
-    v_alias text;
     v_cols text;
     v_select text;
+    v_pending text;
 BEGIN
     IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
                                            'completion_batches_' || p_slot], p_budget_ms, true) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
     END IF;
-    FOR v_queue IN SELECT r.queue FROM awa.ready_entries r WHERE r.ready_slot = p_slot
-                   UNION SELECT d.queue FROM awa.done_entries d WHERE d.ready_slot = p_slot
-                   UNION SELECT b.queue FROM awa.completion_batches b WHERE b.ready_slot = p_slot
-                   ORDER BY 1 LOOP
-        -- A claim can take rows of the slot only under one of these heads.
-        BEGIN
-            PERFORM 1 FROM awa.queue_claim_heads h WHERE h.queue = v_queue
-             ORDER BY h.priority, h.enqueue_shard FOR UPDATE NOWAIT;
-        EXCEPTION WHEN lock_not_available THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
-        END;
-        IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.queue = v_queue AND c.ready_slot = p_slot)
-           OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.queue = v_queue AND l.ready_slot = p_slot) THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
+    SELECT array_agg(x.queue ORDER BY x.queue) INTO v_queues
+      FROM (SELECT DISTINCT r.queue FROM awa.ready_entries r WHERE r.ready_slot = p_slot) x;
+    -- A claim can take rows of the slot only under one of these heads: the queues whose
+    -- heads are all held move.
+    FOREACH v_queue IN ARRAY coalesce(v_queues, '{}') LOOP
+        IF awa._citus_lock_queue_heads(v_queue) THEN
+            v_locked := v_locked || v_queue;
         END IF;
-        v_failed := NULL;
-        v_completed := NULL;
-        SELECT m.failed_retention, m.completed_retention INTO v_failed, v_completed
-          FROM awa.queue_meta m WHERE m.queue = v_queue;
-        -- What awa._citus_queue_slot_busy keeps, for this queue (literals: every statement is
-        -- routed by its queue; the cut-offs are computed here, as Citus refuses a stable
-        -- function of a column, such as timestamptz + interval, in a modification).
-        v_kept_done := format('d.queue = %L AND d.ready_slot = %s AND ((d.state = ''failed'' AND %L::interval IS NULL)'
-                              ' OR d.finalized_at > CASE WHEN d.state = ''completed'' THEN %L::timestamptz'
-                              ' ELSE %L::timestamptz END)',
-                              v_queue, p_slot, v_failed, v_now - v_completed, v_now - v_failed);
-        v_kept_batch := format('b.queue = %L AND b.ready_slot = %s AND b.finalized_at > %L::timestamptz',
-                               v_queue, p_slot, v_now - v_completed);
-        v_moving_ready := format(
-            'r.queue = %1$L AND r.ready_slot = %2$s'
-            ' AND (r.lane_seq >= coalesce((SELECT c.claim_seq FROM awa.lane_cursors c WHERE c.queue = %1$L'
-            '                               AND c.priority = r.priority AND c.enqueue_shard = r.enqueue_shard), 0)'
-            '      OR EXISTS (SELECT 1 FROM awa.done_entries d WHERE %3$s AND d.priority = r.priority'
-            '                    AND d.enqueue_shard = r.enqueue_shard AND d.lane_seq = r.lane_seq)'
-            '      OR EXISTS (SELECT 1 FROM awa.completion_batches b WHERE %4$s AND b.priority = r.priority'
-            '                    AND b.enqueue_shard = r.enqueue_shard AND b.lane_block = r.lane_seq / 64'
-            '                    AND b.ready_generation = r.ready_generation'
-            '                    AND (r.lane_seq %% 64)::smallint = ANY (b.lane_offsets)))',
-            v_queue, p_slot, v_kept_done, v_kept_batch);
-        -- Copies first, then the originals: the ready rows' test reads the slot's terminal
-        -- rows and batches, so they go last. The slot's partitions and the queue's heads are
-        -- held, so both statements of a table see the same rows. Whole rows are not named
-        -- (Citus gives them its shards' row types): every column is, with the new slot and
-        -- generation.
-        FOREACH v_table IN ARRAY ARRAY['ready_entries', 'done_entries', 'completion_batches'] LOOP
-            v_alias := CASE v_table WHEN 'ready_entries' THEN 'r' WHEN 'done_entries' THEN 'd' ELSE 'b' END;
-            SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
-                   string_agg(CASE a.attname WHEN 'ready_slot' THEN p_to_slot::text
-                                             WHEN 'ready_generation' THEN p_to_generation::text
-                                             ELSE v_alias || '.' || quote_ident(a.attname) END,
-                              ', ' ORDER BY a.attnum)
-              INTO v_cols, v_select
-              FROM pg_catalog.pg_attribute a
-             WHERE a.attrelid = format('awa.%I', v_table)::regclass AND a.attnum > 0 AND NOT a.attisdropped;
-            EXECUTE format('INSERT INTO awa.%I (%s) SELECT %s FROM awa.%I %s WHERE %s',
-                           v_table, v_cols, v_select, v_table, v_alias,
-                           CASE v_table WHEN 'ready_entries' THEN v_moving_ready
-                                        WHEN 'done_entries' THEN v_kept_done ELSE v_kept_batch END);
-            GET DIAGNOSTICS v_rows = ROW_COUNT;
-            v_moved := v_moved + v_rows;
-        END LOOP;
-        EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_moving_ready);
-        EXECUTE format('DELETE FROM awa.done_entries d WHERE %s', v_kept_done);
-        EXECUTE format('DELETE FROM awa.completion_batches b WHERE %s', v_kept_batch);
+    END LOOP;
+    -- Whole rows are not named (Citus gives them its shards' row types): every column is,
+    -- with the new slot and generation.
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
+           string_agg(CASE a.attname WHEN 'ready_slot' THEN p_to_slot::text
+                                     WHEN 'ready_generation' THEN p_to_generation::text
+                                     ELSE 'r.' || quote_ident(a.attname) END, ', ' ORDER BY a.attnum)
+      INTO v_cols, v_select
+      FROM pg_catalog.pg_attribute a
+     WHERE a.attrelid = 'awa.ready_entries'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+    FOREACH v_queue IN ARRAY v_locked LOOP
+        -- Literals: every statement is routed by its queue. The heads are held, so the copy
+        -- and the delete see the same rows.
+        v_pending := format('r.queue = %1$L AND r.ready_slot = %2$s'
+                            ' AND r.lane_seq >= coalesce((SELECT c.claim_seq FROM awa.lane_cursors c'
+                            '  WHERE c.queue = %1$L AND c.priority = r.priority AND c.enqueue_shard = r.enqueue_shard), 0)',
+                            v_queue, p_slot);
+        EXECUTE format('INSERT INTO awa.ready_entries (%s) SELECT %s FROM awa.ready_entries r WHERE %s',
+                       v_cols, v_select, v_pending);
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_moved := v_moved + v_rows;
+        EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_pending);
     END LOOP;
     RETURN v_moved;
 END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_move_queue_slot(integer, integer, bigint, integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_move_queue_slot(integer, integer, bigint, integer) IS 'Internal: move what a sealed queue slot still holds into the current slot, queue by queue, each queue''s statements on its Citus worker.';
+COMMENT ON FUNCTION awa._citus_move_queue_slot(integer, integer, bigint, integer) IS 'Internal: move a sealed queue slot''s pending rows into the current slot, queue by queue, each queue''s statements on its Citus worker.';
 
 -- Whether every snapshot of this worker sees the moves of a queue slot (awa._citus_prune_queue_slot):
 -- p_horizons holds, per Citus group, the next transaction id its node was to assign once the
@@ -651,11 +627,12 @@ COMMENT ON FUNCTION awa._citus_move_seen(jsonb) IS 'Internal: whether every snap
 
 -- The queue ring's prune on a Citus cluster (awa.prune_queue_ring on the coordinator;
 -- docs/scale-out.md, "Maintenance"), in steps as on one server:
---   1. a slot that holds rows a reader needs (awa._citus_queue_slot_busy: pending or kept
---      finished jobs) has them moved into the current slot, on their workers, in this
---      transaction (awa._citus_move_queue_slot), and is marked moved ('moved'); with
+--   1. a slot whose pending rows keep it (awa._citus_queue_slot_busy: 'skipped_pending')
+--      has them moved into the current slot, on their workers, in this transaction
+--      (awa._citus_move_queue_slot), and is marked moved ('moved'); with
 --      p_amortised only once the ring is full (the slot after the current one is live), so
---      a backlog is copied at most once a turn of the ring;
+--      a backlog is copied at most once a turn of the ring; finished jobs kept past the
+--      slot are not moved, so they keep it ('skipped_retained');
 --   2. a later call reads each worker's next transaction id ('skipped_snapshots'): every
 --      xid the move used on a worker is below it;
 --   3. once every worker's snapshots have passed it (awa._citus_move_seen, on every worker),
@@ -697,7 +674,7 @@ BEGIN
         END IF;
     END IF;
     v_reason := awa._citus_queue_slot_busy(p_slot);
-    IF v_reason IN ('skipped_pending', 'skipped_retained')
+    IF v_reason = 'skipped_pending'
        AND (NOT p_amortised
             OR (SELECT s.generation FROM awa.queue_ring_slots s
                  WHERE s.slot = (p_to_slot + 1) % (SELECT st.slot_count FROM awa.queue_ring_state st)) >= 0) THEN

@@ -310,11 +310,11 @@ check "... and every pending job is still there" \
   "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
 check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
 
-# -- The queue ring's prune on the cluster moves what a sealed slot still holds forward, each
+# -- The queue ring's prune on the cluster moves a sealed slot's pending jobs forward, each
 #    queue's rows on its worker in the coordinator's transaction, and truncates the slot once
 #    every worker's snapshots see the move (docs/scale-out.md, "Maintenance"). One slot holds,
-#    on a queue of each worker, four pending jobs, a failed job (kept by default) and a
-#    completed one (kept by the first queue's completed retention); the second queue is paused.
+#    on a queue of each worker, four pending jobs and two completed ones (not kept); the
+#    second queue is paused.
 pa=$(queue_on pm 1); pb=$(queue_on pm 2)
 check "two queues found on the two workers for the ring's move" "$([ -n "$pa" ] && [ -n "$pb" ] && echo yes)" "yes"
 check "the ring turns to an empty slot (or its current slot is empty)" \
@@ -324,11 +324,10 @@ for queue in $pa $pb; do
   for n in 1 2 3 4 5 6; do
     q 0 "SELECT awa.insert_jobs('$queue', '{mv}', p_args => ARRAY['{\"n\": $n}'::jsonb], p_max_attempts => '{1}')" >/dev/null
   done
-  [ "$queue" = "$pa" ] && q 0 "SELECT awa.set_queue_retention('$pa', interval '1 hour', NULL)" >/dev/null
   c=$(q 0 "SELECT job_id || ' ' || run_lease FROM awa.claim_ready_runtime('$queue', 2)")
   set -- $c
   q 0 "SELECT count(*) FROM awa.complete_jobs(ARRAY[$1], ARRAY[$2], p_queue => '$queue')" >/dev/null
-  q 0 "SELECT awa.fail_job($3, $4, 'boom', p_queue => '$queue')" >/dev/null
+  q 0 "SELECT count(*) FROM awa.complete_jobs(ARRAY[$3], ARRAY[$4], p_queue => '$queue')" >/dev/null
 done
 q 0 "SELECT awa.pause_queue('$pb')" >/dev/null
 jobs_of="SELECT string_agg(queue || ':' || id || ':' || state || ':' || (args->>'n'), ',' ORDER BY id) FROM awa.jobs WHERE queue IN ('$pa', '$pb')"
@@ -337,33 +336,41 @@ check "the ring seals the slot" "$(q 0 "SELECT awa.rotate_queue_ring()")" "rotat
 cur=$(q 0 "SELECT current_slot || ', ' || generation FROM awa.queue_ring_state")
 prune_slot() { q 0 "SELECT awa._citus_prune_queue_slot($slot, 1000, $cur, $1)"; }
 check "amortised, with free slots left in the ring, the prune leaves the slot as it is" "$(prune_slot true)" "skipped_pending"
-# A REPEATABLE READ snapshot on worker 1, taken before the move, held until cancelled.
+# A REPEATABLE READ snapshot on worker 1, taken before the move, and the second queue's claim
+# heads held (as a claim holds them), both until cancelled.
 "$here/cluster.sh" psql 1 -c "SET application_name = 'awa_rr_hold'" -c "BEGIN ISOLATION LEVEL REPEATABLE READ" \
   -c "SELECT count(*) FROM awa.queue_ring_state" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
-hold=$!
+holds=$!
+"$here/cluster.sh" psql 0 -c "SET application_name = 'awa_head_hold'" -c "BEGIN" \
+  -c "SELECT queue FROM awa.queue_claim_heads WHERE queue = '$pb' FOR UPDATE" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+holds="$holds $!"
 for i in $(seq 1 100); do
-  [ "$(q 1 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'awa_rr_hold' AND backend_xmin IS NOT NULL")" = 1 ] && break
+  [ "$(q 1 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'awa_rr_hold' AND backend_xmin IS NOT NULL")" = 1 ] &&
+    [ "$(q 0 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'awa_head_hold' AND query LIKE '%pg_sleep%'")" = 1 ] && break
   sleep 0.1
 done
-check "a prune moves the slot's pending and kept jobs on both workers" "$(prune_slot false)" "moved"
-check "... out of the slot (the ready row of the second queue's completed job, not kept, stays)" \
-  "$(q 0 "SELECT string_agg(queue, ',') FROM awa.ready_entries WHERE ready_slot = $slot AND queue IN ('$pa', '$pb')")" "$pb"
+pending_in_slot="SELECT count(*) FILTER (WHERE queue = '$pa') || '/' || count(*) FILTER (WHERE queue = '$pb') FROM awa.ready_entries WHERE ready_slot = $slot AND queue IN ('$pa', '$pb')"
+check "a prune moves the pending jobs of the queue whose heads are free" "$(prune_slot false)" "moved"
+check "... out of the slot (the completed jobs' ready rows stay; the queue whose heads a claim holds waits)" \
+  "$(q 0 "$pending_in_slot")" "2/6"
 check "... with their states and bodies" "$(q 0 "$jobs_of")" "$before"
 check "the next prune reads each worker's horizon" "$(prune_slot false)" "skipped_snapshots"
 check "... and the slot waits while a snapshot of worker 1 taken before the move is open" \
   "$(prune_slot false)" "skipped_snapshots"
 q 1 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'awa_rr_hold'" >/dev/null
-wait $hold 2>/dev/null
-result=""
+q 0 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'awa_head_hold'" >/dev/null
+wait $holds 2>/dev/null
+steps=""
 for i in $(seq 1 50); do
   result=$(prune_slot false)
-  [ "$result" = skipped_snapshots ] || break
+  steps="$steps $result"
+  [ "$result" = pruned ] && break
   sleep 0.1
 done
-check "once it ends, the slot is truncated and freed" \
-  "$result/$(q 0 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $slot")" "pruned/-1"
-check "every job is still there, in the same state, with its body, but the completed job of the queue without a retention" \
-  "$(q 0 "$jobs_of")" "$(echo "$before" | tr ',' '\n' | grep -v "^$pb:[0-9]*:completed:" | paste -sd, -)"
+check "once both end, the other queue's pending jobs move, and the slot is truncated and freed" \
+  "$(echo "$steps" | grep -c ' moved')/$result/$(q 0 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $slot")" "1/pruned/-1"
+check "every pending job is still there, with its body; the completed ones (not kept) went with the slot" \
+  "$(q 0 "$jobs_of")" "$(echo "$before" | tr ',' '\n' | grep -v ":completed:" | paste -sd, -)"
 q 0 "SELECT awa.resume_queue('$pb')" >/dev/null
 for queue in $pa $pb; do
   check "$queue: the moved pending jobs are claimed in lane order" \
