@@ -4,7 +4,9 @@
 #
 # Env: PG_CONFIG (the PostgreSQL that has Citus and awa_shard installed), AWA_CITUS_WORK (work
 # directory, default /tmp/awa_citus), AWA_CITUS_PORT (coordinator port; the workers take the
-# next two; default chosen from a free range), AWA_CITUS_DB (database, default awa).
+# next two; default chosen from a free range), AWA_CITUS_DB (database, default awa),
+# AWA_CITUS_AS_USERS=1 (durability and background maintenance at their defaults; the suite
+# turns them off).
 # Nodes listen on unix sockets in $work/sock and on localhost; servers run as the `postgres`
 # OS user when called as root. Node 0 is the coordinator, 1 and 2 the workers.
 #
@@ -54,13 +56,16 @@ shared_preload_libraries = 'citus,awa_shard'
 max_prepared_transactions = 20
 max_locks_per_transaction = 1024
 max_connections = 60
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 lc_messages = 'C'
 citus.node_conninfo = 'sslmode=disable'
-awa_shard.maintenance = off
 CONF
+    # The suite's nodes skip durability and the background maintenance (each test runs the
+    # passes it checks); AWA_CITUS_AS_USERS=1 keeps the defaults, as users run a server
+    # (fsync, synchronous_commit, full_page_writes on; maintenance on), for measurements.
+    if [ -z "${AWA_CITUS_AS_USERS:-}" ]; then
+      printf "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nawa_shard.maintenance = off\n" \
+        >> "$work/n$n/postgresql.conf"
+    fi
     # Workers report every command they send to another node (a NOTICE the coordinator
     # relays to its client): the suite counts them (docs/scale-out.md, "Measured").
     [ "$n" -gt 0 ] && echo "citus.log_remote_commands = on" >> "$work/n$n/postgresql.conf"
