@@ -6110,7 +6110,10 @@ BEGIN
              WHERE slot = p_slot;
             RETURN 'moved';
         END IF;
-        v_reason := awa._citus_queue_slot_busy(p_slot);
+        -- Nothing moved (claims held the heads of every queue with pending rows): a later call.
+        -- Not the truncate now: this transaction has locked on the workers already, and a
+        -- second lock refused there would abort it (above).
+        RETURN v_reason;
     END IF;
     IF v_reason IS NOT NULL THEN
         RETURN v_reason;
@@ -6135,7 +6138,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) IS 'Internal: the queue ring''s prune on a Citus cluster: move what the oldest sealed slot still holds forward, then truncate it once no snapshot of a worker needs it.';
+COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) IS 'Internal: the queue ring''s prune on a Citus cluster: move the oldest sealed slot''s pending rows forward, then truncate it once no snapshot of a worker needs them.';
 
 -- Cross-queue views on a Citus cluster (docs/scale-out.md, "Views and counts"). The rows of
 -- awa.queues for the queues whose shards this node holds (awa._citus_local_queues), as a
