@@ -542,19 +542,19 @@ END
 $$;
 
 -- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
--- readers in) on awa.<table> for every table named, without ever queueing for long: the first
--- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
--- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
--- workers never wait on a prune's lock request longer than one try.
+-- readers in) on every relation named (schema-qualified, quoted), without ever queueing for
+-- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
+-- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
+-- Producers and workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+CREATE FUNCTION awa._lock_relations_briefly(p_relations text[], p_budget_ms integer, p_share boolean)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
-    v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
+    v_sql text := 'LOCK TABLE ' || array_to_string(p_relations, ', ')
                   || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
@@ -572,6 +572,16 @@ BEGIN
     END LOOP;
 END
 $$;
+REVOKE ALL ON FUNCTION awa._lock_relations_briefly(text[], integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_relations_briefly(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on relations in short tries, never queueing for long.';
+
+-- awa._lock_relations_briefly on ring partitions awa.<table>, for every table named.
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    RETURN awa._lock_relations_briefly(ARRAY(SELECT 'awa.' || quote_ident(t) FROM unnest(p_tables) t),
+                                       p_budget_ms, p_share);
 REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
 
 -- Rotation and prune decide on the latest committed ring state, under the ring's cursor
@@ -791,11 +801,24 @@ COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the 
 -- every worker's snapshots have passed it (awa._citus_prune_queue_slot).
 ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_horizons jsonb;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_horizons IS 'Citus: per worker group, its next transaction id read after the slot''s move committed; NULL until read (or not moved).';
+-- On a Citus cluster each worker frees its own shards of a sealed slot, in a transaction of
+-- its own (awa._citus_free_local_ring_slot), and notes it here; the coordinator marks the slot
+-- free once every worker has. Meanwhile a writer on this node that read the slot as current
+-- before it was sealed finds it closed and reads the ring again (src/ring.cpp). Node-local,
+-- never distributed; a row of an older generation of its slot means nothing.
+CREATE TABLE awa.ring_slot_closures (
+    ring text NOT NULL CHECK (ring IN ('queue', 'claim', 'lease')),
+    slot integer NOT NULL,
+    generation bigint NOT NULL,
+    PRIMARY KEY (ring, slot));
+GRANT SELECT ON awa.ring_slot_closures TO awa_admin;
+COMMENT ON TABLE awa.ring_slot_closures IS 'Citus: the ring slots whose shards on this node are freed, by generation, until the coordinator frees the slot.';
 
 DROP FUNCTION awa.prune_queue_ring(integer);
 -- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
 -- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
--- with it -- completed and cancelled ones (failed rows were retained, and keep theirs).
+-- with it -- every finished job still in the slot (retained ones were moved out, and keep
+-- theirs until they expire).
 -- Without this a key held in `completed` (the default mask) could never be enqueued again. A
 -- claim row another transaction has locked (a delete of the job) is skipped: a prune must not
 -- wait with the slot's partitions locked. Only then take ACCESS EXCLUSIVE, the one lock that
@@ -843,16 +866,7 @@ BEGIN
             OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
-    IF awa._citus_group() IS NOT NULL THEN
-        -- On a Citus cluster (the coordinator's prune): by key, one statement Citus runs on
-        -- every worker's shards; no row lock is taken across shards, so a claim row another
-        -- transaction holds (a delete of the job) is waited for (docs/scale-out.md).
-        DELETE FROM awa.job_unique_claims u
-         WHERE (u.queue, u.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                        WHERE d.ready_slot = p_slot
-                                       UNION ALL
-                                       SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot);
-    ELSIF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
@@ -1362,6 +1376,11 @@ $$;
 -- Returns pruned / skipped_none_sealed / skipped_open_receipts / skipped_open_leases /
 -- skipped_locked / skipped_concurrent.
 DROP FUNCTION awa.prune_attempt_ring(text, integer);
+-- Prune the oldest sealed claim slot whose receipts are all closed, or the oldest sealed
+-- lease slot that is empty. The check runs first without locks (a slot that is still in
+-- use costs nothing), then again under the partition locks, which no writer can pass.
+-- Returns pruned / skipped_none_sealed / skipped_open_receipts / skipped_open_leases /
+-- skipped_locked / skipped_concurrent.
 CREATE FUNCTION awa.prune_attempt_ring(p_ring text, p_lock_timeout_ms bigint DEFAULT 1000) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
@@ -1397,6 +1416,11 @@ BEGIN
     END;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
+    END IF;
+    -- On a Citus cluster each worker frees its own shards of the slot, in a transaction of
+    -- its own, with the same tests under its own locks (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._citus_free_ring_slot(p_ring, v_slot, p_lock_timeout_ms::integer);
     END IF;
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the
@@ -1466,10 +1490,6 @@ CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolea
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- On a Citus cluster by the receipts: Citus plans no correlated subquery with an OFFSET.
-    IF awa._citus_group() IS NOT NULL THEN
-        RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
-    END IF;
     RETURN EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.claim_slot = p_slot);
 END
 $$;
@@ -5900,45 +5920,73 @@ $$;
 REVOKE ALL ON FUNCTION awa._fold_claim_marks_queue(text, bigint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._fold_claim_marks_queue(text, bigint) IS 'Internal: awa.fold_claim_marks for one queue (maintenance on a Citus cluster).';
 
--- Whether a queue slot still holds something a reader needs, read across the cluster (the
--- queue ring's prune on a Citus cluster): an open attempt on one of its ready rows
--- ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in a lane
--- without a claim head ('skipped_pending') -- or a finished job its queue keeps past the
--- slot: a failed job (kept by default) or one within its queue's retention
--- ('skipped_retained'). NULL when none. Each test is one statement over every worker.
-CREATE FUNCTION awa._citus_queue_slot_busy(p_slot integer) RETURNS text
+-- A statement once for every group of colocated shards on this node (C, src/citus.cpp): its
+-- views of awa expanded and every distributed table named by its shard of the group, for
+-- maintenance of this node's own shards that must not leave the node. An empty array where
+-- no shard is placed; NULL without Citus or before awa.citus_setup().
+CREATE FUNCTION awa._local_shard_sqls(p_sql text) RETURNS text[]
+    AS 'MODULE_PATHNAME', 'awa_local_shard_sqls'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._local_shard_sqls(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._local_shard_sqls(text) IS 'Internal: a statement rewritten for each group of colocated Citus shards on this node.';
+
+-- Whether a slot of a ring still holds something a reader needs on a Citus cluster (its
+-- prune), the first test that finds something: a queue slot an open attempt on one of its
+-- ready rows ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in
+-- a lane without a claim head ('skipped_pending') -- or a finished job its queue keeps past
+-- the slot: a failed job (kept by default) or one within its queue's retention
+-- ('skipped_retained'); a claim slot an open receipt ('skipped_open_receipts'); a lease slot
+-- a lease ('skipped_open_leases'). NULL when none. Each test is one statement over every
+-- worker, or with p_local one over this node's shards alone (a worker's part of the prune).
+CREATE FUNCTION awa._citus_ring_slot_busy(p_ring text, p_slot integer, p_local boolean) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_tests text[];
+    v_sqls text[];
+    v_found boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = p_slot)
-       OR EXISTS (SELECT 1 FROM awa.leases l WHERE l.ready_slot = p_slot) THEN
-        RETURN 'skipped_running';
-    END IF;
-    IF EXISTS (SELECT 1 FROM awa.ready_entries r
-                 LEFT JOIN awa.lane_cursors h
-                   ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
-                WHERE r.ready_slot = p_slot AND r.lane_seq >= coalesce(h.claim_seq, 0)) THEN
-        RETURN 'skipped_pending';
-    END IF;
-    -- What awa._retainable keeps: a failed job of a queue without a failed retention, or a
-    -- finished job whose retention has not run out (awa._retention_deadline is not NULL).
-    IF EXISTS (SELECT 1 FROM awa.done_entries d
-                 LEFT JOIN awa.queue_meta m ON m.queue = d.queue
-                WHERE d.ready_slot = p_slot
-                  AND ((d.state = 'failed' AND m.failed_retention IS NULL)
-                       OR d.finalized_at + CASE WHEN d.state = 'completed' THEN m.completed_retention
-                                                ELSE m.failed_retention END > clock_timestamp()))
-       OR EXISTS (SELECT 1 FROM awa.completion_batches b
-                    JOIN awa.queue_meta m ON m.queue = b.queue
-                   WHERE b.ready_slot = p_slot AND b.finalized_at + m.completed_retention > clock_timestamp()) THEN
-        RETURN 'skipped_retained';
-    END IF;
+    -- Pairs of (reason, statement), in the order tested.
+    v_tests := CASE p_ring
+        WHEN 'queue' THEN ARRAY[
+            'skipped_running', format('SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = %s', p_slot),
+            'skipped_running', format('SELECT 1 FROM awa.leases l WHERE l.ready_slot = %s', p_slot),
+            'skipped_pending', format(
+                'SELECT 1 FROM awa.ready_entries r LEFT JOIN awa.lane_cursors h'
+                '  ON h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard'
+                ' WHERE r.ready_slot = %s AND r.lane_seq >= coalesce(h.claim_seq, 0)', p_slot),
+            -- What awa._retainable keeps: a failed job of a queue without a failed retention,
+            -- or a finished job whose retention has not run out.
+            'skipped_retained', format(
+                'SELECT 1 FROM awa.done_entries d LEFT JOIN awa.queue_meta m ON m.queue = d.queue'
+                ' WHERE d.ready_slot = %s'
+                '   AND ((d.state = ''failed'' AND m.failed_retention IS NULL)'
+                '        OR d.finalized_at + CASE WHEN d.state = ''completed'' THEN m.completed_retention'
+                '                                 ELSE m.failed_retention END > clock_timestamp())', p_slot),
+            'skipped_retained', format(
+                'SELECT 1 FROM awa.completion_batches b JOIN awa.queue_meta m ON m.queue = b.queue'
+                ' WHERE b.ready_slot = %s AND b.finalized_at + m.completed_retention > clock_timestamp()', p_slot)]
+        WHEN 'claim' THEN ARRAY[
+            'skipped_open_receipts', format('SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = %s', p_slot)]
+        ELSE ARRAY[
+            'skipped_open_leases', format('SELECT 1 FROM awa.leases l WHERE l.lease_slot = %s', p_slot)] END;
+    FOR i IN 1 .. cardinality(v_tests) / 2 LOOP
+        v_sqls := CASE WHEN p_local THEN awa._local_shard_sqls(v_tests[2 * i]) ELSE ARRAY[v_tests[2 * i]] END;
+        IF cardinality(v_sqls) > 0 THEN
+            EXECUTE 'SELECT ' || (SELECT string_agg('EXISTS (' || q || ')', ' OR ') FROM unnest(v_sqls) q)
+              INTO v_found;
+            IF v_found THEN
+                RETURN v_tests[2 * i - 1];
+            END IF;
+        END IF;
+    END LOOP;
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._citus_queue_slot_busy(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_queue_slot_busy(integer) IS 'Internal: what a queue slot still holds that a reader needs, across the Citus cluster; NULL when nothing.';
+REVOKE ALL ON FUNCTION awa._citus_ring_slot_busy(text, integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_ring_slot_busy(text, integer, boolean) IS 'Internal: what a ring slot still holds that a reader needs on a Citus cluster (or on this node''s shards); NULL when nothing.';
 
 -- Lock every claim head of a queue, skipping those another transaction holds (a statement
 -- routed to the queue's worker); whether all were locked (awa._citus_move_queue_slot).
@@ -6045,23 +6093,149 @@ $$;
 REVOKE ALL ON FUNCTION awa._citus_move_seen(jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION awa._citus_move_seen(jsonb) IS 'Internal: whether every snapshot of this Citus node sees a queue slot''s move, given the horizons read after it.';
 
+-- A worker's part of freeing a sealed slot of a ring on a Citus cluster (awa._citus_free_ring_slot
+-- runs it on every worker, each in a transaction of its own): this node's shards of the slot
+-- are truncated once nothing in them is needed, with the locks of one server taken here alone
+-- (Citus would send a LOCK or TRUNCATE of a distributed table to every node) and in short
+-- tries: SHARE ROW EXCLUSIVE on the slot's partitions and their shards here keeps this node's
+-- writers out, the test is made again, the unique claims of the queue slot's finished jobs
+-- are dropped (a claim row another transaction holds is skipped), and ACCESS EXCLUSIVE is
+-- taken for the truncate alone. The closure is noted (awa.ring_slot_closures): until the
+-- coordinator frees the slot, a writer here that read it as current before it was sealed
+-- finds it closed and reads the ring again (src/ring.cpp). Returns freed (also when this node
+-- had freed it already, or holds no shard), what still holds the slot here
+-- (awa._citus_ring_slot_busy), skipped_locked, or skipped_generation when the slot no longer
+-- has p_generation.
+CREATE FUNCTION awa._citus_free_local_ring_slot(p_ring text, p_slot integer, p_generation bigint,
+                                                p_budget_ms integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp SET jit = off
+AS $$
+DECLARE
+    v_parents constant text[] := CASE p_ring
+        WHEN 'queue' THEN ARRAY['ready_entries_', 'done_entries_', 'completion_batches_']
+        WHEN 'claim' THEN ARRAY['claim_batches_', 'lease_claim_closures_']
+        ELSE ARRAY['leases_'] END;
+    v_partitions text[];
+    v_shards text[];
+    v_generation bigint;
+    v_reason text;
+    v_sql text;
+BEGIN
+    PERFORM awa._check_arg(p_ring IN ('queue', 'claim', 'lease'), 'p_ring must be queue, claim or lease');
+    EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
+      INTO v_generation USING p_slot;
+    IF v_generation IS DISTINCT FROM p_generation THEN
+        RETURN 'skipped_generation';
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.ring_slot_closures c
+                WHERE c.ring = p_ring AND c.slot = p_slot AND c.generation = p_generation) THEN
+        RETURN 'freed';
+    END IF;
+    -- Without a lock first: a slot still in use costs none.
+    v_reason := awa._citus_ring_slot_busy(p_ring, p_slot, true);
+    IF v_reason IS NOT NULL THEN
+        RETURN v_reason;
+    END IF;
+    v_partitions := ARRAY(SELECT 'awa.' || quote_ident(t || p_slot) FROM unnest(v_parents) t);
+    v_shards := coalesce(awa._citus_local_shard_names(v_partitions::regclass[]), '{}');
+    -- This node's locks alone, and its shards named: for this transaction only.
+    PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+    PERFORM set_config('citus.enable_manual_changes_to_shards', 'on', true);
+    BEGIN
+        IF NOT awa._lock_relations_briefly(v_partitions || v_shards, p_budget_ms, true) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+        v_reason := awa._citus_ring_slot_busy(p_ring, p_slot, true);
+        IF v_reason IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
+        END IF;
+        IF p_ring = 'queue' THEN
+            FOREACH v_sql IN ARRAY awa._local_shard_sqls(format(
+                'DELETE FROM awa.job_unique_claims u WHERE u.ctid = ANY (ARRAY('
+                '  SELECT c.ctid FROM awa.job_unique_claims c'
+                '   WHERE (c.queue, c.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d WHERE d.ready_slot = %1$s'
+                '                                 UNION ALL'
+                '                                 SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = %1$s)'
+                '     FOR UPDATE SKIP LOCKED))', p_slot)) LOOP
+                EXECUTE v_sql;
+            END LOOP;
+        END IF;
+        IF NOT awa._lock_relations_briefly(v_partitions || v_shards, p_budget_ms, false) THEN
+            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'AWA01' THEN
+        GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
+        RETURN v_reason;
+    END;
+    IF cardinality(v_shards) > 0 THEN
+        EXECUTE 'TRUNCATE ' || array_to_string(v_shards, ', ');
+    END IF;
+    DELETE FROM awa.ring_slot_closures c WHERE c.ring = p_ring AND c.slot = p_slot;
+    INSERT INTO awa.ring_slot_closures (ring, slot, generation) VALUES (p_ring, p_slot, p_generation);
+    RETURN 'freed';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_free_local_ring_slot(text, integer, bigint, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_free_local_ring_slot(text, integer, bigint, integer) IS 'Internal: a Citus worker''s part of freeing a sealed ring slot: truncate this node''s shards of it under local locks once nothing there is needed.';
+
+-- Free a sealed slot of a ring on a Citus cluster (the coordinator's prunes): every worker
+-- frees its own shards of the slot, each in a transaction of its own
+-- (awa._citus_free_local_ring_slot over run_command_on_workers, whose connections are not
+-- this transaction's), and once all have, the slot is marked free here. So no lock is ever
+-- asked over a connection of this transaction, where Citus would turn a refusal into an
+-- error that aborts it ("failure on connection marked as essential"); this transaction must
+-- not have read the slot's shards before (the worker's locks would wait for its own).
+-- Returns pruned, or the first reason a worker gave, in this order: skipped_running,
+-- skipped_open_receipts, skipped_open_leases, skipped_pending, skipped_retained,
+-- skipped_locked, skipped_generation, skipped_worker_error (a worker failed or is down).
+CREATE FUNCTION awa._citus_free_ring_slot(p_ring text, p_slot integer, p_budget_ms integer) RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_generation bigint;
+    v_reasons text[];
+BEGIN
+    EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
+      INTO v_generation USING p_slot;
+    EXECUTE $q$SELECT array_agg(CASE WHEN w.success THEN w.result ELSE 'skipped_worker_error' END)
+                 FROM pg_catalog.run_command_on_workers($1) w$q$
+      INTO v_reasons
+      USING format('SELECT awa._citus_free_local_ring_slot(%L, %s, %s, %s)', p_ring, p_slot, v_generation, p_budget_ms);
+    IF EXISTS (SELECT 1 FROM unnest(v_reasons) r WHERE r <> 'freed') THEN
+        RETURN (SELECT r FROM unnest(v_reasons) r WHERE r <> 'freed'
+                 ORDER BY array_position(ARRAY['skipped_running', 'skipped_open_receipts', 'skipped_open_leases',
+                                               'skipped_pending', 'skipped_retained', 'skipped_locked',
+                                               'skipped_generation'], r) NULLS LAST
+                 LIMIT 1);
+    END IF;
+    EXECUTE format('UPDATE awa.%I SET generation = -1%s WHERE slot = $1 AND generation = $2',
+                   p_ring || '_ring_slots', CASE WHEN p_ring = 'queue' THEN ', moved_xid = NULL, moved_horizons = NULL' ELSE '' END)
+      USING p_slot, v_generation;
+    PERFORM awa._ring_slot_freed(p_ring, p_slot);
+    RETURN 'pruned';
+END
+$$;
+REVOKE ALL ON FUNCTION awa._citus_free_ring_slot(text, integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_free_ring_slot(text, integer, integer) IS 'Internal: free a sealed ring slot on a Citus cluster: each worker truncates its own shards of it in a transaction of its own, then the slot is marked free.';
+
 -- The queue ring's prune on a Citus cluster (awa.prune_queue_ring on the coordinator;
 -- docs/scale-out.md, "Maintenance"), in steps as on one server:
---   1. a slot whose pending rows keep it (awa._citus_queue_slot_busy: 'skipped_pending')
---      has them moved into the current slot, on their workers, in this transaction
---      (awa._citus_move_queue_slot), and is marked moved ('moved'); with
---      p_amortised only once the ring is full (the slot after the current one is live), so
---      a backlog is copied at most once a turn of the ring; finished jobs kept past the
---      slot are not moved, so they keep it ('skipped_retained');
---   2. a later call reads each worker's next transaction id ('skipped_snapshots'): every
+--   1. the workers free their shards of the slot (awa._citus_free_ring_slot) once nothing
+--      in them is needed; the slot is freed once all have ('pruned');
+--   2. a slot whose pending rows keep it ('skipped_pending') has them moved into the current
+--      slot, on their workers, in this transaction (awa._citus_move_queue_slot), and is
+--      marked moved ('moved'); with p_amortised only once the ring is full (the slot after
+--      the current one is live), so a backlog is copied at most once a turn of the ring;
+--      finished jobs kept past the slot are not moved, so they keep it ('skipped_retained');
+--   3. a later call reads each worker's next transaction id ('skipped_snapshots'): every
 --      xid the move used on a worker is below it;
---   3. once every worker's snapshots have passed it (awa._citus_move_seen, on every worker),
---      or with nothing to move, the slot is truncated on every worker once
---      awa._citus_queue_slot_busy finds nothing in it, tested again once its partitions are
---      locked against writers (a producer that read the ring before the slot was sealed may
---      still write there; it is then moved again).
+--   4. once every worker's snapshots have passed it (awa._citus_move_seen, on every worker),
+--      step 1 again (rows written there since by a producer that read the ring before the
+--      slot was sealed are moved again).
 -- Returns pruned / moved / skipped_snapshots / skipped_running / skipped_pending /
--- skipped_retained / skipped_locked.
+-- skipped_retained / skipped_locked / skipped_generation / skipped_worker_error.
 CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer, p_to_slot integer,
                                             p_to_generation bigint, p_amortised boolean) RETURNS text
     LANGUAGE plpgsql VOLATILE
@@ -6093,52 +6267,32 @@ BEGIN
             RETURN 'skipped_snapshots';
         END IF;
     END IF;
-    v_reason := awa._citus_queue_slot_busy(p_slot);
-    IF v_reason = 'skipped_pending'
-       AND (NOT p_amortised
-            OR (SELECT s.generation FROM awa.queue_ring_slots s
-                 WHERE s.slot = (p_to_slot + 1) % (SELECT st.slot_count FROM awa.queue_ring_state st)) >= 0) THEN
-        BEGIN
-            v_moved := awa._citus_move_queue_slot(p_slot, p_to_slot, p_to_generation, p_budget_ms);
-        EXCEPTION WHEN SQLSTATE 'AWA01' THEN
-            GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
-            RETURN v_reason;
-        END;
-        IF v_moved > 0 THEN
-            -- A snapshot on a worker that does not see this move still reads the rows here.
-            UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id(), moved_horizons = NULL
-             WHERE slot = p_slot;
-            RETURN 'moved';
-        END IF;
-        -- Nothing moved (claims held the heads of every queue with pending rows): a later call.
-        -- Not the truncate now: this transaction has locked on the workers already, and a
-        -- second lock refused there would abort it (above).
-        RETURN v_reason;
-    END IF;
-    IF v_reason IS NOT NULL THEN
+    -- First, before this transaction reads anything of the slot on a worker.
+    v_reason := awa._citus_free_ring_slot('queue', p_slot, p_budget_ms);
+    IF v_reason <> 'skipped_pending'
+       OR (p_amortised
+           AND (SELECT s.generation FROM awa.queue_ring_slots s
+                 WHERE s.slot = (p_to_slot + 1) % (SELECT st.slot_count FROM awa.queue_ring_state st)) < 0) THEN
         RETURN v_reason;
     END IF;
     BEGIN
-        IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
-                                               'completion_batches_' || p_slot], p_budget_ms, true) THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
-        END IF;
-        v_reason := awa._citus_queue_slot_busy(p_slot);
-        IF v_reason IS NOT NULL THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
-        END IF;
-        IF NOT awa._free_queue_slot(p_slot, p_budget_ms) THEN
-            RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
-        END IF;
+        v_moved := awa._citus_move_queue_slot(p_slot, p_to_slot, p_to_generation, p_budget_ms);
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
         GET STACKED DIAGNOSTICS v_reason = MESSAGE_TEXT;
         RETURN v_reason;
     END;
-    RETURN 'pruned';
+    IF v_moved > 0 THEN
+        -- A snapshot on a worker that does not see this move still reads the rows here.
+        UPDATE awa.queue_ring_slots SET moved_xid = pg_catalog.pg_current_xact_id(), moved_horizons = NULL
+         WHERE slot = p_slot;
+        RETURN 'moved';
+    END IF;
+    -- Nothing moved (claims held the heads of every queue with pending rows): a later call.
+    RETURN v_reason;
 END
 $$;
 REVOKE ALL ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) IS 'Internal: the queue ring''s prune on a Citus cluster: move the oldest sealed slot''s pending rows forward, then truncate it once no snapshot of a worker needs them.';
+COMMENT ON FUNCTION awa._citus_prune_queue_slot(integer, integer, integer, bigint, boolean) IS 'Internal: the queue ring''s prune on a Citus cluster: free the oldest sealed slot on every worker, or move its pending rows forward and free it once no snapshot of a worker needs them.';
 
 -- Cross-queue views on a Citus cluster (docs/scale-out.md, "Views and counts"). The rows of
 -- awa.queues for the queues whose shards this node holds (awa._citus_local_queues), as a

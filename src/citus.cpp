@@ -19,6 +19,7 @@ extern "C"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "storage/lock.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -221,32 +222,15 @@ expand_views(const char *sql)
 }
 
 /*
- * `sql` with its views of awa expanded (expand_views) and every distributed table of awa
- * (parents, not their partitions) named by its shard holding the queue; nullptr when none is
- * distributed. SPI connected.
+ * `sql` (its views expanded) with every distributed table of awa named as the rows of the last
+ * SPI result say: column 1 a table, column 2 the shard to name it by.
  */
 char *
-shard_sql(const char *sql, text *queue)
+name_shards(const char *sql)
 {
-	Oid argtypes[1] = {TEXTOID};
-	Datum values[1] = {PointerGetDatum(queue)};
+	uint64 n = SPI_processed;
 	StringInfoData out;
-	uint64 n;
 
-	sql = expand_views(sql);
-
-	keep_plan(&shards_plan,
-			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
-			  "       pg_catalog.shard_name(p.logicalrelid, "
-			  "                             pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)) "
-			  "FROM pg_catalog.pg_dist_partition p "
-			  "WHERE p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "
-			  "  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = p.logicalrelid)",
-			  1, argtypes);
-	exec_plan(shards_plan, values, nullptr, true, 0, SPI_OK_SELECT, "shards of a queue");
-	n = SPI_processed;
-	if (n == 0)
-		return nullptr;
 	initStringInfo(&out);
 	for (const char *p = sql; *p;)
 	{
@@ -269,6 +253,85 @@ shard_sql(const char *sql, text *queue)
 			appendStringInfoChar(&out, *p++);
 	}
 	return out.data;
+}
+
+/* The hash-distributed tables of awa (parents, not their partitions), for the plans below. */
+#define AWA_DISTRIBUTED_PARENTS                                                                          \
+	"p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "           \
+	"AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = p.logicalrelid)"
+
+/*
+ * `sql` with its views of awa expanded (expand_views) and every distributed table of awa
+ * (parents, not their partitions) named by its shard holding the queue; nullptr when none is
+ * distributed. SPI connected.
+ */
+char *
+shard_sql(const char *sql, text *queue)
+{
+	Oid argtypes[1] = {TEXTOID};
+	Datum values[1] = {PointerGetDatum(queue)};
+
+	sql = expand_views(sql);
+	keep_plan(&shards_plan,
+			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
+			  "       pg_catalog.shard_name(p.logicalrelid, "
+			  "                             pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1)) "
+			  "FROM pg_catalog.pg_dist_partition p WHERE " AWA_DISTRIBUTED_PARENTS,
+			  1, argtypes);
+	exec_plan(shards_plan, values, nullptr, true, 0, SPI_OK_SELECT, "shards of a queue");
+	if (SPI_processed == 0)
+		return nullptr;
+	return name_shards(sql);
+}
+
+/*
+ * `sql` once for every group of colocated shards placed on this node: its views expanded and
+ * every distributed table of awa named by its shard of that group (the shards whose hash
+ * range is that of one of this node's shards of awa.queue_meta). An empty list on a node
+ * without shards. SPI connected.
+ */
+List *
+local_shard_group_sqls(const char *sql)
+{
+	static SPIPlanPtr anchors_plan = nullptr;
+	static SPIPlanPtr group_plan = nullptr;
+	Oid argtypes[1] = {INT8OID};
+	int64 *anchors;
+	uint64 n;
+	List *out = NIL;
+
+	sql = expand_views(sql);
+	keep_plan(&anchors_plan,
+			  "SELECT s.shardid FROM pg_catalog.pg_dist_shard s "
+			  "JOIN pg_catalog.pg_dist_placement pl ON pl.shardid = s.shardid "
+			  "JOIN pg_catalog.pg_dist_local_group g ON g.groupid = pl.groupid "
+			  "WHERE s.logicalrelid = 'awa.queue_meta'::pg_catalog.regclass ORDER BY s.shardid",
+			  0, nullptr);
+	exec_plan(anchors_plan, nullptr, nullptr, true, 0, SPI_OK_SELECT, "local shards");
+	n = SPI_processed;
+	anchors = static_cast<int64 *>(palloc(sizeof(int64) * (n + 1)));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool isnull;
+
+		anchors[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	keep_plan(&group_plan,
+			  "SELECT p.logicalrelid::pg_catalog.regclass::pg_catalog.text, "
+			  "       pg_catalog.shard_name(p.logicalrelid, s.shardid) "
+			  "FROM pg_catalog.pg_dist_partition p "
+			  "JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid = p.logicalrelid "
+			  "JOIN pg_catalog.pg_dist_shard a ON a.shardid = $1 AND a.shardminvalue = s.shardminvalue "
+			  "WHERE " AWA_DISTRIBUTED_PARENTS,
+			  1, argtypes);
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum values[1] = {Int64GetDatum(anchors[i])};
+
+		exec_plan(group_plan, values, nullptr, true, 0, SPI_OK_SELECT, "shards of a group");
+		out = lappend(out, name_shards(sql));
+	}
+	return out;
 }
 
 } // namespace
@@ -620,4 +683,38 @@ AWA_SQL_FUNCTION(awa_queue_shard_sql)
 	if (result == nullptr)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(result);
+}
+
+/*
+ * awa._local_shard_sqls(sql) -> text[]: `sql` once for every group of colocated shards on this
+ * node, its views of awa expanded and every distributed table named by its shard of the
+ * group (local_shard_group_sqls). Maintenance of this node's own shards EXECUTEs each, so
+ * that nothing of it leaves the node: the worker's part of a ring slot's prune on a Citus
+ * cluster. An empty array without shards here; NULL without Citus or before
+ * awa.citus_setup().
+ */
+AWA_SQL_FUNCTION(awa_local_shard_sqls)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ArrayType *result = nullptr;
+
+	if (PG_ARGISNULL(0) || awa::citus_group() < 0)
+		PG_RETURN_NULL();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "awa_shard: SPI_connect failed");
+	{
+		List *sqls = awa::local_shard_group_sqls(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		MemoryContext spi = MemoryContextSwitchTo(caller);
+		Datum *elems = static_cast<Datum *>(palloc(sizeof(Datum) * (list_length(sqls) + 1)));
+		int n = 0;
+		ListCell *lc;
+
+		foreach (lc, sqls)
+			elems[n++] = PointerGetDatum(cstring_to_text(static_cast<char *>(lfirst(lc))));
+		result = construct_array(elems, n, TEXTOID, -1, false, TYPALIGN_INT);
+		MemoryContextSwitchTo(spi);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "awa_shard: SPI_finish failed");
+	PG_RETURN_ARRAYTYPE_P(result);
 }

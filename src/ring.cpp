@@ -682,6 +682,28 @@ read_slot_generation(int ring, int slot)
 								   "ring slot check", kCheckGeneration, &isnull));
 }
 
+/*
+ * Under Citus, whether this node has freed its own shards of a ring slot at this generation
+ * (awa.ring_slot_closures, written by a worker's part of a prune: docs/scale-out.md). The
+ * coordinator marks the slot free only once every worker has, so meanwhile a writer that read
+ * the slot as current before it was sealed must not write into it here: it reads the ring
+ * again. Latest committed state; nothing read without Citus.
+ */
+bool
+closed_on_this_node(int ring, int slot, int64 generation)
+{
+	static SPIPlanPtr plan = nullptr;
+	static const Oid argtypes[3] = {TEXTOID, INT4OID, INT8OID};
+	Datum values[3] = {CStringGetTextDatum(kRings[ring].name), Int32GetDatum(slot), Int64GetDatum(generation)};
+
+	if (!citus_present())
+		return false;
+	keep_plan(&plan, "SELECT 1 FROM awa.ring_slot_closures WHERE ring = $1 AND slot = $2 AND generation = $3", 3,
+			  argtypes);
+	exec_plan_latest(plan, values, nullptr, true, 1, SPI_OK_SELECT, "ring slot closure");
+	return SPI_processed > 0;
+}
+
 /* Lock the partitions of one slot of a ring for writing, to the end of the transaction. */
 Oid
 lock_slot_partitions(int ring, int slot)
@@ -832,7 +854,7 @@ ring_write_slot(Ring ring, int *queue_arc)
 		}
 		guessed = false;
 		first = lock_slot_partitions(r, s.slot);
-		if (read_slot_generation(r, s.slot) == s.generation)
+		if (read_slot_generation(r, s.slot) == s.generation && !closed_on_this_node(r, s.slot, s.generation))
 		{
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();
@@ -841,7 +863,7 @@ ring_write_slot(Ring ring, int *queue_arc)
 			h->first_partition = first;
 			return h->slot;
 		}
-		/* Pruned or reused between the read and the lock: the lock is harmless, read again. */
+		/* Pruned, reused or closed here between the read and the lock: the lock is harmless, read again. */
 		if (attempt >= 100)
 			ereport(ERROR, (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 							errmsg("could not find a live slot in the %s ring", kRings[r].name)));

@@ -45,6 +45,18 @@ COMMENT ON COLUMN awa.queue_ring_slots.moved_xid IS 'Transaction that moved the 
 -- every worker's snapshots have passed it (awa._citus_prune_queue_slot).
 ALTER TABLE awa.queue_ring_slots ADD COLUMN moved_horizons jsonb;
 COMMENT ON COLUMN awa.queue_ring_slots.moved_horizons IS 'Citus: per worker group, its next transaction id read after the slot''s move committed; NULL until read (or not moved).';
+-- On a Citus cluster each worker frees its own shards of a sealed slot, in a transaction of
+-- its own (awa._citus_free_local_ring_slot), and notes it here; the coordinator marks the slot
+-- free once every worker has. Meanwhile a writer on this node that read the slot as current
+-- before it was sealed finds it closed and reads the ring again (src/ring.cpp). Node-local,
+-- never distributed; a row of an older generation of its slot means nothing.
+CREATE TABLE awa.ring_slot_closures (
+    ring text NOT NULL CHECK (ring IN ('queue', 'claim', 'lease')),
+    slot integer NOT NULL,
+    generation bigint NOT NULL,
+    PRIMARY KEY (ring, slot));
+GRANT SELECT ON awa.ring_slot_closures TO awa_admin;
+COMMENT ON TABLE awa.ring_slot_closures IS 'Citus: the ring slots whose shards on this node are freed, by generation, until the coordinator frees the slot.';
 
 -- Job ids, and receipt ids: each claim batch takes one value and the 63 after it.
 CREATE SEQUENCE awa.job_id_seq AS bigint;

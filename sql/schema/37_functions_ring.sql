@@ -57,19 +57,19 @@ END
 $$;
 
 -- Take ACCESS EXCLUSIVE (with p_share: SHARE ROW EXCLUSIVE, which keeps writers out and lets
--- readers in) on awa.<table> for every table named, without ever queueing for long: the first
--- try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts, wait at most
--- lock_timeout (10 ms) each and then step out of the lock queue and sleep. Producers and
--- workers never wait on a prune's lock request longer than one try.
+-- readers in) on every relation named (schema-qualified, quoted), without ever queueing for
+-- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
+-- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
+-- Producers and workers never wait on a prune's lock request longer than one try.
 -- Returns whether the locks are held.
-CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+CREATE FUNCTION awa._lock_relations_briefly(p_relations text[], p_budget_ms integer, p_share boolean)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET lock_timeout = '10ms'
 AS $$
 DECLARE
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
-    v_sql text := 'LOCK TABLE ' || (SELECT string_agg('awa.' || quote_ident(t), ', ') FROM unnest(p_tables) t)
+    v_sql text := 'LOCK TABLE ' || array_to_string(p_relations, ', ')
                   || CASE WHEN p_share THEN ' IN SHARE ROW EXCLUSIVE MODE' ELSE ' IN ACCESS EXCLUSIVE MODE' END;
     v_first boolean := true;
 BEGIN
@@ -87,6 +87,16 @@ BEGIN
     END LOOP;
 END
 $$;
+REVOKE ALL ON FUNCTION awa._lock_relations_briefly(text[], integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._lock_relations_briefly(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on relations in short tries, never queueing for long.';
+
+-- awa._lock_relations_briefly on ring partitions awa.<table>, for every table named.
+CREATE FUNCTION awa._lock_ring_partitions(p_tables text[], p_budget_ms integer, p_share boolean DEFAULT false)
+    RETURNS boolean
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    RETURN awa._lock_relations_briefly(ARRAY(SELECT 'awa.' || quote_ident(t) FROM unnest(p_tables) t),
+                                       p_budget_ms, p_share);
 REVOKE ALL ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) FROM PUBLIC;
 COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 
@@ -334,16 +344,7 @@ BEGIN
             OR EXISTS (SELECT 1 FROM awa._retainable(p_slot, pg_catalog.clock_timestamp()))) THEN
         RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'written_since_move';
     END IF;
-    IF awa._citus_group() IS NOT NULL THEN
-        -- On a Citus cluster (the coordinator's prune): by key, one statement Citus runs on
-        -- every worker's shards; no row lock is taken across shards, so a claim row another
-        -- transaction holds (a delete of the job) is waited for (docs/scale-out.md).
-        DELETE FROM awa.job_unique_claims u
-         WHERE (u.queue, u.job_id) IN (SELECT d.queue, d.job_id FROM awa.done_entries d
-                                        WHERE d.ready_slot = p_slot
-                                       UNION ALL
-                                       SELECT b.queue, b.job_id FROM awa._batch_completions b WHERE b.ready_slot = p_slot);
-    ELSIF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
+    IF EXISTS (SELECT 1 FROM awa.job_unique_claims) THEN
         DELETE FROM awa.job_unique_claims u
          WHERE u.ctid = ANY (ARRAY(
              SELECT c.ctid FROM awa.job_unique_claims c
@@ -861,10 +862,6 @@ CREATE FUNCTION awa._claim_slot_has_open_receipts(p_slot integer) RETURNS boolea
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- On a Citus cluster by the receipts: Citus plans no correlated subquery with an OFFSET.
-    IF awa._citus_group() IS NOT NULL THEN
-        RETURN EXISTS (SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = p_slot);
-    END IF;
     RETURN EXISTS (SELECT 1 FROM awa._open_claim_batches b WHERE b.claim_slot = p_slot);
 END
 $$;
@@ -911,6 +908,11 @@ BEGIN
     END;
     IF v_slot IS NULL THEN
         RETURN 'skipped_none_sealed';
+    END IF;
+    -- On a Citus cluster each worker frees its own shards of the slot, in a transaction of
+    -- its own, with the same tests under its own locks (docs/scale-out.md).
+    IF awa._citus_group() IS NOT NULL THEN
+        RETURN awa._citus_free_ring_slot(p_ring, v_slot, p_lock_timeout_ms::integer);
     END IF;
     IF p_ring = 'claim' THEN
         -- The receipts of a sealed slot only grow (a claim that took the slot before the

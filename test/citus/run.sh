@@ -305,7 +305,10 @@ done
 check "the coordinator's prunes stop at a slot with an open attempt on a worker (or none sealed)" \
   "$(echo "$result" | grep -cE '^skipped_(running|none_sealed)$')" "1"
 check "... its cluster-wide test finds the slot of a worker's pending job busy" \
-  "$(q 0 "SELECT awa._citus_queue_slot_busy((SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u')) IS NOT NULL")" "t"
+  "$(q 0 "SELECT awa._citus_ring_slot_busy('queue', (SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u'), false) IS NOT NULL")" "t"
+uw=$(q 0 "SELECT nodeport - $port0 FROM citus_shards WHERE table_name = 'awa.queue_meta'::regclass AND shardid = get_shard_id_for_distribution_column('awa.queue_meta', (SELECT queue FROM awa.ready_entries WHERE kind = 'u' ORDER BY ready_slot, job_id LIMIT 1))")
+check "... and so does the test over the shards of the worker holding it" \
+  "$(q "${uw:-1}" "SELECT awa._citus_ring_slot_busy('queue', (SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u'), true) IS NOT NULL")" "t"
 check "... and every pending job is still there" \
   "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
 check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
@@ -459,15 +462,30 @@ sleep 1.2
 check "... and an attempt claimed after it moved, past its deadline, is rescued" \
   "$([ "${wm_claimed:-0}" -ge 1 ] && q 1 "SELECT awa.rescue_expired_deadlines()")" "$wm_claimed"
 
-# Freeing a slot drops the unique claims of its finished jobs on every worker: a completed
-# unique job's slot freed in a transaction rolled back (the slot is the current one).
-uid=$(q 0 "SELECT awa.insert_jobs('$mb', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}')
-ulease=$(q 0 "SELECT job_id, run_lease FROM awa.claim_ready_runtime('$mb', 10)" | awk -F'|' -v id="$uid" '$1 == id {print $2}')
-q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[$uid]::bigint[], ARRAY[${ulease:-0}]::bigint[], p_queue => '$mb')" >/dev/null
-uslot=$(q 0 "SELECT ready_slot FROM awa.ready_entries WHERE queue = '$mb' AND job_id = $uid")
+# Freeing a slot drops the unique claims of its finished jobs on every worker, each worker
+# in a transaction of its own: a completed unique job, alone in a slot sealed after it.
+uq=$(queue_on uq 2)
+check "the ring turns to an empty slot for the unique job (or its current slot is empty)" \
+  "$(q 0 "SELECT awa.rotate_queue_ring()" | grep -cE '^(rotated|skipped_idle)$')" "1"
+uid=$(q 0 "SELECT awa.insert_jobs('$uq', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}')
+ulease=$(q 0 "SELECT job_id, run_lease FROM awa.claim_ready_runtime('$uq', 10)" | awk -F'|' -v id="$uid" '$1 == id {print $2}')
+q 0 "SELECT job_id FROM awa.complete_jobs(ARRAY[$uid]::bigint[], ARRAY[${ulease:-0}]::bigint[], p_queue => '$uq')" >/dev/null
+uslot=$(q 0 "SELECT ready_slot || ' ' || ready_generation FROM awa.ready_entries WHERE queue = '$uq' AND job_id = $uid")
+set -- $uslot; uslot=${1:-0}; ugen=${2:-0}
+check "... and seals it" "$(q 0 "SELECT awa.rotate_queue_ring()")" "rotated"
 check "a freed slot drops the unique claims of its finished jobs on the workers" \
-  "$(q 0 "BEGIN; SELECT awa._free_queue_slot(${uslot:-0}, 1000); SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'; ROLLBACK;" | paste -sd' ' -)" "t 0"
-check "... (rolled back: the claim is there again)" "$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$mb'")" "1"
+  "$(q 0 "SELECT awa._citus_free_ring_slot('queue', $uslot, 1000)")/$(q 0 "SELECT count(*) FROM awa.job_unique_claims WHERE queue = '$uq'")/$(q 0 "SELECT generation FROM awa.queue_ring_slots WHERE slot = $uslot")" \
+  "pruned/0/-1"
+check "... each worker noted its part freed (awa.ring_slot_closures, node-local)" \
+  "$(q 1 "SELECT count(*) FROM awa.ring_slot_closures WHERE ring = 'queue' AND slot = $uslot AND generation = $ugen")/$(q 2 "SELECT count(*) FROM awa.ring_slot_closures WHERE ring = 'queue' AND slot = $uslot AND generation = $ugen")/$(q 0 "SELECT count(*) FROM awa.ring_slot_closures")" \
+  "1/1/0"
+check "... and the key is free: the same unique job is enqueued again" \
+  "$(q 0 "SELECT awa.insert_jobs('$uq', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}' | grep -cvE "^(|$uid)$")" "1"
+# A producer on a worker never writes into a slot this worker has freed its part of: shown
+# with the current slot noted as freed here (rolled back), where it finds no slot to write.
+check "a producer refuses a slot its worker has freed its part of (55P03), and writes nothing" \
+  "$(q 2 "BEGIN; INSERT INTO awa.ring_slot_closures SELECT 'queue', current_slot, generation FROM awa.queue_ring_state; SELECT awa.insert_jobs('$uq', '{closed}'); ROLLBACK;" | grep -oE '^ERROR: +55P03' | tr -s ' ')/$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$uq' AND kind = 'closed'")" \
+  "ERROR: 55P03/0"
 
 # -- Periodic jobs (docs/scale-out.md, "Periodic jobs"): a schedule's row lives on its queue's
 #    worker; that worker's pass enqueues its tick and moves the schedule in one local
