@@ -491,21 +491,21 @@ CREATE FUNCTION awa._local_shard_sqls(p_sql text) RETURNS text[]
 REVOKE ALL ON FUNCTION awa._local_shard_sqls(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._local_shard_sqls(text) IS 'Internal: a statement rewritten for each group of colocated Citus shards on this node.';
 
--- Whether a slot of a ring still holds something a reader needs on a Citus cluster (its
--- prune), the first test that finds something: a queue slot an open attempt on one of its
--- ready rows ('skipped_running'), a pending row -- at or past its lane's claim cursor, or in
--- a lane without a claim head ('skipped_pending') -- or a finished job its queue keeps past
--- the slot: a failed job (kept by default) or one within its queue's retention
--- ('skipped_retained'); a claim slot an open receipt ('skipped_open_receipts'); a lease slot
--- a lease ('skipped_open_leases'). NULL when none. Each test is one statement over every
--- worker, or with p_local one over this node's shards alone (a worker's part of the prune).
-CREATE FUNCTION awa._citus_ring_slot_busy(p_ring text, p_slot integer, p_local boolean) RETURNS text
+-- Whether this node's shards of a ring slot still hold something a reader needs (a Citus
+-- worker's part of the slot's prune), the first test that finds something: a queue slot an
+-- open attempt on one of its ready rows ('skipped_running'), a pending row -- at or past its
+-- lane's claim cursor, or in a lane without a claim head ('skipped_pending') -- or a finished
+-- job its queue keeps past the slot: a failed job (kept by default) or one within its queue's
+-- retention ('skipped_retained'); a claim slot an open receipt ('skipped_open_receipts'); a
+-- lease slot a lease ('skipped_open_leases'). NULL when none. Each test is one statement a
+-- group of colocated shards here (awa._local_shard_sqls), stopping at the first that finds.
+CREATE FUNCTION awa._citus_local_slot_busy(p_ring text, p_slot integer) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_tests text[];
-    v_sqls text[];
+    v_sql text;
     v_found boolean;
 BEGIN
     -- Pairs of (reason, statement), in the order tested.
@@ -533,20 +533,18 @@ BEGIN
         ELSE ARRAY[
             'skipped_open_leases', format('SELECT 1 FROM awa.leases l WHERE l.lease_slot = %s', p_slot)] END;
     FOR i IN 1 .. cardinality(v_tests) / 2 LOOP
-        v_sqls := CASE WHEN p_local THEN awa._local_shard_sqls(v_tests[2 * i]) ELSE ARRAY[v_tests[2 * i]] END;
-        IF cardinality(v_sqls) > 0 THEN
-            EXECUTE 'SELECT ' || (SELECT string_agg('EXISTS (' || q || ')', ' OR ') FROM unnest(v_sqls) q)
-              INTO v_found;
+        FOREACH v_sql IN ARRAY coalesce(awa._local_shard_sqls(v_tests[2 * i]), '{}') LOOP
+            EXECUTE 'SELECT EXISTS (' || v_sql || ')' INTO v_found;
             IF v_found THEN
                 RETURN v_tests[2 * i - 1];
             END IF;
-        END IF;
+        END LOOP;
     END LOOP;
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._citus_ring_slot_busy(text, integer, boolean) FROM PUBLIC;
-COMMENT ON FUNCTION awa._citus_ring_slot_busy(text, integer, boolean) IS 'Internal: what a ring slot still holds that a reader needs on a Citus cluster (or on this node''s shards); NULL when nothing.';
+REVOKE ALL ON FUNCTION awa._citus_local_slot_busy(text, integer) FROM PUBLIC;
+COMMENT ON FUNCTION awa._citus_local_slot_busy(text, integer) IS 'Internal: what this Citus node''s shards of a ring slot still hold that a reader needs; NULL when nothing.';
 
 -- Lock every claim head of a queue, skipping those another transaction holds (a statement
 -- routed to the queue's worker); whether all were locked (awa._citus_move_queue_slot).
@@ -664,7 +662,7 @@ COMMENT ON FUNCTION awa._citus_move_seen(jsonb) IS 'Internal: whether every snap
 -- coordinator frees the slot, a writer here that read it as current before it was sealed
 -- finds it closed and reads the ring again (src/ring.cpp). Returns freed (also when this node
 -- had freed it already, or holds no shard), what still holds the slot here
--- (awa._citus_ring_slot_busy), skipped_locked, or skipped_generation when the slot no longer
+-- (awa._citus_local_slot_busy), skipped_locked, or skipped_generation when the slot no longer
 -- has p_generation.
 CREATE FUNCTION awa._citus_free_local_ring_slot(p_ring text, p_slot integer, p_generation bigint,
                                                 p_budget_ms integer) RETURNS text
@@ -693,7 +691,7 @@ BEGIN
         RETURN 'freed';
     END IF;
     -- Without a lock first: a slot still in use costs none.
-    v_reason := awa._citus_ring_slot_busy(p_ring, p_slot, true);
+    v_reason := awa._citus_local_slot_busy(p_ring, p_slot);
     IF v_reason IS NOT NULL THEN
         RETURN v_reason;
     END IF;
@@ -706,7 +704,7 @@ BEGIN
         IF NOT awa._lock_relations_briefly(v_partitions || v_shards, p_budget_ms, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
-        v_reason := awa._citus_ring_slot_busy(p_ring, p_slot, true);
+        v_reason := awa._citus_local_slot_busy(p_ring, p_slot);
         IF v_reason IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
         END IF;

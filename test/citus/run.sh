@@ -304,11 +304,9 @@ for i in $(seq 1 40); do
 done
 check "the coordinator's prunes stop at a slot with an open attempt on a worker (or none sealed)" \
   "$(echo "$result" | grep -cE '^skipped_(running|none_sealed)$')" "1"
-check "... its cluster-wide test finds the slot of a worker's pending job busy" \
-  "$(q 0 "SELECT awa._citus_ring_slot_busy('queue', (SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u'), false) IS NOT NULL")" "t"
 uw=$(q 0 "SELECT nodeport - $port0 FROM citus_shards WHERE table_name = 'awa.queue_meta'::regclass AND shardid = get_shard_id_for_distribution_column('awa.queue_meta', (SELECT queue FROM awa.ready_entries WHERE kind = 'u' ORDER BY ready_slot, job_id LIMIT 1))")
-check "... and so does the test over the shards of the worker holding it" \
-  "$(q "${uw:-1}" "SELECT awa._citus_ring_slot_busy('queue', (SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u'), true) IS NOT NULL")" "t"
+check "... the test over the shards of the worker holding a pending job finds its slot busy" \
+  "$(q "${uw:-1}" "SELECT awa._citus_local_slot_busy('queue', (SELECT min(ready_slot) FROM awa.ready_entries WHERE kind = 'u')) IS NOT NULL")" "t"
 check "... and every pending job is still there" \
   "$(q 0 "SELECT count(*) FROM awa.jobs WHERE kind = 'u' AND state = 'available'")" "$pending"
 check "a worker leaves the prune to the coordinator" "$(q 2 "SELECT awa.prune_queue_ring()")" "skipped_not_coordinator"
