@@ -60,7 +60,9 @@ $$;
 -- readers in) on every relation named (schema-qualified, quoted), without ever queueing for
 -- long: the first try does not wait at all (NOWAIT); later tries, while p_budget_ms lasts,
 -- wait at most lock_timeout (10 ms) each and then step out of the lock queue and sleep.
--- Producers and workers never wait on a prune's lock request longer than one try.
+-- Producers and workers never wait on a prune's lock request longer than one try. A try that
+-- PostgreSQL finds deadlocked at once (a lock this transaction already holds is awaited by a
+-- writer whose own lock this one would wait for) is a refusal too: the caller steps back.
 -- Returns whether the locks are held.
 CREATE FUNCTION awa._lock_relations_briefly(p_relations text[], p_budget_ms integer, p_share boolean)
     RETURNS boolean
@@ -79,6 +81,8 @@ BEGIN
             RETURN true;
         EXCEPTION WHEN lock_not_available THEN
             v_first := false;
+        WHEN deadlock_detected THEN
+            RETURN false;
         END;
         PERFORM pg_sleep(0.002);
         IF clock_timestamp() >= v_deadline THEN

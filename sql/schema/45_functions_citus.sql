@@ -679,6 +679,7 @@ DECLARE
     v_generation bigint;
     v_reason text;
     v_sql text;
+    v_shared_at timestamptz;
 BEGIN
     PERFORM awa._check_arg(p_ring IN ('queue', 'claim', 'lease'), 'p_ring must be queue, claim or lease');
     EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
@@ -704,6 +705,7 @@ BEGIN
         IF NOT awa._lock_relations_briefly(v_partitions || v_shards, p_budget_ms, true) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
+        v_shared_at := clock_timestamp();
         v_reason := awa._citus_local_slot_busy(p_ring, p_slot);
         IF v_reason IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = v_reason;
@@ -719,7 +721,16 @@ BEGIN
                 EXECUTE v_sql;
             END LOOP;
         END IF;
-        IF NOT awa._lock_relations_briefly(v_partitions || v_shards, p_budget_ms, false) THEN
+        -- The share lock is held for less than half of deadlock_timeout in all: a writer that
+        -- read the slot in its transaction waits for it, and had that wait outlasted
+        -- deadlock_timeout while this one waited for the writer's read lock, the deadlock
+        -- check would cancel the writer (seen under traffic with cancel_job).
+        IF NOT awa._lock_relations_briefly(
+                v_partitions || v_shards,
+                greatest(0, least(p_budget_ms,
+                                  extract(epoch FROM current_setting('deadlock_timeout')::interval) * 500
+                                  - extract(epoch FROM clock_timestamp() - v_shared_at) * 1000))::integer,
+                false) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END IF;
     EXCEPTION WHEN SQLSTATE 'AWA01' THEN
@@ -754,13 +765,18 @@ AS $$
 DECLARE
     v_generation bigint;
     v_reasons text[];
+    v_failures text;
 BEGIN
     EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
       INTO v_generation USING p_slot;
-    EXECUTE $q$SELECT array_agg(CASE WHEN w.success THEN w.result ELSE 'skipped_worker_error' END)
+    EXECUTE $q$SELECT array_agg(CASE WHEN w.success THEN w.result ELSE 'skipped_worker_error' END),
+                      string_agg(w.nodename || ':' || w.nodeport || ': ' || w.result, '; ') FILTER (WHERE NOT w.success)
                  FROM pg_catalog.run_command_on_workers($1) w$q$
-      INTO v_reasons
+      INTO v_reasons, v_failures
       USING format('SELECT awa._citus_free_local_ring_slot(%L, %s, %s, %s)', p_ring, p_slot, v_generation, p_budget_ms);
+    IF v_failures IS NOT NULL THEN
+        RAISE WARNING 'awa_shard: freeing slot % of the % ring failed on a worker: %', p_slot, p_ring, v_failures;
+    END IF;
     IF EXISTS (SELECT 1 FROM unnest(v_reasons) r WHERE r <> 'freed') THEN
         RETURN (SELECT r FROM unnest(v_reasons) r WHERE r <> 'freed'
                  ORDER BY array_position(ARRAY['skipped_running', 'skipped_open_receipts', 'skipped_open_leases',

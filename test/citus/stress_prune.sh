@@ -30,6 +30,7 @@ queues=""
 for w in 1 2; do
   for n in $(seq 1 "$QUEUES"); do queues="$queues $(queue_on "${tag}w${w}q${n}x" "$w")"; done
 done
+[ -n "${queues// /}" ] || { echo "no queue found on the workers: is the cluster up? ($(q 0 "SELECT 1" | head -1))"; exit 1; }
 for qq in $queues; do
   q 0 "SELECT awa.create_queue('$qq')" >/dev/null
   q 0 "SELECT awa.set_queue_retention('$qq', '0 seconds', $( [ "$FAILED_RETENTION" = NULL ] && echo NULL || echo "'$FAILED_RETENTION'"))" >/dev/null
@@ -104,7 +105,10 @@ for qq in $queues; do
 done
 
 echo "== the coordinator's calls (result: count)"
-awk '{k = $1 " " ($2 == "ERROR:" ? "ERROR " $3 : $2); c[k]++} END {for (k in c) print "  " k ": " c[k]}' "$log/coordinator" | sort
+awk '{k = $1 " " (match($0, /ERROR: +[0-9A-Z]{5}/) ? substr($0, RSTART, RLENGTH) : $NF); gsub(/ +/, " ", k); c[k]++}
+     END {for (k in c) print "  " k ": " c[k]}' "$log/coordinator" | sort
+echo "== warnings of the coordinator's calls (first 5)"
+grep -oE 'WARNING: .*' "$log/coordinator" | cut -c1-300 | head -5 | sed 's/^/  /'
 echo "== errors met by producers, claimers and the admin, by SQLSTATE"
 cat "$log"/produced_* "$log"/claimed_* "$log"/completed_* "$log"/failed_* "$log"/admin 2>/dev/null |
   grep -oE '^ERROR: +[0-9A-Z]{5}' | tr -s ' ' | sort | uniq -c | sed 's/^/  hot path and admin: /'
