@@ -5451,7 +5451,8 @@ COMMENT ON FUNCTION awa.set_concurrency_limit(text, bigint, boolean)
 -- with a p_queue argument is distributed by it with force_delegation, so a call runs whole
 -- on the queue's worker; forced generic plans become custom plans there (Citus routes a
 -- statement by the value of its queue); each node's job and receipt ids are drawn from its
--- own range (group id << 48, as Citus does for sequences used on workers). A table that has a
+-- own range (group id << 48, as Citus does for sequences used on workers); pg_monitor is
+-- granted the tables behind awa.jobs and awa.lane_cursors (below). A table that has a
 -- unique key without queue is left node-local (a NOTICE names it). Without Citus it raises
 -- and changes nothing.
 CREATE FUNCTION awa.citus_setup() RETURNS TABLE (step text, object text)
@@ -5480,6 +5481,7 @@ DECLARE
     v_rel regclass;
     v_fn regprocedure;
     t text;
+    v_granted integer;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'awa.citus_setup: Citus is not installed in this database'
@@ -5494,6 +5496,34 @@ BEGIN
     END IF;
     -- Triggers of distributed tables (queue_meta, queue_claim_heads) need this setting.
     PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+
+    -- 0. pg_monitor reads awa.jobs and awa.lane_cursors on one server through the views, with
+    --    their owner's privileges. On a cluster Citus checks the reads of the shards against
+    --    the caller's own, so the tables behind those views (and every partition of them) are
+    --    granted to pg_monitor before they are distributed: their shards are made with the
+    --    grant (a GRANT after that goes to every shard, one statement each).
+    v_granted := 0;
+    FOR v_rel IN
+        WITH RECURSIVE reads(oid) AS (
+            SELECT unnest(ARRAY['awa.jobs'::regclass, 'awa.lane_cursors'::regclass])::oid
+            UNION
+            SELECT d.refobjid FROM reads
+              JOIN pg_rewrite w ON w.ev_class = reads.oid
+              JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+                              AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> reads.oid)
+        SELECT DISTINCT t.relid::regclass
+          FROM reads r
+          JOIN pg_class c ON c.oid = r.oid AND c.relkind IN ('r', 'p')
+         CROSS JOIN LATERAL (SELECT r.oid UNION SELECT p.relid FROM pg_partition_tree(r.oid) p) t(relid)
+         WHERE NOT has_table_privilege('pg_monitor', t.relid, 'SELECT')
+    LOOP
+        EXECUTE format('GRANT SELECT ON %s TO pg_monitor', v_rel);
+        v_granted := v_granted + 1;
+    END LOOP;
+    IF v_granted > 0 THEN
+        step := 'granted to pg_monitor'; object := v_granted || ' tables read by awa.jobs and awa.lane_cursors';
+        RETURN NEXT;
+    END IF;
 
     -- 1. Per-queue tables, distributed by queue, colocated with the anchor. A schedule's
     --    name is unique on one server through an index without queue, which cannot be

@@ -485,6 +485,16 @@ check "a producer refuses a slot its worker has freed its part of (55P03), and w
   "$(q 2 "BEGIN; INSERT INTO awa.ring_slot_closures SELECT 'queue', current_slot, generation FROM awa.queue_ring_state; SELECT awa.insert_jobs('$uq', '{closed}'); ROLLBACK;" | grep -oE '^ERROR: +55P03' | tr -s ' ')/$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$uq' AND kind = 'closed'")" \
   "ERROR: 55P03/0"
 
+# pg_monitor reads the views over the tables it is not granted on one server; on the cluster
+# awa.citus_setup() grants it the tables behind awa.jobs and awa.lane_cursors before they are
+# distributed, so their shards are made with the grant.
+q 0 "CREATE ROLE awa_monitor_cl LOGIN IN ROLE pg_monitor" >/dev/null
+check "a pg_monitor member reads awa.jobs and awa.lane_cursors on the coordinator, as the owner does" \
+  "$(q 0 "SET ROLE awa_monitor_cl; SELECT (SELECT count(*) FROM awa.jobs) || '/' || (SELECT count(*) FROM awa.lane_cursors)")" \
+  "$(q 0 "SELECT (SELECT count(*) FROM awa.jobs) || '/' || (SELECT count(*) FROM awa.lane_cursors)")"
+check "... and may not write them" \
+  "$(q 0 "SET ROLE awa_monitor_cl; DELETE FROM awa.ready_entries WHERE false" | grep -oE '^ERROR: +42501' | tr -s ' ')" "ERROR: 42501"
+
 # -- Periodic jobs (docs/scale-out.md, "Periodic jobs"): a schedule's row lives on its queue's
 #    worker; that worker's pass enqueues its tick and moves the schedule in one local
 #    transaction; schedules are managed on the coordinator, which keeps names unique.
