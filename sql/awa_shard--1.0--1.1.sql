@@ -5973,13 +5973,20 @@ COMMENT ON FUNCTION awa._local_shard_sqls(text) IS 'Internal: a statement rewrit
 -- retention ('skipped_retained'); a claim slot an open receipt ('skipped_open_receipts'); a
 -- lease slot a lease ('skipped_open_leases'). NULL when none. Each test is one statement a
 -- group of colocated shards here (awa._local_shard_sqls), stopping at the first that finds.
+-- Each statement is prepared once a session (named by ring, slot, test and shard group; made
+-- again if its text changed, as after a split) and run from then on: a worker's free tests
+-- the slot twice, the second time holding the slot's locks, which planning every shard group
+-- again would prolong.
 CREATE FUNCTION awa._citus_local_slot_busy(p_ring text, p_slot integer) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_tests text[];
+    v_sqls text[];
     v_sql text;
+    v_name text;
+    v_prepared text;
     v_found boolean;
 BEGIN
     -- Pairs of (reason, statement), in the order tested.
@@ -6007,8 +6014,18 @@ BEGIN
         ELSE ARRAY[
             'skipped_open_leases', format('SELECT 1 FROM awa.leases l WHERE l.lease_slot = %s', p_slot)] END;
     FOR i IN 1 .. cardinality(v_tests) / 2 LOOP
-        FOREACH v_sql IN ARRAY coalesce(awa._local_shard_sqls(v_tests[2 * i]), '{}') LOOP
-            EXECUTE 'SELECT EXISTS (' || v_sql || ')' INTO v_found;
+        v_sqls := coalesce(awa._local_shard_sqls(v_tests[2 * i]), '{}');
+        FOR g IN 1 .. cardinality(v_sqls) LOOP
+            v_name := format('awa_slot_busy_%s_%s_%s_%s', p_ring, p_slot, i, g);
+            v_sql := format('PREPARE %I AS SELECT EXISTS (%s)', v_name, v_sqls[g]);
+            SELECT p.statement INTO v_prepared FROM pg_catalog.pg_prepared_statements p WHERE p.name = v_name;
+            IF v_prepared IS DISTINCT FROM v_sql THEN
+                IF v_prepared IS NOT NULL THEN
+                    EXECUTE format('DEALLOCATE %I', v_name);
+                END IF;
+                EXECUTE v_sql;
+            END IF;
+            EXECUTE format('EXECUTE %I', v_name) INTO v_found;
             IF v_found THEN
                 RETURN v_tests[2 * i - 1];
             END IF;
@@ -6136,8 +6153,9 @@ COMMENT ON FUNCTION awa._citus_move_seen(jsonb) IS 'Internal: whether every snap
 -- coordinator frees the slot, a writer here that read it as current before it was sealed
 -- finds it closed and reads the ring again (src/ring.cpp). Returns freed (also when this node
 -- had freed it already, or holds no shard), what still holds the slot here
--- (awa._citus_local_slot_busy), skipped_locked, or skipped_generation when the slot no longer
--- has p_generation.
+-- (awa._citus_local_slot_busy), skipped_locked, skipped_not_sealed when this node still sees
+-- the slot current (or p_generation is a free slot's), or skipped_generation when the slot no
+-- longer has p_generation.
 CREATE FUNCTION awa._citus_free_local_ring_slot(p_ring text, p_slot integer, p_generation bigint,
                                                 p_budget_ms integer) RETURNS text
     LANGUAGE plpgsql VOLATILE
@@ -6154,10 +6172,17 @@ DECLARE
     v_reason text;
     v_sql text;
     v_shared_at timestamptz;
+    v_current boolean;
 BEGIN
     PERFORM awa._check_arg(p_ring IN ('queue', 'claim', 'lease'), 'p_ring must be queue, claim or lease');
-    EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
-      INTO v_generation USING p_slot;
+    EXECUTE format('SELECT s.generation, s.slot = r.current_slot FROM awa.%I s, awa.%I r WHERE s.slot = $1',
+                   p_ring || '_ring_slots', p_ring || '_ring_state')
+      INTO v_generation, v_current USING p_slot;
+    -- This node's own view of the ring: a rotation it has not applied yet (its part of the
+    -- two-phase commit still to come) leaves the slot current here, where producers write.
+    IF v_current OR p_generation < 0 THEN
+        RETURN 'skipped_not_sealed';
+    END IF;
     IF v_generation IS DISTINCT FROM p_generation THEN
         RETURN 'skipped_generation';
     END IF;
@@ -6229,9 +6254,11 @@ COMMENT ON FUNCTION awa._citus_free_local_ring_slot(text, integer, bigint, integ
 -- asked over a connection of this transaction, where Citus would turn a refusal into an
 -- error that aborts it ("failure on connection marked as essential"); this transaction must
 -- not have read the slot's shards before (the worker's locks would wait for its own).
--- Returns pruned, or the first reason a worker gave, in this order: skipped_running,
--- skipped_open_receipts, skipped_open_leases, skipped_pending, skipped_retained,
--- skipped_locked, skipped_generation, skipped_worker_error (a worker failed or is down).
+-- Returns pruned, skipped_not_sealed (the slot is the current one or free: nothing is
+-- asked), or the first reason a worker gave, in this order: skipped_worker_error (a worker
+-- failed or is down: no move is tried either), skipped_not_sealed (a worker still sees the
+-- slot current: its rotation has not reached it), skipped_running, skipped_open_receipts,
+-- skipped_open_leases, skipped_pending, skipped_retained, skipped_locked, skipped_generation.
 CREATE FUNCTION awa._citus_free_ring_slot(p_ring text, p_slot integer, p_budget_ms integer) RETURNS text
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -6241,8 +6268,12 @@ DECLARE
     v_reasons text[];
     v_failures text;
 BEGIN
-    EXECUTE format('SELECT s.generation FROM awa.%I s WHERE s.slot = $1', p_ring || '_ring_slots')
+    EXECUTE format('SELECT s.generation FROM awa.%I s, awa.%I r WHERE s.slot = $1 AND s.slot <> r.current_slot',
+                   p_ring || '_ring_slots', p_ring || '_ring_state')
       INTO v_generation USING p_slot;
+    IF v_generation IS NULL OR v_generation < 0 THEN
+        RETURN 'skipped_not_sealed';
+    END IF;
     EXECUTE $q$SELECT array_agg(CASE WHEN w.success THEN w.result ELSE 'skipped_worker_error' END),
                       string_agg(w.nodename || ':' || w.nodeport || ': ' || w.result, '; ') FILTER (WHERE NOT w.success)
                  FROM pg_catalog.run_command_on_workers($1) w$q$
@@ -6253,9 +6284,9 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(v_reasons) r WHERE r <> 'freed') THEN
         RETURN (SELECT r FROM unnest(v_reasons) r WHERE r <> 'freed'
-                 ORDER BY array_position(ARRAY['skipped_running', 'skipped_open_receipts', 'skipped_open_leases',
-                                               'skipped_pending', 'skipped_retained', 'skipped_locked',
-                                               'skipped_generation'], r) NULLS LAST
+                 ORDER BY array_position(ARRAY['skipped_worker_error', 'skipped_not_sealed', 'skipped_running',
+                                               'skipped_open_receipts', 'skipped_open_leases', 'skipped_pending',
+                                               'skipped_retained', 'skipped_locked', 'skipped_generation'], r) NULLS LAST
                  LIMIT 1);
     END IF;
     EXECUTE format('UPDATE awa.%I SET generation = -1%s WHERE slot = $1 AND generation = $2',
@@ -6283,7 +6314,8 @@ COMMENT ON FUNCTION awa._citus_free_ring_slot(text, integer, integer) IS 'Intern
 --      step 1 again (rows written there since by a producer that read the ring before the
 --      slot was sealed are moved again).
 -- Returns pruned / moved / skipped_snapshots / skipped_running / skipped_pending /
--- skipped_retained / skipped_locked / skipped_generation / skipped_worker_error.
+-- skipped_retained / skipped_locked / skipped_not_sealed / skipped_generation /
+-- skipped_worker_error.
 CREATE FUNCTION awa._citus_prune_queue_slot(p_slot integer, p_budget_ms integer, p_to_slot integer,
                                             p_to_generation bigint, p_amortised boolean) RETURNS text
     LANGUAGE plpgsql VOLATILE

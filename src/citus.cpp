@@ -256,8 +256,8 @@ name_shards(const char *sql)
 }
 
 /* The hash-distributed tables of awa (parents, not their partitions), for the plans below. */
-#define AWA_DISTRIBUTED_PARENTS                                                                          \
-	"p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "           \
+#define AWA_DISTRIBUTED_PARENTS                                                                                        \
+	"p.partmethod = 'h' AND p.logicalrelid::pg_catalog.regclass::pg_catalog.text LIKE 'awa.%' "                        \
 	"AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = p.logicalrelid)"
 
 /*

@@ -854,7 +854,9 @@ ring_write_slot(Ring ring, int *queue_arc)
 		}
 		guessed = false;
 		first = lock_slot_partitions(r, s.slot);
-		if (read_slot_generation(r, s.slot) == s.generation && !closed_on_this_node(r, s.slot, s.generation))
+		/* A free slot (generation -1) is never written, even read as current (a rotation not yet applied here). */
+		if (s.generation >= 0 && read_slot_generation(r, s.slot) == s.generation &&
+			!closed_on_this_node(r, s.slot, s.generation))
 		{
 			h->epoch = current_xact_epoch();
 			h->fenced_in = GetCurrentSubTransactionId();

@@ -477,6 +477,10 @@ check "a freed slot drops the unique claims of its finished jobs on the workers"
 check "... each worker noted its part freed (awa.ring_slot_closures, node-local)" \
   "$(q 1 "SELECT count(*) FROM awa.ring_slot_closures WHERE ring = 'queue' AND slot = $uslot AND generation = $ugen")/$(q 2 "SELECT count(*) FROM awa.ring_slot_closures WHERE ring = 'queue' AND slot = $uslot AND generation = $ugen")/$(q 0 "SELECT count(*) FROM awa.ring_slot_closures")" \
   "1/1/0"
+check "the current slot is never freed: the coordinator refuses it, and so does a worker that sees it current" \
+  "$(q 0 "SELECT awa._citus_free_ring_slot('queue', current_slot, 100) FROM awa.queue_ring_state")/$(q 1 "SELECT awa._citus_free_local_ring_slot('queue', current_slot, generation, 100) FROM awa.queue_ring_state")" \
+  "skipped_not_sealed/skipped_not_sealed"
+check "... nor a free slot" "$(q 0 "SELECT awa._citus_free_ring_slot('queue', $uslot, 100)")" "skipped_not_sealed"
 check "... and the key is free: the same unique job is enqueued again" \
   "$(q 0 "SELECT awa.insert_jobs('$uq', '{uniq}', p_unique_keys => ARRAY['\\x01'::bytea])" | tr -d '{}' | grep -cvE "^(|$uid)$")" "1"
 # A producer on a worker never writes into a slot this worker has freed its part of: shown
@@ -663,11 +667,19 @@ check "... and holds the schedules, kept on the workers" "$(echo "$dump" | grep 
 # -- A worker that does not answer fails the cross-queue views on the coordinator (58000)
 # rather than leaving its queues out; they answer again once it is back.
 as_postgres() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/bash -c "$*"; else bash -c "$*"; fi; }
+q 0 "SELECT awa.insert_jobs('$qa', '{down}')" >/dev/null
+q 0 "SELECT awa.rotate_queue_ring()" >/dev/null
 as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -m fast -w stop" >/dev/null
 check "awa.queues on the coordinator fails (58000) while a worker does not answer" \
   "$(q 0 "SELECT count(*) FROM awa.queues" | grep -o 58000 | head -n 1)" "58000"
 check "... and so does awa.shard_lag" "$(q 0 "SELECT count(*) FROM awa.shard_lag" | grep -o 58000 | head -n 1)" "58000"
 check "... and awa.shard_stats" "$(q 0 "SELECT count(*) FROM awa.shard_stats" | grep -o 58000 | head -n 1)" "58000"
+# Freeing a slot needs every worker: one that does not answer makes the prune step back (a
+# warning names it), and no move is tried over it, whatever the other worker answers.
+check "a prune steps back while a worker does not answer (skipped_worker_error, with a warning)" \
+  "$(qv 0 "SELECT awa._citus_free_ring_slot('queue', s.slot, 100) FROM awa.queue_ring_slots s, awa.queue_ring_state r WHERE s.generation >= 0 AND s.slot <> r.current_slot ORDER BY s.generation LIMIT 1" | grep -cE '^(WARNING: .*failed on a worker|skipped_worker_error$)')" "2"
+check "... and prune_queue_ring answers a reason, never an error" \
+  "$(q 0 "SELECT awa.prune_queue_ring()" | grep -cE '^skipped_[a-z_]+$')" "1"
 as_postgres "$bin/pg_ctl -D '$AWA_CITUS_WORK/n2' -l '$AWA_CITUS_WORK/n2.log' -w start" >/dev/null
 check "... and both answer again, with worker 2's queue, once it is back" \
   "$(q 0 "SELECT (SELECT count(*) FROM awa.queues WHERE queue = '$mb') || '/' || (SELECT count(*) > 0 FROM awa.shard_lag WHERE queue = '$mb')")" "1/true"
