@@ -13,6 +13,8 @@
 #include "module.hpp"
 #include "worker.hpp"
 
+#include <algorithm>
+
 extern "C"
 {
 #include "access/xact.h"
@@ -90,18 +92,26 @@ const Step kSteps[] = {
 	{"SELECT awa.fold_claim_marks()", true},
 };
 
+/* The step of periodic jobs alone, run again between passes when a tick comes. */
+const Step &kScheduleStep = kSteps[0];
+/* The next tick of a schedule of this database (1.1), read after each run of the schedules. */
+const Step kNextTickStep = {"SELECT awa._next_schedule_tick()", true};
+
 /*
  * Run one statement of a pass in its own transaction, with the extension locked against
  * DROP EXTENSION; errors are logged and kept for awa.maintenance_status, never fatal.
+ * With `tick`, the statement's one timestamptz value goes there (0: NULL, none, or not run).
  * Returns whether the extension was there.
  */
 bool
-run_step(const Step &step, Oid dbid)
+run_step(const Step &step, Oid dbid, TimestampTz *tick = nullptr)
 {
 	const char *volatile sql = step.sql;
 	MemoryContext outer = CurrentMemoryContext;
 	volatile bool installed = true;
 
+	if (tick != nullptr)
+		*tick = 0;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -131,6 +141,14 @@ run_step(const Step &step, Oid dbid)
 
 			if (SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0) != SPI_OK_SELECT)
 				elog(ERROR, "awa_shard: maintenance step failed: %s", sql);
+			if (tick != nullptr && SPI_processed == 1)
+			{
+				bool isnull;
+				Datum v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				if (!isnull && TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid == TIMESTAMPTZOID)
+					*tick = DatumGetTimestampTz(v);
+			}
 		}
 		if (SPI_finish() != SPI_OK_FINISH)
 			elog(ERROR, "awa_shard: SPI_finish failed");
@@ -349,26 +367,59 @@ enum class Wake
 	Yield	/* the launcher gives the slot to a waiting database */
 };
 
-/* Sleep until the next pass, waking every 100 ms to leave at once when the database is wanted or the slot asked for. */
-Wake
-sleep_until_next_pass(Oid dbid)
+/* The next tick of a schedule of this database, or 0 (none, or a 1.0 catalog). */
+TimestampTz
+next_schedule_tick(Oid dbid)
 {
-	long left = maintenance_interval_ms;
+	TimestampTz tick = 0;
 
-	while (left > 0)
+	(void)run_step(kNextTickStep, dbid, &tick);
+	pgstat_report_activity(STATE_IDLE, nullptr);
+	return tick;
+}
+
+/*
+ * Sleep until the next pass, one interval after the start of the last (at once if that pass
+ * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
+ * asked for. A schedule's tick that comes meanwhile is run at once, by the schedules' step
+ * alone: a tick waits for no pass (docs/api.md, "Periodic jobs"). A tick still due after
+ * that run (its enqueue failed, or the clock went back) waits for the next pass.
+ */
+Wake
+sleep_until_next_pass(Oid dbid, TimestampTz pass_started)
+{
+	TimestampTz next_pass = TimestampTzPlusMilliseconds(pass_started, maintenance_interval_ms);
+	TimestampTz tick = next_schedule_tick(dbid);
+
+	for (;;)
 	{
-		long step = left < 100 ? left : 100;
+		TimestampTz now = GetCurrentTimestamp();
+		long left;
 
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, step, PG_WAIT_EXTENSION);
+		if (tick != 0 && now >= tick)
+		{
+			if (!run_step(kScheduleStep, dbid))
+				return Wake::NextPass; /* the extension is gone: the pass finds it so */
+			pgstat_report_stat(true);
+			tick = next_schedule_tick(dbid);
+			if (tick <= now)
+				tick = 0;
+			continue;
+		}
+		if (now >= next_pass)
+			return Wake::NextPass;
+		left = TimestampDifferenceMilliseconds(now, next_pass);
+		if (tick != 0)
+			left = std::min(left, std::max(1L, TimestampDifferenceMilliseconds(now, tick)));
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(left, 100L),
+						PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (database_wanted_elsewhere())
 			return Wake::Wanted;
 		if (yield_requested(dbid))
 			return Wake::Yield;
-		left -= step;
 	}
-	return Wake::NextPass;
 }
 
 } // namespace awa
@@ -409,6 +460,7 @@ awa_maintenance_main(Datum arg)
 	for (;;)
 	{
 		awa::Served served;
+		TimestampTz pass_started;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -426,6 +478,7 @@ awa_maintenance_main(Datum arg)
 			awa::mark_database_absent(dbid, true);
 			break;
 		}
+		pass_started = GetCurrentTimestamp();
 		if (!awa::maintenance_pass(dbid))
 		{
 			awa::mark_database_absent(dbid, false);
@@ -433,7 +486,7 @@ awa_maintenance_main(Datum arg)
 		}
 		if (awa::end_pass(dbid))
 			break;
-		switch (awa::sleep_until_next_pass(dbid))
+		switch (awa::sleep_until_next_pass(dbid, pass_started))
 		{
 		case awa::Wake::NextPass:
 			continue;

@@ -286,7 +286,7 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- this node (the schedules of the queues it holds; none on a coordinator without shards),
 -- read from those shards themselves, as awa._citus_local_queues reads its shards.
 CREATE FUNCTION awa._due_schedules(p_now timestamptz)
-    RETURNS TABLE (queue text, name text)
+    RETURNS TABLE (queue text, name text, next_run_at timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
 AS $$
@@ -295,7 +295,7 @@ DECLARE
 BEGIN
     IF awa._citus_group() IS NULL THEN
         RETURN QUERY
-            SELECT c.queue, c.name FROM awa.cron_schedules c
+            SELECT c.queue, c.name, c.next_run_at FROM awa.cron_schedules c
              WHERE NOT c.paused AND c.next_run_at <= p_now
              ORDER BY c.next_run_at, c.name;
         RETURN;
@@ -305,7 +305,7 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE
-        'SELECT u.queue, u.name FROM (' ||
+        'SELECT u.queue, u.name, u.next_run_at FROM (' ||
         (SELECT string_agg(format(
             'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
             ' UNION ALL ')
@@ -316,6 +316,17 @@ END
 $$;
 REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION awa._due_schedules(timestamptz) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
+
+-- The next tick of an unpaused schedule this node runs (awa._due_schedules), NULL when none:
+-- the background maintenance worker wakes for it between its passes (src/worker.cpp), so
+-- a tick is enqueued right after it comes rather than at the next pass.
+CREATE FUNCTION awa._next_schedule_tick()
+    RETURNS timestamptz
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT min(d.next_run_at) FROM awa._due_schedules('infinity') d);
+REVOKE ALL ON FUNCTION awa._next_schedule_tick() FROM PUBLIC;
+COMMENT ON FUNCTION awa._next_schedule_tick() IS 'Internal: the next tick of a schedule this node runs, for the background worker''s wake.';
 
 -- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
 -- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move

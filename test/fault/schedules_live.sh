@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Live test of periodic jobs (docs/api.md, "Periodic jobs"): 100 one-second schedules run by
 # the background maintenance of a preloaded server with no settings, across a clean restart
-# and a crash (immediate stop). Every tick gets at most one job, run_at on the tick; each
-# schedule's ticks follow one another second by second, except across a stop longer than the
+# and a crash (immediate stop), then with passes 15 s apart (the worker wakes for each tick
+# between its passes). Every tick gets at most one job, run_at on the tick; each schedule's
+# ticks follow one another second by second, except across a stop longer than the
 # documented catch-up (10 s since the schedule's previous job: only the latest tick then);
 # the schedules' last enqueue matches their jobs. Prints the enqueue delay (created_at -
 # run_at) as information only. Run as the postgres user; prints
@@ -32,6 +33,15 @@ wait_more 300
 "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null
 start || give_up "the server did not restart after the crash"
 wait_more 300
+# Passes 15 s apart: the worker wakes for each tick between its passes, so the ticks still
+# come second by second (a pass alone would enqueue only the latest tick, 15 s apart).
+"$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
+start -c awa_shard.maintenance_interval=15s || give_up "the server did not restart with passes 15 s apart"
+sparse_from=$(q live -c "SELECT date_trunc('second', clock_timestamp()) + interval '2 seconds'")
+wait_more 500
+sparse=$(q live -c "SELECT count(*) || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
+                      FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
+                              FROM awa.jobs WHERE queue = 'live_q' AND run_at >= '$sparse_from') g WHERE gap IS NOT NULL")
 # Freeze: no maintenance while the jobs are counted.
 "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
 start -c awa_shard.maintenance=off || give_up "the server did not start for the checks"
@@ -52,6 +62,8 @@ gaps=$(q live -c "SELECT count(*) FILTER (WHERE gap > interval '1 second' AND ga
                     FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
                             FROM awa.jobs WHERE queue = 'live_q') g")
 check "no tick missed except across a stop longer than the catch-up (short gaps, long gaps: $gaps)" "${gaps%%|*}" "0"
+check "passes 15 s apart: consecutive ticks one second apart (ticks after the first, ticks off)" \
+  "$([ "${sparse%%|*}" -ge 200 ] && echo "${sparse#*|}" || echo "only ${sparse%%|*} ticks")" "0"
 check "each schedule's last enqueue is its latest job" \
   "$(q live -c "SELECT count(*) FROM awa.cron_schedules s
                   LEFT JOIN LATERAL (SELECT j.id, j.run_at FROM awa.jobs j
