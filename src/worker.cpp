@@ -171,16 +171,47 @@ run_step(const Step &step, Oid dbid, TimestampTz *tick = nullptr)
 	return installed;
 }
 
+/* The next tick of a schedule of this database, or 0 (none, or a 1.0 catalog). */
+TimestampTz
+next_schedule_tick(Oid dbid)
+{
+	TimestampTz tick = 0;
+
+	(void)run_step(kNextTickStep, dbid, &tick);
+	return tick;
+}
+
+/*
+ * Run the periodic-jobs step alone when *tick has come, then read the next tick into *tick;
+ * one still due after that run (its enqueue failed, or the clock went back) is left to the
+ * next pass (0). Returns whether the extension was there.
+ */
+bool
+run_due_ticks(Oid dbid, TimestampTz *tick)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (*tick == 0 || now < *tick)
+		return true;
+	if (!run_step(kScheduleStep, dbid))
+		return false;
+	*tick = next_schedule_tick(dbid);
+	if (*tick <= now)
+		*tick = 0;
+	return true;
+}
+
 /*
  * One maintenance pass: periodic jobs, promotion and rescue every time, ring rotation and prune every
  * tenth pass of the database (every 10 s by default: each prune truncates files, and
  * turning the ring faster than that buys nothing; the count is the database's, kept by the
  * launcher, so workers taking turns keep the cadence). Each step first checks that the
- * extension is still there (a DROP EXTENSION meanwhile ends the pass quietly). Returns
- * whether it was there.
+ * extension is still there (a DROP EXTENSION meanwhile ends the pass quietly). A schedule's
+ * tick that comes during the pass is run between two steps; *tick is then the next one, for
+ * the sleep after the pass (0: none). Returns whether the extension was there.
  */
 bool
-maintenance_pass(Oid dbid)
+maintenance_pass(Oid dbid, TimestampTz *tick)
 {
 	constexpr int kRingEvery = 10;
 	constexpr int kFirstRingStep = 4;
@@ -188,12 +219,21 @@ maintenance_pass(Oid dbid)
 	bool installed = true;
 	int k = 0;
 
+	*tick = 0;
 	for (const Step &step : kSteps)
 	{
-		if (k++ >= kFirstRingStep && pass % kRingEvery != 0)
+		TimestampTz started = GetCurrentTimestamp();
+
+		if (k >= kFirstRingStep && pass % kRingEvery != 0)
+			break;
+		/* A tick that comes during the pass waits for the step in progress, not the pass. */
+		if (k > 0 && !(installed = run_due_ticks(dbid, tick)))
 			break;
 		if (!(installed = run_step(step, dbid)))
 			break;
+		/* After the periodic-jobs step: the next tick; one it left due waits for the next pass. */
+		if (k++ == 0 && (*tick = next_schedule_tick(dbid)) <= started)
+			*tick = 0;
 	}
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
@@ -367,29 +407,17 @@ enum class Wake
 	Yield	/* the launcher gives the slot to a waiting database */
 };
 
-/* The next tick of a schedule of this database, or 0 (none, or a 1.0 catalog). */
-TimestampTz
-next_schedule_tick(Oid dbid)
-{
-	TimestampTz tick = 0;
-
-	(void)run_step(kNextTickStep, dbid, &tick);
-	pgstat_report_activity(STATE_IDLE, nullptr);
-	return tick;
-}
-
 /*
  * Sleep until the next pass, one interval after the start of the last (at once if that pass
  * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
- * asked for. A schedule's tick that comes meanwhile is run at once, by the schedules' step
- * alone: a tick waits for no pass (docs/api.md, "Periodic jobs"). A tick still due after
- * that run (its enqueue failed, or the clock went back) waits for the next pass.
+ * asked for. A schedule's tick (`tick`, read by the pass) that comes meanwhile is run at
+ * once, by the periodic-jobs step alone: a tick waits for no pass (docs/api.md, "Periodic
+ * jobs").
  */
 Wake
-sleep_until_next_pass(Oid dbid, TimestampTz pass_started)
+sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TimestampTz tick)
 {
 	TimestampTz next_pass = TimestampTzPlusMilliseconds(pass_started, maintenance_interval_ms);
-	TimestampTz tick = next_schedule_tick(dbid);
 
 	for (;;)
 	{
@@ -398,12 +426,10 @@ sleep_until_next_pass(Oid dbid, TimestampTz pass_started)
 
 		if (tick != 0 && now >= tick)
 		{
-			if (!run_step(kScheduleStep, dbid))
+			if (!run_due_ticks(dbid, &tick))
 				return Wake::NextPass; /* the extension is gone: the pass finds it so */
 			pgstat_report_stat(true);
-			tick = next_schedule_tick(dbid);
-			if (tick <= now)
-				tick = 0;
+			pgstat_report_activity(STATE_IDLE, nullptr);
 			continue;
 		}
 		if (now >= next_pass)
@@ -461,6 +487,7 @@ awa_maintenance_main(Datum arg)
 	{
 		awa::Served served;
 		TimestampTz pass_started;
+		TimestampTz tick;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -479,14 +506,14 @@ awa_maintenance_main(Datum arg)
 			break;
 		}
 		pass_started = GetCurrentTimestamp();
-		if (!awa::maintenance_pass(dbid))
+		if (!awa::maintenance_pass(dbid, &tick))
 		{
 			awa::mark_database_absent(dbid, false);
 			break;
 		}
 		if (awa::end_pass(dbid))
 			break;
-		switch (awa::sleep_until_next_pass(dbid, pass_started))
+		switch (awa::sleep_until_next_pass(dbid, pass_started, tick))
 		{
 		case awa::Wake::NextPass:
 			continue;

@@ -285,7 +285,7 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- them; on a Citus cluster those in the shards of awa.cron_schedules placed on
 -- this node (the schedules of the queues it holds; none on a coordinator without shards),
 -- read from those shards themselves, as awa._citus_local_queues reads its shards.
-CREATE FUNCTION awa._due_schedules(p_now timestamptz)
+CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint DEFAULT NULL)
     RETURNS TABLE (queue text, name text, next_run_at timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -297,7 +297,8 @@ BEGIN
         RETURN QUERY
             SELECT c.queue, c.name, c.next_run_at FROM awa.cron_schedules c
              WHERE NOT c.paused AND c.next_run_at <= p_now
-             ORDER BY c.next_run_at, c.name;
+             ORDER BY c.next_run_at, c.name
+             LIMIT p_limit;
         RETURN;
     END IF;
     v_shards := awa._citus_local_shard_names(ARRAY['awa.cron_schedules']::regclass[]);
@@ -310,12 +311,12 @@ BEGIN
             'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
             ' UNION ALL ')
            FROM unnest(v_shards) sh) ||
-        ') u ORDER BY u.next_run_at, u.name'
-      USING p_now;
+        ') u ORDER BY u.next_run_at, u.name LIMIT $2'
+      USING p_now, p_limit;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION awa._due_schedules(timestamptz) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
+REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster), soonest first, at most p_limit (NULL: all).';
 
 -- The next tick of an unpaused schedule this node runs (awa._due_schedules), NULL when none:
 -- the background maintenance worker wakes for it between its passes (src/worker.cpp), so
@@ -324,7 +325,7 @@ CREATE FUNCTION awa._next_schedule_tick()
     RETURNS timestamptz
     LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    RETURN (SELECT min(d.next_run_at) FROM awa._due_schedules('infinity') d);
+    RETURN (SELECT d.next_run_at FROM awa._due_schedules('infinity', 1) d);
 REVOKE ALL ON FUNCTION awa._next_schedule_tick() FROM PUBLIC;
 COMMENT ON FUNCTION awa._next_schedule_tick() IS 'Internal: the next tick of a schedule this node runs, for the background worker''s wake.';
 
