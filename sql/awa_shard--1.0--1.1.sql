@@ -208,17 +208,22 @@ CREATE INDEX completion_batches_block_idx ON awa.completion_batches (queue, prio
 GRANT SELECT ON awa.completion_batches TO awa_admin;
 
 -- One row per completed attempt of awa.completion_batches, with the attempt's identity read
--- from its ready row (internal; what readers of many attempts join with).
+-- from its ready row (internal; what readers of many attempts join with). Each ready row is
+-- matched with the batch of its block (lane_seq / 64, the block's range spelled out, as in
+-- awa._open_receipts), never with every batch of its lane: a join on the lane alone paired
+-- every ready row of a slot with every completion batch of its lane. A reader of one job
+-- starts from the ready rows' job index; a reader of a slot from its batches.
 CREATE VIEW awa._batch_completions AS
     SELECT b.ready_slot, b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block,
            r.lane_seq, r.job_id, r.run_lease + 1 AS run_lease, (r.attempt + 1)::smallint AS attempt,
-           u.attempted_at, b.finalized_at
+           b.attempted_at[x.k] AS attempted_at, b.finalized_at
       FROM awa.completion_batches b
-     CROSS JOIN LATERAL unnest(b.lane_offsets, b.attempted_at) AS u(lane_offset, attempted_at)
       JOIN awa.ready_entries r
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
-       AND r.ready_generation = b.ready_generation;
+       AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
+       AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::smallint) AS k) x
+     WHERE x.k IS NOT NULL;
 COMMENT ON VIEW awa._batch_completions IS 'Internal: one row per completed attempt of awa.completion_batches.';
 GRANT SELECT ON awa._batch_completions TO awa_admin;
 
@@ -4904,7 +4909,7 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- them; on a Citus cluster those in the shards of awa.cron_schedules placed on
 -- this node (the schedules of the queues it holds; none on a coordinator without shards),
 -- read from those shards themselves, as awa._citus_local_queues reads its shards.
-CREATE FUNCTION awa._due_schedules(p_now timestamptz)
+CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint DEFAULT NULL)
     RETURNS TABLE (queue text, name text, next_run_at timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -4916,7 +4921,8 @@ BEGIN
         RETURN QUERY
             SELECT c.queue, c.name, c.next_run_at FROM awa.cron_schedules c
              WHERE NOT c.paused AND c.next_run_at <= p_now
-             ORDER BY c.next_run_at, c.name;
+             ORDER BY c.next_run_at, c.name
+             LIMIT p_limit;
         RETURN;
     END IF;
     v_shards := awa._citus_local_shard_names(ARRAY['awa.cron_schedules']::regclass[]);
@@ -4929,12 +4935,12 @@ BEGIN
             'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
             ' UNION ALL ')
            FROM unnest(v_shards) sh) ||
-        ') u ORDER BY u.next_run_at, u.name'
-      USING p_now;
+        ') u ORDER BY u.next_run_at, u.name LIMIT $2'
+      USING p_now, p_limit;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION awa._due_schedules(timestamptz) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster).';
+REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster), soonest first, at most p_limit (NULL: all).';
 
 -- The next tick of an unpaused schedule this node runs (awa._due_schedules), NULL when none:
 -- the background maintenance worker wakes for it between its passes (src/worker.cpp), so
@@ -4943,7 +4949,7 @@ CREATE FUNCTION awa._next_schedule_tick()
     RETURNS timestamptz
     LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    RETURN (SELECT min(d.next_run_at) FROM awa._due_schedules('infinity') d);
+    RETURN (SELECT d.next_run_at FROM awa._due_schedules('infinity', 1) d);
 REVOKE ALL ON FUNCTION awa._next_schedule_tick() FROM PUBLIC;
 COMMENT ON FUNCTION awa._next_schedule_tick() IS 'Internal: the next tick of a schedule this node runs, for the background worker''s wake.';
 

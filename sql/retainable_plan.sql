@@ -1,11 +1,12 @@
--- retainable_plan: the prune's read of a queue slot's finished jobs to retain
--- (awa._retainable, docs/maintenance.md "Retention") probes each completed attempt's ready row
--- by its key, whatever the statistics say. Flattened into a join on the lane alone, it
+-- retainable_plan: the prune's reads of a queue slot's completed attempts read each ready row
+-- once, whatever the statistics say: awa._retainable (the finished jobs to retain,
+-- docs/maintenance.md "Retention") probes each completed attempt's ready row by its key, and
+-- awa._batch_completions (whose unique claims a freed slot drops, under the slot's share
+-- lock) matches each ready row with the batch of its block. Joined on the lane alone, they
 -- paired every ready row of the slot with every completion batch of its lane: a background
--- prune spent 20 s in it on a slot of 21,000 ready rows and 2,300 batches whose partitions
--- had not been analyzed yet (and its pass enqueued no periodic job meanwhile). Asserted by
--- what the call reads, never by its time: no sequential scan of the slot's ready partition,
--- and one ready row fetched per completed attempt.
+-- prune spent 20 s in the first on a slot of 21,000 ready rows and 2,300 batches whose
+-- partitions had not been analyzed yet (and its pass enqueued no periodic job meanwhile).
+-- Asserted by what the reads fetch, never by their time.
 -- Rings are global: run in a database of our own so other tests' rows do not interfere.
 SELECT current_database() AS home \gset
 CREATE DATABASE awa_retainable_plan;
@@ -37,8 +38,9 @@ BEGIN
 END
 $$;
 SELECT (SELECT current_slot FROM awa.queue_ring_state) AS slot \gset
-SELECT count(*) AS batches FROM awa.completion_batches WHERE ready_slot = :slot;
-SELECT count(*) AS ready_rows FROM awa.ready_entries WHERE ready_slot = :slot;
+SELECT count(*) AS batches FROM awa.completion_batches WHERE ready_slot = :slot \gset
+SELECT count(*) AS ready_rows FROM awa.ready_entries WHERE ready_slot = :slot \gset
+SELECT :batches AS batches, :ready_rows AS ready_rows;
 
 -- What the read does to the slot's ready partition: its counters before and after, in one
 -- transaction (counters of earlier statements may not have been flushed yet).
@@ -52,6 +54,15 @@ SELECT count(*) AS retainable, count(*) FILTER (WHERE (r.job).state = 'completed
 SELECT pg_stat_get_xact_numscans(:part) - :scans0 AS seq_scans_of_ready_rows,
        pg_stat_get_xact_tuples_returned(:part) - :read0 AS ready_rows_read_by_seq_scans,
        pg_stat_get_xact_tuples_fetched(:pkey) - :fetched0 AS ready_rows_fetched_by_key;
+-- The read of the unique-claims drop when a slot is freed (awa._free_queue_slot), through
+-- awa._batch_completions: each ready row matched with the batch of its block, so it reads at
+-- most the slot's ready rows once (a scan) and each batch's block of 64 (by key), whichever
+-- plan (joined on the lane alone: 222,000).
+SELECT pg_stat_get_xact_tuples_returned(:part) AS read0, pg_stat_get_xact_tuples_fetched(:pkey) AS fetched0 \gset
+SELECT count(*) AS completed_attempts, count(DISTINCT job_id) AS jobs
+  FROM awa._batch_completions b WHERE b.ready_slot = :slot;
+SELECT pg_stat_get_xact_tuples_returned(:part) - :read0 + pg_stat_get_xact_tuples_fetched(:pkey) - :fetched0
+       <= :ready_rows + 64 * :batches AS ready_rows_read_at_most_once_per_block;
 COMMIT;
 
 \c :home

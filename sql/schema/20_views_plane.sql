@@ -1,17 +1,22 @@
 -- Views over the plane that the functions read (internal, and awa.lease_claims, the receipts).
 
 -- One row per completed attempt of awa.completion_batches, with the attempt's identity read
--- from its ready row (internal; what readers of many attempts join with).
+-- from its ready row (internal; what readers of many attempts join with). Each ready row is
+-- matched with the batch of its block (lane_seq / 64, the block's range spelled out, as in
+-- awa._open_receipts), never with every batch of its lane: a join on the lane alone paired
+-- every ready row of a slot with every completion batch of its lane. A reader of one job
+-- starts from the ready rows' job index; a reader of a slot from its batches.
 CREATE VIEW awa._batch_completions AS
     SELECT b.ready_slot, b.ready_generation, b.queue, b.priority, b.enqueue_shard, b.lane_block,
            r.lane_seq, r.job_id, r.run_lease + 1 AS run_lease, (r.attempt + 1)::smallint AS attempt,
-           u.attempted_at, b.finalized_at
+           b.attempted_at[x.k] AS attempted_at, b.finalized_at
       FROM awa.completion_batches b
-     CROSS JOIN LATERAL unnest(b.lane_offsets, b.attempted_at) AS u(lane_offset, attempted_at)
       JOIN awa.ready_entries r
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
-       AND r.ready_generation = b.ready_generation;
+       AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
+       AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::smallint) AS k) x
+     WHERE x.k IS NOT NULL;
 COMMENT ON VIEW awa._batch_completions IS 'Internal: one row per completed attempt of awa.completion_batches.';
 GRANT SELECT ON awa._batch_completions TO awa_admin;
 
