@@ -94,24 +94,40 @@ const Step kSteps[] = {
 
 /* The step of periodic jobs alone, run again between passes when a tick comes. */
 const Step &kScheduleStep = kSteps[0];
-/* The next tick of a schedule of this database (1.1), read after each run of the schedules. */
-const Step kNextTickStep = {"SELECT awa._next_schedule_tick()", true};
+/* Schedules one run of kScheduleStep takes at most: a run that enqueued as many jobs is run again. */
+constexpr int kSchedulesPerRun = 1000;
+/* Runs of kScheduleStep at one tick, at most (then the passes take the rest). */
+constexpr int kRunsPerTick = 10;
+/* The next tick of a schedule of this database after $1 (1.1). */
+const Step kNextTickStep = {"SELECT awa._next_schedule_tick($1)", true};
+/* How often a sleeping worker reads the next tick again (a schedule made or resumed meanwhile). */
+constexpr long kTickReadMs = 1000;
+
+/* A statement's one value: the argument $1 (when set) and the value of its one row. */
+struct StepValue
+{
+	Oid arg_type = InvalidOid; /* InvalidOid: $1 is awa_shard.stale_heartbeat */
+	Datum arg = 0;
+	Oid type = InvalidOid; /* the value expected; another type or NULL leaves `found` false */
+	Datum value = 0;
+	bool found = false;
+};
 
 /*
  * Run one statement of a pass in its own transaction, with the extension locked against
  * DROP EXTENSION; errors are logged and kept for awa.maintenance_status, never fatal.
- * With `tick`, the statement's one timestamptz value goes there (0: NULL, none, or not run).
+ * With `io`, its $1 and the value of its one row (io->found: a value of io->type was read).
  * Returns whether the extension was there.
  */
 bool
-run_step(const Step &step, Oid dbid, TimestampTz *tick = nullptr)
+run_step(const Step &step, Oid dbid, StepValue *io = nullptr)
 {
 	const char *volatile sql = step.sql;
 	MemoryContext outer = CurrentMemoryContext;
 	volatile bool installed = true;
 
-	if (tick != nullptr)
-		*tick = 0;
+	if (io != nullptr)
+		io->found = false;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -135,19 +151,24 @@ run_step(const Step &step, Oid dbid, TimestampTz *tick = nullptr)
 			sql = step.sql_1_0;
 		if (installed && (!step.needs_claim_marks || sql == step.sql_1_0 || claim_marks_installed()))
 		{
-			Oid argtypes[1] = {INT4OID};
-			Datum values[1] = {Int32GetDatum(stale_heartbeat_secs)};
+			bool own_arg = io != nullptr && OidIsValid(io->arg_type);
+			Oid argtypes[1] = {own_arg ? io->arg_type : INT4OID};
+			Datum values[1] = {own_arg ? io->arg : Int32GetDatum(stale_heartbeat_secs)};
 			int nargs = strstr(sql, "$1") != nullptr ? 1 : 0;
 
 			if (SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0) != SPI_OK_SELECT)
 				elog(ERROR, "awa_shard: maintenance step failed: %s", sql);
-			if (tick != nullptr && SPI_processed == 1)
+			if (io != nullptr && SPI_processed == 1)
 			{
 				bool isnull;
 				Datum v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 
-				if (!isnull && TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid == TIMESTAMPTZOID)
-					*tick = DatumGetTimestampTz(v);
+				/* Both types the worker reads are passed by value. */
+				if (!isnull && TupleDescAttr(SPI_tuptable->tupdesc, 0)->atttypid == io->type)
+				{
+					io->value = v;
+					io->found = true;
+				}
 			}
 		}
 		if (SPI_finish() != SPI_OK_FINISH)
@@ -171,34 +192,65 @@ run_step(const Step &step, Oid dbid, TimestampTz *tick = nullptr)
 	return installed;
 }
 
-/* The next tick of a schedule of this database, or 0 (none, or a 1.0 catalog). */
-TimestampTz
-next_schedule_tick(Oid dbid)
+/*
+ * What a worker knows of its database's schedules: the next tick it wakes for (0: none), when
+ * its last run of the periodic-jobs step began, and when it last read the next tick.
+ */
+struct TickWatch
 {
 	TimestampTz tick = 0;
+	TimestampTz ran_from = DT_NOBEGIN;
+	TimestampTz read_at = 0;
+};
 
-	(void)run_step(kNextTickStep, dbid, &tick);
-	return tick;
+/*
+ * Read the next tick after the start of the last run of the schedules (awa._next_schedule_tick):
+ * a tick the run left due waits for the passes, and does not hold back the others' wake.
+ */
+void
+read_next_tick(Oid dbid, TickWatch *w)
+{
+	StepValue io;
+
+	io.arg_type = TIMESTAMPTZOID;
+	io.arg = TimestampTzGetDatum(w->ran_from);
+	io.type = TIMESTAMPTZOID;
+	(void)run_step(kNextTickStep, dbid, &io);
+	w->tick = io.found ? DatumGetTimestampTz(io.value) : 0;
+	w->read_at = GetCurrentTimestamp();
 }
 
 /*
- * Run the periodic-jobs step alone when *tick has come, then read the next tick into *tick;
- * one still due after that run (its enqueue failed, or the clock went back) is left to the
- * next pass (0). Returns whether the extension was there.
+ * Run the periodic-jobs step, again while a run enqueued a full batch (more schedules were
+ * due than one run takes; at most kRunsPerTick runs), then read the next tick. Returns
+ * whether the extension was there.
  */
 bool
-run_due_ticks(Oid dbid, TimestampTz *tick)
+run_schedules_now(Oid dbid, TickWatch *w)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz started = GetCurrentTimestamp();
+	StepValue io;
 
-	if (*tick == 0 || now < *tick)
-		return true;
-	if (!run_step(kScheduleStep, dbid))
-		return false;
-	*tick = next_schedule_tick(dbid);
-	if (*tick <= now)
-		*tick = 0;
+	io.type = INT4OID;
+	for (int run = 0; run < kRunsPerTick; run++)
+	{
+		if (!run_step(kScheduleStep, dbid, &io))
+			return false;
+		if (!io.found || DatumGetInt32(io.value) < kSchedulesPerRun)
+			break;
+	}
+	w->ran_from = started;
+	read_next_tick(dbid, w);
 	return true;
+}
+
+/* Run the schedules if the next tick has come (run_schedules_now); true otherwise. */
+bool
+run_due_ticks(Oid dbid, TickWatch *w)
+{
+	if (w->tick == 0 || GetCurrentTimestamp() < w->tick)
+		return true;
+	return run_schedules_now(dbid, w);
 }
 
 /*
@@ -207,11 +259,11 @@ run_due_ticks(Oid dbid, TimestampTz *tick)
  * turning the ring faster than that buys nothing; the count is the database's, kept by the
  * launcher, so workers taking turns keep the cadence). Each step first checks that the
  * extension is still there (a DROP EXTENSION meanwhile ends the pass quietly). A schedule's
- * tick that comes during the pass is run between two steps; *tick is then the next one, for
- * the sleep after the pass (0: none). Returns whether the extension was there.
+ * tick that comes during the pass is run between two steps; *w then holds the next one, for
+ * the sleep after the pass. Returns whether the extension was there.
  */
 bool
-maintenance_pass(Oid dbid, TimestampTz *tick)
+maintenance_pass(Oid dbid, TickWatch *w)
 {
 	constexpr int kRingEvery = 10;
 	constexpr int kFirstRingStep = 4;
@@ -219,21 +271,17 @@ maintenance_pass(Oid dbid, TimestampTz *tick)
 	bool installed = true;
 	int k = 0;
 
-	*tick = 0;
 	for (const Step &step : kSteps)
 	{
-		TimestampTz started = GetCurrentTimestamp();
-
 		if (k >= kFirstRingStep && pass % kRingEvery != 0)
 			break;
+		if (k++ == 0)
+			installed = run_schedules_now(dbid, w);
 		/* A tick that comes during the pass waits for the step in progress, not the pass. */
-		if (k > 0 && !(installed = run_due_ticks(dbid, tick)))
+		else
+			installed = run_due_ticks(dbid, w) && run_step(step, dbid);
+		if (!installed)
 			break;
-		if (!(installed = run_step(step, dbid)))
-			break;
-		/* After the periodic-jobs step: the next tick; one it left due waits for the next pass. */
-		if (k++ == 0 && (*tick = next_schedule_tick(dbid)) <= started)
-			*tick = 0;
 	}
 	pgstat_report_stat(true);
 	pgstat_report_activity(STATE_IDLE, nullptr);
@@ -410,12 +458,12 @@ enum class Wake
 /*
  * Sleep until the next pass, one interval after the start of the last (at once if that pass
  * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
- * asked for. A schedule's tick (`tick`, read by the pass) that comes meanwhile is run at
- * once, by the periodic-jobs step alone: a tick waits for no pass (docs/api.md, "Periodic
- * jobs").
+ * asked for. A schedule's tick (w, read by the pass) that comes meanwhile is run at once, by
+ * the periodic-jobs step alone: a tick waits for no pass (docs/api.md, "Periodic jobs"). The
+ * next tick is read again every kTickReadMs, for a schedule made or resumed meanwhile.
  */
 Wake
-sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TimestampTz tick)
+sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TickWatch *w)
 {
 	TimestampTz next_pass = TimestampTzPlusMilliseconds(pass_started, maintenance_interval_ms);
 
@@ -424,9 +472,9 @@ sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TimestampTz tick)
 		TimestampTz now = GetCurrentTimestamp();
 		long left;
 
-		if (tick != 0 && now >= tick)
+		if (w->tick != 0 && now >= w->tick)
 		{
-			if (!run_due_ticks(dbid, &tick))
+			if (!run_schedules_now(dbid, w))
 				return Wake::NextPass; /* the extension is gone: the pass finds it so */
 			pgstat_report_stat(true);
 			pgstat_report_activity(STATE_IDLE, nullptr);
@@ -434,9 +482,17 @@ sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TimestampTz tick)
 		}
 		if (now >= next_pass)
 			return Wake::NextPass;
-		left = TimestampDifferenceMilliseconds(now, next_pass);
-		if (tick != 0)
-			left = std::min(left, std::max(1L, TimestampDifferenceMilliseconds(now, tick)));
+		if (TimestampDifferenceExceeds(w->read_at, now, static_cast<int>(kTickReadMs)))
+		{
+			read_next_tick(dbid, w);
+			pgstat_report_activity(STATE_IDLE, nullptr);
+			continue;
+		}
+		left = std::min(TimestampDifferenceMilliseconds(now, next_pass),
+						kTickReadMs - TimestampDifferenceMilliseconds(w->read_at, now));
+		if (w->tick != 0)
+			left = std::min(left, TimestampDifferenceMilliseconds(now, w->tick));
+		left = std::max(1L, left);
 		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(left, 100L),
 						PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -482,12 +538,13 @@ awa_maintenance_main(Datum arg)
 		awa::mark_database_switched_off(dbid);
 		proc_exit(0);
 	}
+	awa::TickWatch ticks;
+
 	awa::begin_worker_turn(dbid);
 	for (;;)
 	{
 		awa::Served served;
 		TimestampTz pass_started;
-		TimestampTz tick;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -506,14 +563,14 @@ awa_maintenance_main(Datum arg)
 			break;
 		}
 		pass_started = GetCurrentTimestamp();
-		if (!awa::maintenance_pass(dbid, &tick))
+		if (!awa::maintenance_pass(dbid, &ticks))
 		{
 			awa::mark_database_absent(dbid, false);
 			break;
 		}
 		if (awa::end_pass(dbid))
 			break;
-		switch (awa::sleep_until_next_pass(dbid, pass_started, tick))
+		switch (awa::sleep_until_next_pass(dbid, pass_started, &ticks))
 		{
 		case awa::Wake::NextPass:
 			continue;

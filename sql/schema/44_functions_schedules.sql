@@ -285,7 +285,8 @@ COMMENT ON FUNCTION awa.resume_schedule(text) IS 'Enqueue a paused periodic job'
 -- them; on a Citus cluster those in the shards of awa.cron_schedules placed on
 -- this node (the schedules of the queues it holds; none on a coordinator without shards),
 -- read from those shards themselves, as awa._citus_local_queues reads its shards.
-CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint DEFAULT NULL)
+CREATE FUNCTION awa._due_schedules(p_now timestamptz, p_limit bigint DEFAULT NULL,
+                                   p_after timestamptz DEFAULT '-infinity')
     RETURNS TABLE (queue text, name text, next_run_at timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -296,7 +297,7 @@ BEGIN
     IF awa._citus_group() IS NULL THEN
         RETURN QUERY
             SELECT c.queue, c.name, c.next_run_at FROM awa.cron_schedules c
-             WHERE NOT c.paused AND c.next_run_at <= p_now
+             WHERE NOT c.paused AND c.next_run_at <= p_now AND c.next_run_at > p_after
              ORDER BY c.next_run_at, c.name
              LIMIT p_limit;
         RETURN;
@@ -308,26 +309,29 @@ BEGIN
     RETURN QUERY EXECUTE
         'SELECT u.queue, u.name, u.next_run_at FROM (' ||
         (SELECT string_agg(format(
-            'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1', sh),
+            'SELECT c.queue, c.name, c.next_run_at FROM %s c WHERE NOT c.paused AND c.next_run_at <= $1 AND c.next_run_at > $3', sh),
             ' UNION ALL ')
            FROM unnest(v_shards) sh) ||
         ') u ORDER BY u.next_run_at, u.name LIMIT $2'
-      USING p_now, p_limit;
+      USING p_now, p_limit, p_after;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint) FROM PUBLIC;
-COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint) IS 'Internal: the due schedules this node runs (all of them on one server, those of its own shards on a Citus cluster), soonest first, at most p_limit (NULL: all).';
+REVOKE ALL ON FUNCTION awa._due_schedules(timestamptz, bigint, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._due_schedules(timestamptz, bigint, timestamptz) IS 'Internal: the schedules this node runs (all of them on one server, those of its own shards on a Citus cluster) whose tick is in (p_after, p_now], soonest first, at most p_limit (NULL: all).';
 
--- The next tick of an unpaused schedule this node runs (awa._due_schedules), NULL when none:
--- the background maintenance worker wakes for it between its passes (src/worker.cpp), so
--- a tick is enqueued right after it comes rather than at the next pass.
-CREATE FUNCTION awa._next_schedule_tick()
+-- The soonest tick after p_after of an unpaused schedule this node runs (awa._due_schedules),
+-- NULL when none: the background maintenance worker wakes for it between and during its
+-- passes (src/worker.cpp), so a tick is enqueued right after it comes rather than at the next
+-- pass. p_after is when the worker's last run of the schedules began: a tick at or before
+-- it that is still due (its enqueue failed, or more schedules were due than one run takes)
+-- waits for the passes and does not hold back the others' wake.
+CREATE FUNCTION awa._next_schedule_tick(p_after timestamptz)
     RETURNS timestamptz
     LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    RETURN (SELECT d.next_run_at FROM awa._due_schedules('infinity', 1) d);
-REVOKE ALL ON FUNCTION awa._next_schedule_tick() FROM PUBLIC;
-COMMENT ON FUNCTION awa._next_schedule_tick() IS 'Internal: the next tick of a schedule this node runs, for the background worker''s wake.';
+    RETURN (SELECT d.next_run_at FROM awa._due_schedules('infinity', 1, p_after) d);
+REVOKE ALL ON FUNCTION awa._next_schedule_tick(timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next tick after p_after of a schedule this node runs, for the background worker''s wake.';
 
 -- The maintenance step of periodic jobs: for up to p_limit unpaused schedules whose next
 -- tick has come, oldest first, enqueue one job per due tick with run_at = the tick and move

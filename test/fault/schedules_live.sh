@@ -2,7 +2,8 @@
 # Live test of periodic jobs (docs/api.md, "Periodic jobs"): 100 one-second schedules run by
 # the background maintenance of a preloaded server with no settings, across a clean restart
 # and a crash (immediate stop), then with passes 15 s apart (the worker wakes for each tick
-# between its passes). Every tick gets at most one job, run_at on the tick; each schedule's
+# between its passes), beside a schedule whose enqueue always fails and one made while the
+# worker sleeps. Every tick gets at most one job, run_at on the tick; each schedule's
 # ticks follow one another second by second, except across a stop longer than the
 # documented catch-up (10 s since the schedule's previous job: only the latest tick then);
 # the schedules' last enqueue matches their jobs. Prints the enqueue delay (created_at -
@@ -33,12 +34,25 @@ wait_more 300
 "$PGBIN/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null
 start || give_up "the server did not restart after the crash"
 wait_more 300
+# A schedule whose enqueue always fails (a kind longer than allowed): it stays due and is
+# reported at every pass, and must not hold back the others' ticks.
+q live -c "SELECT awa.schedule('broken', '@hourly', 'tick', 'live_q')" \
+       -c "UPDATE awa.cron_schedules SET kind = repeat('k', 300), next_run_at = date_trunc('hour', now()) WHERE name = 'broken'" \
+  >/dev/null || give_up "the broken schedule could not be made"
 # Passes 15 s apart: the worker wakes for each tick between its passes, so the ticks still
 # come second by second (a pass alone would enqueue only the latest tick, 15 s apart).
 "$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
 start -c awa_shard.maintenance_interval=15s || give_up "the server did not restart with passes 15 s apart"
 sparse_from=$(q live -c "SELECT date_trunc('second', clock_timestamp()) + interval '2 seconds'")
-wait_more 500
+wait_more 300
+# A schedule made while the worker sleeps between two passes gets its first tick too.
+late_at=$(q live -c "SELECT clock_timestamp()")
+q live -c "SELECT awa.schedule('late', '1 second', 'tick', 'live_late')" >/dev/null || give_up "scheduling late failed"
+wait_more 300
+late=$(q live -c "SELECT count(*) || '|' || (min(run_at) = date_trunc('second', '$late_at'::timestamptz) + interval '1 second')
+                         || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
+                    FROM (SELECT run_at, run_at - lag(run_at) OVER (ORDER BY run_at) AS gap
+                            FROM awa.jobs WHERE queue = 'live_late') g")
 sparse=$(q live -c "SELECT count(*) || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
                       FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
                               FROM awa.jobs WHERE queue = 'live_q' AND run_at >= '$sparse_from') g WHERE gap IS NOT NULL")
@@ -64,10 +78,14 @@ gaps=$(q live -c "SELECT count(*) FILTER (WHERE gap > interval '1 second' AND ga
 check "no tick missed except across a stop longer than the catch-up (short gaps, long gaps: $gaps)" "${gaps%%|*}" "0"
 check "passes 15 s apart: consecutive ticks one second apart (ticks after the first, ticks off)" \
   "$([ "${sparse%%|*}" -ge 200 ] && echo "${sparse#*|}" || echo "only ${sparse%%|*} ticks")" "0"
+check "a schedule made between two passes: its first tick and every one after (jobs|first tick|gaps)" \
+  "$([ "${late%%|*}" -ge 2 ] && echo "${late#*|}" || echo "$late")" "true|0"
+check "the broken schedule enqueued nothing and stays due" \
+  "$(q live -c "SELECT count(*) FROM awa.cron_schedules WHERE name = 'broken' AND last_job_id IS NULL AND next_run_at <= now()")" "1"
 check "each schedule's last enqueue is its latest job" \
   "$(q live -c "SELECT count(*) FROM awa.cron_schedules s
                   LEFT JOIN LATERAL (SELECT j.id, j.run_at FROM awa.jobs j
-                                      WHERE j.queue = 'live_q' AND j.metadata->>'awa_schedule' = s.name
+                                      WHERE j.queue = s.queue AND j.metadata->>'awa_schedule' = s.name
                                       ORDER BY j.run_at DESC LIMIT 1) l ON true
                  WHERE (s.last_job_id, s.last_run_at) IS DISTINCT FROM (l.id, l.run_at)")" "0"
 check "each schedule's next tick is one second after its last" \
