@@ -65,5 +65,17 @@ SELECT pg_stat_get_xact_tuples_returned(:part) - :read0 + pg_stat_get_xact_tuple
        <= :ready_rows + 64 * :batches AS ready_rows_read_at_most_once_per_block;
 COMMIT;
 
+-- A prune that copied early reads again under the slot's lock, for what finished since:
+-- p_uncopied passes over the jobs that have a copy, before hydrating them (nothing read by
+-- key here: the 640 were copied by the first call).
+SELECT cardinality(awa._retain_finished(:slot)) AS copied_first;
+BEGIN;
+SELECT pg_stat_get_xact_tuples_fetched(:pkey) AS fetched0 \gset
+SELECT count(*) AS copied_again FROM unnest(awa._retain_finished(:slot, true));
+SELECT count(*) AS uncopied FROM awa._retainable(:slot, clock_timestamp(), true);
+SELECT pg_stat_get_xact_tuples_fetched(:pkey) - :fetched0 AS ready_rows_fetched_by_key;
+SELECT count(*) AS retainable_still FROM awa._retainable(:slot, clock_timestamp());
+COMMIT;
+
 \c :home
 DROP DATABASE awa_retainable_plan;

@@ -212,8 +212,10 @@ COMMENT ON FUNCTION awa._retention_deadline(timestamptz, interval, timestamptz) 
 -- failed jobs): failed rows (a queue without failed retention keeps them), cancelled rows
 -- of a queue with a failed retention, completions (terminal rows and completion batches) of
 -- a queue with a completed retention, each only while its retention has not run out at
--- p_now. ready_slot is left to the caller.
-CREATE FUNCTION awa._retainable(p_slot integer, p_now timestamptz)
+-- p_now. ready_slot is left to the caller. With p_uncopied, only those without a copy in a
+-- retained partition yet (same lane identity and state), tested before they are hydrated:
+-- a prune's second read, under the slot's lock, after it copied early.
+CREATE FUNCTION awa._retainable(p_slot integer, p_now timestamptz, p_uncopied boolean DEFAULT false)
     RETURNS TABLE (job awa.done_entries, deadline timestamptz)
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp SET jit = off
@@ -230,6 +232,11 @@ AS $$
      CROSS JOIN LATERAL awa._job_row(d, awa._done_job(d, r), NULL) x
      WHERE d.ready_slot = p_slot
        AND ((d.state = 'failed' AND t.retention IS NULL) OR k.deadline IS NOT NULL)
+       AND NOT (p_uncopied
+                AND EXISTS (SELECT 1 FROM awa.done_entries c
+                             WHERE c.ready_slot < 0 AND c.queue = d.queue AND c.priority = d.priority
+                               AND c.enqueue_shard = d.enqueue_shard AND c.lane_seq = d.lane_seq
+                               AND c.state = d.state))
     UNION ALL
     SELECT x, k.deadline
       FROM awa.completion_batches b
@@ -252,17 +259,24 @@ AS $$
                                                         'run_lease', r.run_lease + 1, 'attempted_at', b.attempted_at[u.n],
                                                         'finalized_at', b.finalized_at, 'result', b.results[u.n])) x
      WHERE b.ready_slot = p_slot AND k.deadline IS NOT NULL
+       AND NOT (p_uncopied
+                AND EXISTS (SELECT 1 FROM awa.done_entries c
+                             WHERE c.ready_slot < 0 AND c.queue = b.queue AND c.priority = b.priority
+                               AND c.enqueue_shard = b.enqueue_shard AND c.lane_seq = b.lane_block * 64 + u.lane_offset
+                               AND c.state = 'completed'))
 $$;
-REVOKE ALL ON FUNCTION awa._retainable(integer, timestamptz) FROM PUBLIC;
-COMMENT ON FUNCTION awa._retainable(integer, timestamptz) IS 'Internal: the finished jobs of a queue slot its queue keeps past the slot, hydrated, with their bucket deadline.';
+REVOKE ALL ON FUNCTION awa._retainable(integer, timestamptz, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retainable(integer, timestamptz, boolean) IS 'Internal: the finished jobs of a queue slot its queue keeps past the slot, hydrated, with their bucket deadline.';
 
 -- Copy the finished jobs of a queue slot that outlive it (awa._retainable), with their body
 -- and result, to the retained partition (failed jobs kept by default) or to the retention
 -- bucket of their deadline, once; returns the rows copied by this call. Once also when a prune
 -- calls it twice (early, then under the slot's lock) and the queue's retention changed
 -- between the calls: a job with a copy already (same lane identity and state, any retained
--- partition) is not copied again into the bucket of its new deadline.
-CREATE FUNCTION awa._retain_finished(p_slot integer) RETURNS awa.done_entries[]
+-- partition) is not copied again into the bucket of its new deadline. The second call passes
+-- p_uncopied, so that it reads and hydrates only what finished since the first (a slot of
+-- 140,000 kept completions took 10 s to hydrate again, under the lock).
+CREATE FUNCTION awa._retain_finished(p_slot integer, p_uncopied boolean DEFAULT false) RETURNS awa.done_entries[]
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp SET jit = off
 AS $$
@@ -277,7 +291,7 @@ BEGIN
     -- One read of the slot's retainable jobs: a retention changed meanwhile must not give
     -- the copies deadlines that have no bucket (they would go to the kept partition).
     SELECT array_agg(r.job), array_agg(r.deadline) INTO v_jobs, v_job_deadlines
-      FROM awa._retainable(p_slot, v_now) r;
+      FROM awa._retainable(p_slot, v_now, p_uncopied) r;
     SELECT array_agg(x.deadline ORDER BY x.deadline), array_agg(awa._retention_bucket(x.deadline) ORDER BY x.deadline)
       INTO v_deadlines, v_slots
       FROM (SELECT DISTINCT d.deadline FROM unnest(v_job_deadlines) AS d(deadline) WHERE d.deadline IS NOT NULL) x;
@@ -297,8 +311,8 @@ BEGIN
     RETURN v_copied;
 END
 $$;
-REVOKE ALL ON FUNCTION awa._retain_finished(integer) FROM PUBLIC;
-COMMENT ON FUNCTION awa._retain_finished(integer) IS 'Internal: copy a queue slot''s finished jobs that outlive it, with body and result, to the retained partition or their retention bucket, once.';
+REVOKE ALL ON FUNCTION awa._retain_finished(integer, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION awa._retain_finished(integer, boolean) IS 'Internal: copy a queue slot''s finished jobs that outlive it, with body and result, to the retained partition or their retention bucket, once.';
 
 -- Free a queue slot (a prune): with the writers of the slot kept out (SHARE ROW EXCLUSIVE on
 -- its partitions, which readers pass), drop the unique claims of the jobs whose last rows go
@@ -605,21 +619,25 @@ BEGIN
         -- Copied early: what finished since (an exit that wrote a terminal row before the
         -- lock came, such as a cancel) is copied now, once, like the rest.
         IF v_copy_early THEN
-            v_copied := v_copied || awa._retain_finished(v_slot);
+            v_copied := v_copied || awa._retain_finished(v_slot, true);
         ELSE
             v_copied := awa._retain_finished(v_slot);
         END IF;
         -- The heads of the lanes that still have pending rows in the slot: a claim can take
         -- rows of the slot only under one of them. A claim holding one makes the prune step
         -- back; once they are held, no claim opens an attempt on a row of the slot.
+        -- Per head, its cursor and then one probe of the slot's rows at or past it: OFFSET 0
+        -- keeps the EXISTS a probe per head, where a semi-join read the cursor (a probe of the
+        -- claim marks) once per ready row of the slot (10 s for a slot of 200,000 rows).
         BEGIN
             PERFORM 1 FROM awa.queue_claim_heads h
-             WHERE EXISTS (SELECT 1 FROM awa.lane_cursors c
-                             JOIN awa.ready_entries r
-                               ON r.queue = c.queue AND r.priority = c.priority
-                              AND r.enqueue_shard = c.enqueue_shard AND r.lane_seq >= c.claim_seq
-                            WHERE c.queue = h.queue AND c.priority = h.priority
-                              AND c.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot)
+             WHERE EXISTS (SELECT 1 FROM awa.ready_entries r
+                            WHERE r.queue = h.queue AND r.priority = h.priority
+                              AND r.enqueue_shard = h.enqueue_shard AND r.ready_slot = v_slot
+                              AND r.lane_seq >= (SELECT c.claim_seq FROM awa.lane_cursors c
+                                                  WHERE c.queue = h.queue AND c.priority = h.priority
+                                                    AND c.enqueue_shard = h.enqueue_shard)
+                           OFFSET 0)
              ORDER BY h.queue, h.priority, h.enqueue_shard
                FOR UPDATE NOWAIT;
         EXCEPTION WHEN lock_not_available THEN
