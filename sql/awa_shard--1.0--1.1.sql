@@ -334,19 +334,20 @@ ALTER TABLE awa.lease_claims RENAME TO lease_claims_1_0;
 -- table of 1.0 held, minus materialized_at, plus the block and the batch's receipt_base (its
 -- identity, and the order in which closers of several attempts lock). A receipt whose ready
 -- row has gone (its queue-ring slot pruned after it closed, its completed job deleted) is
--- not listed.
+-- not listed. Each ready row is matched with the batch of its block, as in awa._open_receipts
+-- (a join on the lane alone paired every ready row of a slot with every batch of its lane).
 CREATE VIEW awa.lease_claims AS
     SELECT b.claim_slot, b.receipt_base + u.k - 1 AS receipt_id, r.job_id, r.run_lease + 1 AS run_lease,
-           b.ready_slot, b.ready_generation, b.queue, b.priority, u.effective_priority,
+           b.ready_slot, b.ready_generation, b.queue, b.priority, b.effective_priorities[u.k] AS effective_priority,
            (r.attempt + 1)::smallint AS attempt, r.max_attempts, r.lane_seq, b.enqueue_shard, b.claimed_at,
            b.deadline_at, b.lane_block, b.receipt_base
       FROM awa.claim_batches b
-     CROSS JOIN LATERAL unnest(b.lane_offsets, b.effective_priorities) WITH ORDINALITY
-                        AS u(lane_offset, effective_priority, k)
       JOIN awa.ready_entries r
         ON r.queue = b.queue AND r.priority = b.priority AND r.enqueue_shard = b.enqueue_shard
-       AND r.lane_seq = b.lane_block * 64 + u.lane_offset AND r.ready_slot = b.ready_slot
-       AND r.ready_generation = b.ready_generation;
+       AND r.ready_slot = b.ready_slot AND r.ready_generation = b.ready_generation
+       AND r.lane_seq / 64 = b.lane_block AND r.lane_seq BETWEEN b.lane_block * 64 AND b.lane_block * 64 + 63
+     CROSS JOIN LATERAL (SELECT array_position(b.lane_offsets, (r.lane_seq % 64)::smallint) AS k) u
+     WHERE u.k IS NOT NULL;
 COMMENT ON VIEW awa.lease_claims IS
     'Receipts mode: one row per recorded attempt (receipt) whose ready row is still stored (awa.claim_batches unnested).';
 GRANT SELECT ON awa.lease_claims TO awa_admin;
