@@ -13,6 +13,7 @@
  * first job whose key is at its cap. set_concurrency_limit waits for those locks instead.
  */
 #include "pg_boundary.hpp" /* first: postgres.h before any other header */
+#include "citus.hpp"
 #include "claim_sql.hpp"
 #include "direct_insert.hpp"
 #include "direct_key_places.hpp"
@@ -330,6 +331,23 @@ forget_queue_limits()
 	}
 }
 
+/*
+ * The kept plan of a statement over the queue's rows: under Citus one that names the queue's
+ * shards (citus.cpp, keep_shard_plan), so that PostgreSQL plans it on this node as it is
+ * (Citus refuses some of these statements, and inside a delegated call in a transaction
+ * block every one whose tables it cannot tie to the call's queue); otherwise *plan, kept.
+ */
+static SPIPlanPtr
+queue_statement_plan(SPIPlanPtr *plan, const char *sql, text *queue, int nargs, const Oid *types)
+{
+	SPIPlanPtr shard_plan = keep_shard_plan(sql, queue, nargs, types);
+
+	if (shard_plan != nullptr)
+		return shard_plan;
+	keep_plan(plan, sql, nargs, types);
+	return *plan;
+}
+
 /* The queue's running attempts on the latest committed state. SPI is connected. */
 int64
 running_attempts(text *queue)
@@ -338,8 +356,8 @@ running_attempts(text *queue)
 	Datum values[1] = {PointerGetDatum(queue)};
 	Datum running;
 
-	keep_plan(&running_plan, kRunningSql, 1, types);
-	exec_plan_latest(running_plan, values, nullptr, true, 1, SPI_OK_SELECT, "queue running attempts");
+	exec_plan_latest(queue_statement_plan(&running_plan, kRunningSql, queue, 1, types), values, nullptr, true, 1,
+					 SPI_OK_SELECT, "queue running attempts");
 	if (!spi_single_value(&running))
 		elog(ERROR, "awa_shard: running attempts of a queue counted no row");
 	return DatumGetInt64(running);
@@ -397,8 +415,8 @@ count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 
 		values[6 + k] = Int32GetDatum(claim_arc[k]);
 		values[10 + k] = Int32GetDatum(lease_arc[k]);
 	}
-	keep_plan(&key_count_plan, kKeyCountSql, 14, types);
-	exec_plan_latest(key_count_plan, values, nullptr, false, 0, SPI_OK_SELECT, "per-key running attempts");
+	exec_plan_latest(queue_statement_plan(&key_count_plan, kKeyCountSql, queue, 14, types), values, nullptr, false, 0,
+					 SPI_OK_SELECT, "per-key running attempts");
 	if (SPI_processed != static_cast<uint64>(n))
 		elog(ERROR, "awa_shard: per-key count returned %d rows for %d keys", static_cast<int>(SPI_processed), n);
 	for (int k = 0; k < n; k++)
@@ -679,8 +697,8 @@ record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt
 		values[15 + c] = PointerGetDatum(
 			construct_md_array(elems[c], nulls[c], 1, dims, lbs, elem_types[c], typlen, typbyval, typalign));
 	}
-	keep_plan(&record_key_plan, kRecordKeySql, 22, types);
-	exec_plan_latest(record_key_plan, values, nullptr, false, 0, SPI_OK_INSERT, "per-key attempts record");
+	exec_plan_latest(queue_statement_plan(&record_key_plan, kRecordKeySql, queue, 22, types), values, nullptr, false, 0,
+					 SPI_OK_INSERT, "per-key attempts record");
 }
 
 /* Remember that a claim of the queue was held back by per-key caps only (flow_control.hpp). */
