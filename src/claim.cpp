@@ -75,6 +75,7 @@ namespace
 SPIPlanPtr probe_plan = nullptr;
 SPIPlanPtr row_exists_plan = nullptr;
 SPIPlanPtr lock_head_plan = nullptr;
+SPIPlanPtr head_exists_plan = nullptr;
 SPIPlanPtr drain_plans[2][2];	/* [catalog][receipts] */
 SPIPlanPtr clear_hint_plans[2]; /* [catalog] */
 
@@ -102,6 +103,10 @@ const char *const kRowExistsSql =
 const char *const kLockHeadSql =
 	"SELECT 1 FROM awa.queue_claim_heads h "
 	"WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3 FOR UPDATE SKIP LOCKED";
+
+/* Whether a lane head the lock statement skipped is still there, so held by another claim. */
+const char *const kHeadExistsSql = "SELECT 1 FROM awa.queue_claim_heads h "
+								   "WHERE h.queue = $1 AND h.priority = $2 AND h.enqueue_shard = $3";
 
 /*
  * A locked head whose hint pointed at nothing: forget the hint so the next walk probes
@@ -505,6 +510,13 @@ walk_once(text *queue, awa::Catalog catalog, double aging_secs, LazyArc *arc, Ca
 			locked = SPI_processed > 0;
 			if (locked)
 				awa::note_head_held(queue);
+			else
+			{
+				/* Skipped: held by another claim unless it is gone (a dropped lane), as the direct lock tells. */
+				awa::keep_plan(&head_exists_plan, kHeadExistsSql, 3, lock_types);
+				awa::exec_plan_latest(head_exists_plan, values, nullptr, true, 1, SPI_OK_SELECT, "claim head check");
+				held = SPI_processed > 0;
+			}
 		}
 		if (!locked)
 		{
