@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/citus/run.sh — the Citus suite: build Citus (cached, test/citus/build.sh), start a
 # coordinator and two workers (test/citus/cluster.sh), run the checks of scale-out by queue
-# (docs/scale-out.md), stop the cluster. Ends with "citus: N passed, M failed", the line
+# (docs/scale-out.md) and the single-node isolation specs of test/citus/specs.list through the
+# coordinator (test/citus/specs.sh), stop the cluster. Ends with "citus: N passed, M failed", the line
 # test/run counts; exits 3 with "citus: skipped (...)" when the vendored Citus source is
 # absent. PG_CONFIG: the PostgreSQL to use (awa_shard must be installed there already).
 # KEEP=1 leaves the cluster running.
@@ -685,6 +686,14 @@ check "... and both answer again, with worker 2's queue, once it is back" \
   "$(q 0 "SELECT (SELECT count(*) FROM awa.queues WHERE queue = '$mb') || '/' || (SELECT count(*) > 0 FROM awa.shard_lag WHERE queue = '$mb')")" "1/true"
 check "... and awa.shard_stats answers again (worker 2's counters start afresh with its restart)" \
   "$(q 0 "SELECT count(*) FILTER (WHERE queue = '$ma') > 0 FROM awa.shard_stats")" "t"
+
+# -- The single-node isolation specs of per-queue promises (test/citus/specs.list), run through
+#    the coordinator against the same expected outputs as on one node (test/citus/specs.sh):
+#    a check each.
+out=$("$here/specs.sh" 2>&1)
+echo "$out" | grep -v '^citus specs:'
+passed=$((passed + $(echo "$out" | grep -c '^ok - '))); failed=$((failed + $(echo "$out" | grep -c '^not ok - ')))
+[ -n "$(echo "$out" | grep '^citus specs:')" ] || { echo "not ok - test/citus/specs.sh did not finish"; failed=$((failed + 1)); }
 
 summary
 [ "$failed" -eq 0 ]

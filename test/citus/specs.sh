@@ -2,7 +2,10 @@
 # test/citus/specs.sh [SPEC...] — run single-node isolation specs (test/specs) through the
 # coordinator of a running Citus cluster (test/citus/cluster.sh, AWA_CITUS_WORK), against the
 # same expected outputs (test/expected) as on one node. Without arguments, the specs listed in
-# test/citus/specs.list. Every call a spec makes names its queue and runs alone in its
+# test/citus/specs.list. A line there may name settings after the spec (name=value ...): Citus
+# does not carry a session's SET to the worker that runs a delegated call, so what the spec's
+# sessions SET on one node is set on the workers for that spec (ALTER SYSTEM), as users set
+# such settings in the workers' configuration, and reset after it. Every call a spec makes names its queue and runs alone in its
 # statement, so Citus delegates it to the queue's worker; concurrency promises are then kept
 # on the workers, and the tester sees a session wait for a lock held on a worker through
 # Citus's distributed wait graph. For the run, the workers stop relaying the commands they
@@ -20,8 +23,9 @@ db=${AWA_CITUS_DB:-awa}
 isolation_regress="$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress"
 cluster() { "$here/cluster.sh" "$@"; }
 
-if [ $# -gt 0 ]; then specs=("$@")
-else mapfile -t specs < <(grep -vE '^\s*(#|$)' "$here/specs.list"); fi
+# lines: "spec [name=value ...]"
+if [ $# -gt 0 ]; then lines=("$@")
+else mapfile -t lines < <(grep -vE '^\s*(#|$)' "$here/specs.list"); fi
 
 set_remote_log() {
   for n in 1 2; do
@@ -37,18 +41,44 @@ cluster psql 0 -c "SELECT citus_internal.restore_isolation_tester_func()" >/dev/
 cluster psql 0 -c "SELECT citus_internal.replace_isolation_tester_func()" >/dev/null || exit 1
 trap restore EXIT
 
+# The workers' settings for one spec (ALTER SYSTEM SET name = 'value' ..., or RESET name ...).
+worker_settings() {
+  local verb=$1 kv n; shift
+  for n in 1 2; do
+    for kv in "$@"; do
+      if [ "$verb" = SET ]; then cluster psql "$n" -c "ALTER SYSTEM SET ${kv%%=*} = '${kv#*=}'" >/dev/null
+      else cluster psql "$n" -c "ALTER SYSTEM RESET ${kv%%=*}" >/dev/null; fi
+    done
+    cluster psql "$n" -c "SELECT pg_reload_conf()" >/dev/null
+  done
+}
 out=$work/specs; rm -rf "$out"; mkdir -p "$out"
-[ "$(id -u)" = 0 ] && chown postgres: "$out"
-(cd "$out" && "$isolation_regress" --use-existing --dbname="$db" --host="$work/sock" --port="$(cat "$work/port")" \
-   --user=postgres --inputdir="$root/test" --outputdir="$out" "${specs[@]}") > "$out/run.log" 2>&1
 passed=0; failed=0
-for s in "${specs[@]}"; do
-  if grep -qE "^(test|not ok [0-9]+ +-|ok [0-9]+ +-) *$s +\.\.\. ok|^test $s +\.\.\. ok" "$out/run.log"; then
-    passed=$((passed + 1)); echo "ok - $s passes through the coordinator"
-  else
-    failed=$((failed + 1)); echo "not ok - $s through the coordinator"
-    sed -n "/^diff .*\/$s\.out /,/^diff /p" "$out/regression.diffs" 2>/dev/null | head -n 60
-  fi
+# A run of pg_isolation_regress for the specs of one set of settings: plain specs together.
+run_specs() {
+  local dir=$1; shift
+  mkdir -p "$dir"
+  (cd "$dir" && "$isolation_regress" --use-existing --dbname="$db" --host="$work/sock" --port="$(cat "$work/port")" \
+     --user=postgres --inputdir="$root/test" --outputdir="$dir" "$@") > "$dir/run.log" 2>&1
+  local s
+  for s in "$@"; do
+    if grep -qE "^test $s +\.\.\. ok" "$dir/run.log"; then
+      passed=$((passed + 1)); echo "ok - $s passes through the coordinator"
+    else
+      failed=$((failed + 1)); echo "not ok - $s through the coordinator"
+      sed -n "/^diff .*\/$s\.out /,/^diff /p" "$dir/regression.diffs" 2>/dev/null | head -n 60
+    fi
+  done
+}
+plain=(); i=0
+for line in "${lines[@]}"; do
+  read -r -a words <<< "$line"
+  if [ ${#words[@]} -eq 1 ]; then plain+=("${words[0]}"); continue; fi
+  i=$((i + 1))
+  worker_settings SET "${words[@]:1}"
+  run_specs "$out/set$i" "${words[0]}"
+  worker_settings RESET "${words[@]:1}"
 done
+[ ${#plain[@]} -gt 0 ] && run_specs "$out/plain" "${plain[@]}"
 echo "citus specs: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
