@@ -2561,6 +2561,27 @@ COMMENT ON FUNCTION awa._move_unique_claim(bigint, text, text) IS 'Internal: mov
 -- priority); the destination's current width decides the shard. Same rules as in 1.0:
 -- a waiting row is removed under its lane head lock and re-enqueued. A destination that
 -- does not exist yet is created, as an enqueue would create it.
+-- A call that takes a job out of queue p_from (its routing argument) and puts it into p_to
+-- (move_queue, retry_from_dlq): under Citus, p_from must be given and local (the call was
+-- delegated to its worker), and p_to must be p_from, since Citus lets a call delegated by a
+-- queue touch that queue alone (0A000 otherwise, before anything changes). Nothing on one node.
+CREATE FUNCTION awa._require_queue_kept(p_from text, p_to text, p_function text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue_local(p_from);
+    IF p_to IS DISTINCT FROM p_from AND awa._citus_group() IS NOT NULL THEN
+        RAISE EXCEPTION 'on a Citus cluster %() cannot put a job into another queue', p_function
+            USING ERRCODE = '0A000',
+                  DETAIL = format('The call runs on the worker of queue %L (p_from_queue), where Citus lets it touch that queue alone.', p_from),
+                  HINT = 'Keep the job in its queue (p_queue => p_from_queue: a new priority or run time), or cancel it and enqueue it into the other queue.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_queue_kept(text, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_queue_kept(text, text, text) IS 'Internal: under Citus, refuse (0A000) a call that would move a job out of its queue or was not delegated by it.';
+
 CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint DEFAULT NULL,
                                p_from_queue text DEFAULT NULL)
     RETURNS boolean
@@ -2569,23 +2590,28 @@ CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint 
 AS $$
 DECLARE
     r awa.ready_entries;
+    d awa.deferred_jobs;
     v_priority smallint;
     v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._require_queue_kept(p_from_queue, p_queue, 'move_queue');
     SELECT j.queue INTO v_from FROM awa.deferred_jobs j
      WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
-    UPDATE awa.deferred_jobs j
-       SET queue = p_queue,
-           priority = coalesce(p_priority, j.priority),
-           metadata = awa._stamp_metadata(j.metadata,
-               CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
-               || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
-                       THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id AND j.queue = v_from;
+    -- Taken out and written again rather than updated: `queue` is the distribution column on
+    -- a Citus cluster, which an UPDATE may not change (docs/scale-out.md).
+    DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND j.queue = v_from RETURNING j.* INTO d;
     IF FOUND THEN
+        v_priority := coalesce(p_priority, d.priority);
+        d.metadata := awa._stamp_metadata(d.metadata,
+            CASE WHEN d.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', d.queue) ELSE '{}' END
+            || CASE WHEN d.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', d.priority)
+                    ELSE '{}' END);
+        d.queue := p_queue;
+        d.priority := v_priority;
+        INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
@@ -2623,6 +2649,7 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
+    PERFORM awa._require_queue_kept(p_from_queue, coalesce(p_queue, p_from_queue), 'retry_from_dlq');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
     RETURNING e.* INTO x;
     IF NOT FOUND THEN

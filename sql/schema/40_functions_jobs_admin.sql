@@ -351,23 +351,28 @@ CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint 
 AS $$
 DECLARE
     r awa.ready_entries;
+    d awa.deferred_jobs;
     v_priority smallint;
     v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    PERFORM awa._require_queue_kept(p_from_queue, p_queue, 'move_queue');
     SELECT j.queue INTO v_from FROM awa.deferred_jobs j
      WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
-    UPDATE awa.deferred_jobs j
-       SET queue = p_queue,
-           priority = coalesce(p_priority, j.priority),
-           metadata = awa._stamp_metadata(j.metadata,
-               CASE WHEN j.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', j.queue) ELSE '{}' END
-               || CASE WHEN j.priority <> coalesce(p_priority, j.priority)
-                       THEN jsonb_build_object('_awa_original_priority', j.priority) ELSE '{}' END)
-     WHERE j.job_id = p_job_id AND j.queue = v_from;
+    -- Taken out and written again rather than updated: `queue` is the distribution column on
+    -- a Citus cluster, which an UPDATE may not change (docs/scale-out.md).
+    DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND j.queue = v_from RETURNING j.* INTO d;
     IF FOUND THEN
+        v_priority := coalesce(p_priority, d.priority);
+        d.metadata := awa._stamp_metadata(d.metadata,
+            CASE WHEN d.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', d.queue) ELSE '{}' END
+            || CASE WHEN d.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', d.priority)
+                    ELSE '{}' END);
+        d.queue := p_queue;
+        d.priority := v_priority;
+        INSERT INTO awa.deferred_jobs SELECT (d).*;
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
@@ -410,6 +415,7 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
+    PERFORM awa._require_queue_kept(p_from_queue, coalesce(p_queue, p_from_queue), 'retry_from_dlq');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
     RETURNING e.* INTO x;
     IF NOT FOUND THEN

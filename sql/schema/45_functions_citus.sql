@@ -228,6 +228,27 @@ CREATE FUNCTION awa._require_queue_local(p_queue text) RETURNS void
 REVOKE ALL ON FUNCTION awa._require_queue_local(text) FROM PUBLIC;
 COMMENT ON FUNCTION awa._require_queue_local(text) IS 'Internal: under Citus, refuse (0A000) a call whose queue is not given or lives on another node.';
 
+-- A call that takes a job out of queue p_from (its routing argument) and puts it into p_to
+-- (move_queue, retry_from_dlq): under Citus, p_from must be given and local (the call was
+-- delegated to its worker), and p_to must be p_from, since Citus lets a call delegated by a
+-- queue touch that queue alone (0A000 otherwise, before anything changes). Nothing on one node.
+CREATE FUNCTION awa._require_queue_kept(p_from text, p_to text, p_function text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM awa._require_queue_local(p_from);
+    IF p_to IS DISTINCT FROM p_from AND awa._citus_group() IS NOT NULL THEN
+        RAISE EXCEPTION 'on a Citus cluster %() cannot put a job into another queue', p_function
+            USING ERRCODE = '0A000',
+                  DETAIL = format('The call runs on the worker of queue %L (p_from_queue), where Citus lets it touch that queue alone.', p_from),
+                  HINT = 'Keep the job in its queue (p_queue => p_from_queue: a new priority or run time), or cancel it and enqueue it into the other queue.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION awa._require_queue_kept(text, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._require_queue_kept(text, text, text) IS 'Internal: under Citus, refuse (0A000) a call that would move a job out of its queue or was not delegated by it.';
+
 -- A statement over one queue's rows rewritten for this node's shards: the views of awa it
 -- names expanded and every distributed table named by its shard holding the queue, when the
 -- install is distributed and that shard is on this node; NULL otherwise (C, src/citus.cpp).

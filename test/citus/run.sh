@@ -115,6 +115,29 @@ check "exits: the jobs' states, seen on the coordinator" \
   "$(q 0 "SELECT string_agg(state::text, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qa' AND kind = 'ex'")" "retryable,scheduled,retryable,cancelled,failed"
 check "exits: the dead-lettered job is in the queue's dead letters on its worker" \
   "$(q "$(worker_of "$qa")" "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$qa' AND job_id = $x5")" "1"
+# -- move_queue and retry_from_dlq, routed by p_from_queue: within the job's queue they work
+#    (a waiting and a scheduled job moved to priority 3: the scheduled row is written again,
+#    since queue is the distribution column, which an UPDATE may not change; the dead letter
+#    of the exits above back in its queue); into another queue, even one of the same worker,
+#    they are refused (0A000) before anything changes (Citus lets a call delegated by a queue
+#    touch that queue alone), and so are they by id alone.
+wa=$(worker_of "$qa"); mv_to=$(queue_on mvto "$wa")
+mids=$(q 0 "SELECT awa.insert_jobs('$qa', '{mv}', p_args => array_fill('{}'::jsonb, ARRAY[2]))" | tr -d '{}')
+IFS=, read -r m1 m2 <<< "$mids"
+q 0 "SELECT awa.insert_job_compat('mvlater', '$qa', p_run_at => now() + interval '1 hour')" >/dev/null
+later=$(q 0 "SELECT max(id) FROM awa.jobs WHERE queue = '$qa' AND kind = 'mvlater'")
+check "move_queue within the queue: a waiting job and a scheduled one to priority 3" \
+  "$(q 0 "SELECT awa.move_queue($m1, '$qa', 3, p_from_queue => '$qa')")$(q 0 "SELECT awa.move_queue($later, '$qa', 3, p_from_queue => '$qa')")" "tt"
+check "... seen on the coordinator with their new priority and the old one in metadata" \
+  "$(q 0 "SELECT string_agg(kind || ':' || state || ':' || priority || ':' || (metadata->>'_awa_original_priority'), ',' ORDER BY kind) FROM awa.jobs WHERE queue = '$qa' AND id IN ($m1, $later)")" "mv:available:3:2,mvlater:scheduled:3:2"
+check "move_queue into another queue of the same worker is refused (0A000), nothing moved" \
+  "$(q 0 "SELECT awa.move_queue($m2, '$mv_to', p_from_queue => '$qa')" | grep -oE '^ERROR: +0A000' | tr -s ' ')$(q 0 "SELECT awa.move_queue($later, '$mv_to', p_from_queue => '$qa')" | grep -oE '^ERROR: +0A000' | tr -s ' ')/$(q 0 "SELECT string_agg(state::text, ',' ORDER BY id) FROM awa.jobs WHERE queue = '$qa' AND id IN ($m2, $later)")/$(q 0 "SELECT count(*) FROM awa.jobs WHERE queue = '$mv_to'")" "ERROR: 0A000ERROR: 0A000/available,scheduled/0"
+check "... and move_queue by id alone (0A000)" \
+  "$(q 0 "SELECT awa.move_queue($m2, '$qa')" | grep -oE '^ERROR: +0A000' | tr -s ' ')" "ERROR: 0A000"
+check "retry_from_dlq into another queue is refused (0A000), the dead letter kept" \
+  "$(q 0 "SELECT awa.retry_from_dlq($x5, '$mv_to', p_from_queue => '$qa')" | grep -oE '^ERROR: +0A000' | tr -s ' ')/$(q "$(worker_of "$qa")" "SELECT count(*) FROM awa.dlq_entries WHERE queue = '$qa' AND job_id = $x5")" "ERROR: 0A000/1"
+check "retry_from_dlq within the queue brings the dead letter back" \
+  "$(q 0 "SELECT awa.retry_from_dlq($x5, p_from_queue => '$qa')")/$(q 0 "SELECT state FROM awa.jobs WHERE queue = '$qa' AND id = $x5")" "t/available"
 last=$(q 0 "SELECT awa.insert_jobs('$qa', '{lastex}', p_max_attempts => ARRAY[1])" | tr -d '{}')
 q 0 "SELECT job_id FROM awa.claim_ready_runtime('$qa', 10)" >/dev/null
 check "exits: fail_job with p_queue at the job's last attempt fails it (its queue's dead-letter setting read on its worker)" \
