@@ -8,6 +8,7 @@
  */
 #include "enqueue.hpp"
 #include "relcache_watch.hpp"
+#include "citus.hpp"
 #include "compat_1_0.hpp"
 #include "direct_insert.hpp"
 #include "enqueue_core.hpp"
@@ -23,6 +24,7 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -34,6 +36,7 @@ extern "C"
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/varbit.h"
 }
 
@@ -43,10 +46,10 @@ namespace awa
 namespace
 {
 
-SPIPlanPtr ready_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
-SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
-SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};  /* by awa::Catalog */
-SPIPlanPtr unique_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
+SPIPlanPtr ready_plan[2] = {nullptr, nullptr};			 /* by awa::Catalog */
+SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr};		 /* by awa::Catalog */
+SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};		 /* by awa::Catalog */
+SPIPlanPtr unique_plan[3] = {nullptr, nullptr, nullptr}; /* by awa::Catalog; [2] the index raises (Citus) */
 
 Oid job_seq_oid = InvalidOid;
 Oid ready_parent_oid = InvalidOid;
@@ -177,9 +180,55 @@ enum UniqueParam
 	UQ_NPARAMS
 };
 
+/* The unique claims of one call: a key held already is passed over (raise_unique_conflict). */
+const char *const kUniqueInsertSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
+									 "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[]) "
+									 "ON CONFLICT (queue, unique_key) DO NOTHING";
+
+/* The same, a key held already raised by the index (claims of several queues on Citus). */
+const char *const kUniqueInsertIndexSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
+										  "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[])";
+
+/* The claim of a unique key in a queue, read on the latest committed state: its job. */
+const char *const kUniqueHolderSql = "SELECT job_id FROM awa.job_unique_claims WHERE queue = $1 AND unique_key = $2";
+
+/*
+ * Raise the unique violation of the first of m claims (keys, ids, queues) whose key another
+ * job holds, as PostgreSQL words it for the index (23505, its table and constraint named).
+ * Raised here rather than by the index so that it names the index, not a Citus shard of it.
+ */
+[[noreturn]] void
+raise_unique_conflict(const Column &keys, const Column &ids, const Column &queues, int m)
+{
+	static SPIPlanPtr holder_plan = nullptr;
+	static const Oid types[2] = {TEXTOID, BYTEAOID};
+	Relation rel = table_open(awa_relation("job_unique_claims"), AccessShareLock);
+
+	keep_plan(&holder_plan, kUniqueHolderSql, 2, types);
+	for (int i = 0; i < m; i++)
+	{
+		Datum args[2] = {queues.values[i], keys.values[i]};
+
+		exec_plan_latest(holder_plan, args, nullptr, true, 1, SPI_OK_SELECT, "unique claim holder");
+		Datum holder;
+		if (spi_single_value(&holder) && DatumGetInt64(holder) == DatumGetInt64(ids.values[i]))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNIQUE_VIOLATION),
+				 errmsg("duplicate key value violates unique constraint \"%s\"", "idx_awa_jobs_unique"),
+				 errdetail("Key (queue, unique_key)=(%s, %s) already exists.", TextDatumGetCString(queues.values[i]),
+						   DatumGetCString(DirectFunctionCall1(byteaout, keys.values[i]))),
+				 errtableconstraint(rel, "idx_awa_jobs_unique")));
+	}
+	elog(ERROR, "awa_shard: a unique claim was not inserted and no other job holds its key");
+}
+
 /*
  * Insert the unique claims of rows whose mask holds their initial state (conflict -> 23505):
- * per queue on a 1.1 catalog, global on a 1.0 one (whose table has no queue column).
+ * per queue on a 1.1 catalog, global on a 1.0 one (whose table has no queue column). On 1.1
+ * a conflict is found by ON CONFLICT DO NOTHING on the latest committed state (so a
+ * REPEATABLE READ producer gets 23505, not a serialization failure, as from the index) and
+ * raised by raise_unique_conflict.
  */
 void
 claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
@@ -203,17 +252,45 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 	}
 	if (m == 0)
 		return;
-	if (catalog == Catalog::V1_0)
-		keep_plan(&unique_plan[0], compat_1_0::unique_claims_insert_sql(), UQ_QUEUE, argtypes);
-	else
-		keep_plan(&unique_plan[1],
-				  "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
-				  "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[])",
-				  UQ_NPARAMS, argtypes);
 	values[UQ_KEY] = column_array(keys, m, BYTEAOID);
 	values[UQ_JOB_ID] = column_array(ids, m, INT8OID);
 	values[UQ_QUEUE] = column_array(queues, m, TEXTOID);
-	exec_plan(unique_plan[static_cast<int>(catalog)], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+	if (catalog == Catalog::V1_0)
+	{
+		keep_plan(&unique_plan[0], compat_1_0::unique_claims_insert_sql(), UQ_QUEUE, argtypes);
+		exec_plan(unique_plan[0], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+		return;
+	}
+	/*
+	 * On a Citus cluster the statement must name the queue's shard: routed by Citus, an insert
+	 * from unnest reports the rows it sent, not those inserted. Claims of several queues in
+	 * one call (a promotion) are inserted there without ON CONFLICT: the index raises.
+	 */
+	bool one_queue = true;
+	for (int i = 1; i < m && one_queue; i++)
+	{
+		text *a = DatumGetTextPP(queues.values[0]);
+		text *b = DatumGetTextPP(queues.values[i]);
+
+		one_queue = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+					memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+	}
+	SPIPlanPtr plan =
+		one_queue ? keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes) : nullptr;
+	if (plan == nullptr && citus_group() >= 0)
+	{
+		keep_plan(&unique_plan[2], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes);
+		exec_plan(unique_plan[2], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+		return;
+	}
+	if (plan == nullptr)
+	{
+		keep_plan(&unique_plan[1], kUniqueInsertSql, UQ_NPARAMS, argtypes);
+		plan = unique_plan[1];
+	}
+	exec_plan_latest(plan, values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+	if (SPI_processed < static_cast<uint64>(m))
+		raise_unique_conflict(keys, ids, queues, m);
 }
 
 /*
