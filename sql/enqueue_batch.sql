@@ -1,41 +1,37 @@
 -- enqueue_batch: insert_jobs returns ids in input order with one contiguous reservation
 -- per lane; deferred states and future run_at go to deferred_jobs (keeping the key);
 -- unique keys conflict with 23505; reserve_enqueue_seq peeks without consuming.
+-- It calls each queue's functions alone in their statements, so that it runs through a Citus
+-- coordinator too (a peek at a lane is reserve_enqueue_seq with p_count 0).
 \set VERBOSITY terse
 
--- pg_temp.err(sql): 'ok', or the SQLSTATE and message of the statement.
-\set ECHO none
-\i sql/err.psql
-\set ECHO all
-
--- Next value of a lane (peek: p_count 0 reserves nothing).
-CREATE FUNCTION pg_temp.peek(p_queue text, p_priority int, p_shard int) RETURNS bigint LANGUAGE sql AS $$
-    SELECT awa.reserve_enqueue_seq(p_queue, p_priority::smallint, p_shard::smallint, 0)
-$$;
 
 -- 1. A mixed batch at S = 4: keys spread rows over lanes of two priorities; keyless rows
 -- (priority 4 only, so their rotor lane is never shared with a keyed lane) take one pick.
 INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES ('enqueue_batch', 4);
 -- Lanes already in use before the batch: the batch continues them.
-SELECT cardinality(awa.insert_jobs('enqueue_batch', ARRAY['pre', 'pre'],
-                                   p_ordering_keys => ARRAY[convert_to('account-a', 'UTF8'), convert_to('account-d', 'UTF8')])) AS pre;
-SELECT pg_temp.peek('enqueue_batch', 2, 0) AS next_p2_s0, pg_temp.peek('enqueue_batch', 2, 3) AS next_p2_s3;
+SELECT coalesce(cardinality(ids), 0) AS pre
+  FROM awa.insert_jobs('enqueue_batch', ARRAY['pre', 'pre'],
+                       p_ordering_keys => ARRAY[convert_to('account-a', 'UTF8'), convert_to('account-d', 'UTF8')]) AS ids;
+-- Next value of a lane (peek: p_count 0 reserves nothing).
+SELECT awa.reserve_enqueue_seq('enqueue_batch', 2, 0, 0) AS next_p2_s0;
+SELECT awa.reserve_enqueue_seq('enqueue_batch', 2, 3, 0) AS next_p2_s3;
 CREATE TEMP TABLE batch_input AS
 SELECT ord, 'k' || ord AS kind, key, prio
   FROM unnest(ARRAY['account-d', 'account-a', 'account-d', NULL, 'account-b', 'account-a', NULL, 'account-d', 'account-c', NULL],
               ARRAY[2, 2, 2, 4, 3, 2, 4, 2, 3, 4]) WITH ORDINALITY AS t(key, prio, ord);
-CREATE TEMP TABLE batch_ids AS
-SELECT awa.insert_jobs('enqueue_batch',
-                       (SELECT array_agg(kind ORDER BY ord) FROM batch_input),
-                       p_args => (SELECT array_agg(jsonb_build_object('ord', ord) ORDER BY ord) FROM batch_input),
-                       p_priorities => (SELECT array_agg(prio::smallint ORDER BY ord) FROM batch_input),
-                       p_ordering_keys => (SELECT array_agg(convert_to(key, 'UTF8') ORDER BY ord) FROM batch_input)) AS ids;
+SELECT array_agg(kind ORDER BY ord) AS kinds, array_agg(jsonb_build_object('ord', ord) ORDER BY ord) AS args,
+       array_agg(prio::smallint ORDER BY ord) AS prios, array_agg(convert_to(key, 'UTF8') ORDER BY ord) AS keys
+  FROM batch_input \gset
+SELECT awa.insert_jobs('enqueue_batch', :'kinds'::text[], p_args => :'args'::jsonb[],
+                       p_priorities => :'prios'::smallint[], p_ordering_keys => :'keys'::bytea[]) AS ids \gset
+CREATE TEMP TABLE batch_ids AS SELECT :'ids'::bigint[] AS ids;
 -- Ids come back in input order: position i holds the job whose kind and args are row i's.
 SELECT i.ord, i.kind, i.key, i.prio, r.kind = i.kind AND (r.args ->> 'ord')::int = i.ord AS same_job,
        r.priority, CASE WHEN i.key IS NULL THEN 'rotor' ELSE r.enqueue_shard::text END AS shard
   FROM batch_ids b, unnest(b.ids) WITH ORDINALITY AS u(id, ord)
   JOIN batch_input i USING (ord)
-  JOIN awa.ready_entries r ON r.job_id = u.id
+  JOIN awa.ready_entries r ON r.queue = 'enqueue_batch' AND r.job_id = u.id
  ORDER BY i.ord;
 SELECT cardinality(ids) AS returned, (SELECT count(DISTINCT id) FROM batch_ids, unnest(ids) id) AS distinct_ids FROM batch_ids;
 -- One block per lane: each lane's rows of the batch are contiguous, continue the lane and keep
@@ -46,16 +42,24 @@ SELECT r.priority, CASE WHEN r.priority = 4 THEN 'rotor' ELSE r.enqueue_shard::t
        min(r.lane_seq) = (SELECT count(*) FROM awa.ready_entries p WHERE p.queue = 'enqueue_batch' AND p.kind = 'pre'
                             AND p.priority = r.priority AND p.enqueue_shard = r.enqueue_shard) + 1 AS continues_lane
   FROM batch_ids b, unnest(b.ids) WITH ORDINALITY AS u(id, ord)
-  JOIN awa.ready_entries r ON r.job_id = u.id
+  JOIN awa.ready_entries r ON r.queue = 'enqueue_batch' AND r.job_id = u.id
  GROUP BY r.priority, r.enqueue_shard
  ORDER BY r.priority, min(u.ord);
 -- Keyless rows of one (queue, priority) took one rotor pick.
 SELECT r.priority, count(DISTINCT r.enqueue_shard) AS keyless_shards
-  FROM batch_ids b, unnest(b.ids) id JOIN awa.ready_entries r ON r.job_id = id
+  FROM batch_ids b, unnest(b.ids) id JOIN awa.ready_entries r ON r.queue = 'enqueue_batch' AND r.job_id = id
  WHERE r.ordering_key IS NULL GROUP BY r.priority ORDER BY r.priority;
--- The lane sequences moved by exactly the rows reserved (no count x nextval leftovers).
+-- The lane sequences moved by exactly the rows reserved (no count x nextval leftovers): a peek
+-- at every lane, each in a statement of its own (a psql script made from the lanes), gathers
+-- their next values into :peeks ("priority/shard": value).
+\set peeks '{}'
+SELECT string_agg(format('SELECT :''peeks''::jsonb || jsonb_build_object(%L, n) AS peeks '
+                         'FROM awa.reserve_enqueue_seq(%L, %s, %s, 0) n \gset \\',
+                         priority || '/' || enqueue_shard, queue, priority, enqueue_shard), ' ') AS peek_lanes
+  FROM awa.queue_enqueue_heads WHERE queue = 'enqueue_batch' \gset
+:peek_lanes
 SELECT h.priority, CASE WHEN h.priority = 4 THEN 'rotor' ELSE h.enqueue_shard::text END AS shard,
-       pg_temp.peek('enqueue_batch', h.priority, h.enqueue_shard) - 1 = max(r.lane_seq) AS next_is_max_plus_one
+       (:'peeks'::jsonb ->> (h.priority || '/' || h.enqueue_shard))::bigint - 1 = max(r.lane_seq) AS next_is_max_plus_one
   FROM awa.queue_enqueue_heads h JOIN awa.ready_entries r USING (queue, priority, enqueue_shard)
  WHERE h.queue = 'enqueue_batch' GROUP BY h.priority, h.enqueue_shard ORDER BY h.priority, h.enqueue_shard;
 -- An empty batch writes nothing.
@@ -70,9 +74,10 @@ SELECT state, ordering_key FROM awa.insert_job_compat('later', 'enqueue_batch_de
                                                      p_run_at => now() + interval '1 hour', p_ordering_key => 'account-b');
 SELECT state, ordering_key FROM awa.insert_job_compat('later', 'enqueue_batch_deferred', p_state => 'retryable',
                                                      p_run_at => now() + interval '1 hour', p_ordering_key => '');
-SELECT cardinality(awa.insert_jobs('enqueue_batch_deferred', ARRAY['later', 'now'],
-                                   p_run_ats => ARRAY[now() + interval '1 hour', NULL],
-                                   p_ordering_keys => ARRAY['account-c'::bytea, 'account-d'])) AS batch;
+SELECT coalesce(cardinality(ids), 0) AS batch
+  FROM awa.insert_jobs('enqueue_batch_deferred', ARRAY['later', 'now'],
+                       p_run_ats => ARRAY[now() + interval '1 hour', NULL],
+                       p_ordering_keys => ARRAY['account-c'::bytea, 'account-d']) AS ids;
 SELECT kind, state, convert_from(ordering_key, 'UTF8') AS ordering_key, run_at > now() AS future
   FROM awa.deferred_jobs WHERE queue = 'enqueue_batch_deferred' ORDER BY job_id;
 SELECT kind, convert_from(ordering_key, 'UTF8') AS ordering_key FROM awa.ready_entries WHERE queue = 'enqueue_batch_deferred';
@@ -82,35 +87,50 @@ SELECT count(*) AS claimable_after FROM awa.claim_ready_runtime('enqueue_batch_d
 
 -- 3. Unique keys: a second live job with the key fails with 23505 and writes nothing.
 SELECT state FROM awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\xabcd');
-SELECT pg_temp.err($$SELECT awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\xabcd')$$) AS compat_dup;
-SELECT pg_temp.err($$SELECT awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_state => 'scheduled', p_unique_key => '\xabcd')$$) AS deferred_dup;
-SELECT pg_temp.err($$SELECT awa.insert_jobs('enqueue_batch_unique', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea, '\x01'])$$) AS batch_dup;
-SELECT pg_temp.err($$SELECT awa.insert_jobs('enqueue_batch_unique', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x02'::bytea, '\xabcd'])$$) AS batch_vs_live;
--- A mask without the initial state does not claim the key (00000000: no state holds it).
-SELECT count(*) AS unclaimed_pair FROM (
-    SELECT awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\x03', p_unique_states => B'00000000')
-      FROM generate_series(1, 2)) s;
+-- (Each failing call, then its SQLSTATE and message.)
+SELECT awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\xabcd');
+SELECT :'LAST_ERROR_SQLSTATE' || ': ' || :'LAST_ERROR_MESSAGE' AS compat_dup;
+SELECT awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_state => 'scheduled', p_unique_key => '\xabcd');
+SELECT :'LAST_ERROR_SQLSTATE' || ': ' || :'LAST_ERROR_MESSAGE' AS deferred_dup;
+SELECT awa.insert_jobs('enqueue_batch_unique', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x01'::bytea, '\x01']);
+SELECT :'LAST_ERROR_SQLSTATE' || ': ' || :'LAST_ERROR_MESSAGE' AS batch_dup;
+SELECT awa.insert_jobs('enqueue_batch_unique', ARRAY['a', 'b'], p_unique_keys => ARRAY['\x02'::bytea, '\xabcd']);
+SELECT :'LAST_ERROR_SQLSTATE' || ': ' || :'LAST_ERROR_MESSAGE' AS batch_vs_live;
+-- A mask without the initial state does not claim the key (00000000: no state holds it):
+-- both enqueues of the pair succeed.
+SELECT state AS unclaimed_first FROM awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\x03',
+                                                           p_unique_states => B'00000000');
+SELECT state AS unclaimed_second FROM awa.insert_job_compat('uniq', 'enqueue_batch_unique', p_unique_key => '\x03',
+                                                            p_unique_states => B'00000000');
 SELECT (SELECT count(*) FROM awa.ready_entries WHERE queue = 'enqueue_batch_unique') AS ready_rows,
        (SELECT count(*) FROM awa.deferred_jobs WHERE queue = 'enqueue_batch_unique') AS deferred_rows,
-       (SELECT count(*) FROM awa.job_unique_claims c JOIN awa.ready_entries r USING (job_id)
-         WHERE r.queue = 'enqueue_batch_unique') AS claims,
-       pg_temp.peek('enqueue_batch_unique', 2, 0) AS next_lane_seq;
+       (SELECT count(*) FROM awa.job_unique_claims c JOIN awa.ready_entries r USING (queue, job_id)
+         WHERE r.queue = 'enqueue_batch_unique') AS claims;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_unique', 2, 0, 0) AS next_lane_seq;
 
 -- 4. reserve_enqueue_seq: a block [start, start + n); count <= 0 peeks and consumes nothing;
 -- a peek at an unknown lane is 1 and creates nothing.
-SELECT pg_temp.peek('enqueue_batch_reserve', 1, 5) AS unknown_lane_peek,
-       (SELECT count(*) FROM awa.queue_enqueue_heads WHERE queue = 'enqueue_batch_reserve') AS lanes_after_peek;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1, 5, 0) AS unknown_lane_peek;
+SELECT count(*) AS lanes_after_peek FROM awa.queue_enqueue_heads WHERE queue = 'enqueue_batch_reserve';
 SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, 1) AS first;
-SELECT pg_temp.peek('enqueue_batch_reserve', 1, 5) AS peek1, pg_temp.peek('enqueue_batch_reserve', 1, 5) AS peek2,
-       awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, -7) AS negative_peek;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1, 5, 0) AS peek1;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1, 5, 0) AS peek2;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, -7) AS negative_peek;
 SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, 5) AS block_start;
-SELECT pg_temp.peek('enqueue_batch_reserve', 1, 5) AS after_block;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1, 5, 0) AS after_block;
 SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, 1) AS next_single;
 -- A rolled-back reservation leaves a gap (the sequence is not transactional) and no ready row.
 BEGIN;
 SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1::smallint, 5::smallint, 3) AS rolled_back_block;
 ROLLBACK;
-SELECT pg_temp.peek('enqueue_batch_reserve', 1, 5) AS after_rollback;
+SELECT awa.reserve_enqueue_seq('enqueue_batch_reserve', 1, 5, 0) AS after_rollback;
 SELECT queue, priority, enqueue_shard,
        (SELECT claim_seq FROM awa.lane_cursors c WHERE (c.queue, c.priority, c.enqueue_shard) = (h.queue, h.priority, h.enqueue_shard)) AS claim_seq
   FROM awa.queue_enqueue_heads h WHERE queue = 'enqueue_batch_reserve';
+
+-- Drop the queues (the open claim of enqueue_batch_deferred with them).
+SELECT awa.drop_queue('enqueue_batch', p_force => true);
+SELECT awa.drop_queue('enqueue_batch_deferred', p_force => true);
+SELECT awa.drop_queue('enqueue_batch_unique', p_force => true);
+SELECT awa.drop_queue('enqueue_batch_reserve', p_force => true);
+DELETE FROM awa.lease_claim_closures WHERE queue = 'enqueue_batch_deferred';

@@ -4,13 +4,15 @@
 -- gets exactly what the bucket holds; a rate of 1e9 per second refills the bucket between
 -- any two claims. Without the preload (expected/rate_limit_1.out) there are no buckets:
 -- set_rate_limit raises 55000, and so does a claim of a queue that has a limit anyway (a
--- dump restored on a server without the preload), until the limit is removed.
+-- dump restored on a server without the preload), until the limit is removed. It calls each
+-- queue's functions alone in their statements so that it runs through a Citus coordinator too.
 \set ECHO none
 \i sql/sqlstate_of.psql
 \set ECHO all
+\set VERBOSITY terse
 
 SELECT awa.create_queue('rl_rate', 4);
-SELECT cardinality(awa.insert_jobs('rl_rate', array_fill('k'::text, ARRAY[40]), p_spread_keyless => true)) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_rate', array_fill('k'::text, ARRAY[40]), p_spread_keyless => true) AS ids;
 
 -- 1. Rate limit, burst 3 at a rate that does not refill: one claim of 10 gets exactly 3
 --    (from one lane holding 10), every later claim none, whatever its lane.
@@ -21,7 +23,9 @@ SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_rate', 1);
 -- wait_for_jobs reports no work a claim could take while the bucket is empty (the queue
 -- holds 37 waiting jobs); a timeout of 0 only looks.
-SELECT awa.wait_for_jobs('rl_rate', 0) AS work_without_tokens, awa.queue_depth('rl_rate') > 0 AS jobs_waiting;
+SELECT awa.wait_for_jobs('rl_rate', 0) AS work_without_tokens \gset
+SELECT awa.queue_depth('rl_rate') AS depth \gset
+SELECT :'work_without_tokens'::boolean AS work_without_tokens, :depth > 0 AS jobs_waiting;
 
 -- 2. A high rate refills between claims: each claim of 10 gets the burst, 2, no more.
 SELECT awa.set_rate_limit('rl_rate', 1e9, 2);
@@ -42,9 +46,9 @@ ROLLBACK;
 SELECT count(*) AS claimed_after_rollback FROM awa.claim_ready_runtime('rl_rate', 10);
 SELECT awa.create_queue('rl_refund');
 SELECT awa.set_rate_limit('rl_refund', 1e-6, 5);
-SELECT cardinality(awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[2]))) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[2])) AS ids;
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_refund', 10);
-SELECT cardinality(awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[5]))) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_refund', array_fill('k'::text, ARRAY[5])) AS ids;
 SELECT count(*) AS claimed_with_the_rest FROM awa.claim_ready_runtime('rl_refund', 10);
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_refund', 10);
 
@@ -56,7 +60,7 @@ SELECT queue, rate_per_second, rate_burst FROM awa.queues WHERE queue = 'rl_rate
 -- 5. Both limits at once: the tighter one wins, and a claim capped by the concurrency
 --    limit takes only the tokens it hands out.
 SELECT awa.create_queue('rl_both');
-SELECT cardinality(awa.insert_jobs('rl_both', array_fill('k'::text, ARRAY[20]))) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_both', array_fill('k'::text, ARRAY[20])) AS ids;
 SELECT awa.set_concurrency_limit('rl_both', 2);
 SELECT awa.set_rate_limit('rl_both', 1e-6, 5);
 SELECT count(*) AS claimed_by_concurrency FROM awa.claim_ready_runtime('rl_both', 10);
@@ -67,9 +71,10 @@ SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_both', 10);
 -- 6. A limit that a server without the preload finds in queue_meta (a restored dump): there
 --    the claim raises 55000 rather than claim without it; removing it is always allowed.
 SELECT awa.create_queue('rl_dump');
-SELECT cardinality(awa.insert_jobs('rl_dump', array_fill('k'::text, ARRAY[3]))) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_dump', array_fill('k'::text, ARRAY[3])) AS ids;
 UPDATE awa.queue_meta SET rate_per_second = 1e-6, rate_burst = 1 WHERE queue = 'rl_dump';
-SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_dump', 10)$$) AS claim_with_limit;
+SELECT count(*) AS claim_with_limit FROM awa.claim_ready_runtime('rl_dump', 10);
+SELECT :'SQLSTATE' AS sqlstate;  -- 55000 without the preload
 SELECT awa.set_rate_limit('rl_dump', NULL);
 SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_dump', 10);
 
@@ -79,13 +84,17 @@ SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_dump',
 --    is independent (none here). Without the preload set_rate_limit raises 55000 and the
 --    claims below are not limited.
 SELECT awa.create_queue('rl_key');
-SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'],
-    p_concurrency_keys => ARRAY['a', 'a', NULL, 'b', 'a', 'b', 'b', 'a'])) AS enqueued;
-SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true)$$) AS set_per_key;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_key', ARRAY['k'],
+    p_concurrency_keys => ARRAY['a', 'a', NULL, 'b', 'a', 'b', 'b', 'a']) AS ids;
+SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true) AS set_per_key;
+SELECT :'SQLSTATE' AS sqlstate;  -- 55000 without the preload
 SELECT queue, rate_per_second, rate_burst, key_rate_per_second, key_rate_burst FROM awa.queues WHERE queue = 'rl_key';
 -- a, a, -, b, then the third a (lane_seq 5) has no token: the claim stops before it.
+SELECT coalesce(array_agg(job_id), '{}') AS ids, coalesce(array_agg(lane_seq), '{}') AS lane_seqs
+  FROM awa.claim_ready_runtime('rl_key', 10) \gset
 SELECT c.lane_seq, j.concurrency_key
-  FROM awa.claim_ready_runtime('rl_key', 10) c JOIN awa.jobs j ON j.id = c.job_id ORDER BY c.lane_seq;
+  FROM unnest(:'ids'::bigint[], :'lane_seqs'::bigint[]) c(job_id, lane_seq)
+  JOIN awa.jobs j ON j.queue = 'rl_key' AND j.id = c.job_id ORDER BY c.lane_seq;
 -- The lane begins with a's job now: nothing more (lane FIFO holds; b's jobs wait behind it).
 -- After a claim held back by keys, this backend's wait_for_jobs polls (every 100 ms) instead
 -- of reporting the waiting jobs: a timeout of 0 reports no work.
@@ -93,13 +102,17 @@ SELECT count(*) AS claimed_behind_a FROM awa.claim_ready_runtime('rl_key', 10);
 SELECT awa.wait_for_jobs('rl_key', 0) AS work_reported;
 -- Another lane is not held back: b's job at priority 3 goes (b has one token left), the
 -- next b's does not.
-SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k', 'k'], p_priorities => ARRAY[3, 3],
-    p_concurrency_keys => ARRAY['b', 'b'])) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_key', ARRAY['k', 'k'], p_priorities => ARRAY[3, 3],
+    p_concurrency_keys => ARRAY['b', 'b']) AS ids;
+SELECT coalesce(array_agg(job_id), '{}') AS ids, coalesce(array_agg(lane_seq), '{}') AS lane_seqs,
+       coalesce(array_agg(priority), '{}') AS priorities
+  FROM awa.claim_ready_runtime('rl_key', 10) \gset
 SELECT c.priority, j.concurrency_key
-  FROM awa.claim_ready_runtime('rl_key', 10) c JOIN awa.jobs j ON j.id = c.job_id ORDER BY c.lane_seq;
+  FROM unnest(:'ids'::bigint[], :'lane_seqs'::bigint[], :'priorities'::smallint[]) c(job_id, lane_seq, priority)
+  JOIN awa.jobs j ON j.queue = 'rl_key' AND j.id = c.job_id ORDER BY c.lane_seq;
 -- A claim rolled back keeps its tokens spent (an upper bound): a new key c, burst 2.
-SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k', 'k', 'k'], p_priorities => ARRAY[1, 1, 1],
-    p_concurrency_keys => ARRAY['c', 'c', 'c'])) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_key', ARRAY['k', 'k', 'k'], p_priorities => ARRAY[1, 1, 1],
+    p_concurrency_keys => ARRAY['c', 'c', 'c']) AS ids;
 BEGIN;
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_key', 10);
 ROLLBACK;
@@ -111,54 +124,93 @@ SELECT count(*) AS claimed_still_limited FROM awa.claim_ready_runtime('rl_key', 
 SELECT awa.set_rate_limit('rl_key', NULL, p_per_key => true);
 SELECT queue, key_rate_per_second, key_rate_burst FROM awa.queues WHERE queue = 'rl_key';
 SELECT count(*) AS claimed_without_limit FROM awa.claim_ready_runtime('rl_key', 10);
--- Bad input names the argument; the row's check holds the pair together.
-SELECT a.call, pg_temp.sqlstate_of(a.call) AS result FROM (VALUES
+-- Bad input names the argument; the row's check holds the pair together (a Citus cluster
+-- names the table's shard in the message: read as the table).
+SELECT a.call, regexp_replace(pg_temp.sqlstate_of(a.call), 'relation "queue_meta_[0-9]+"', 'relation "queue_meta"') AS result
+  FROM (VALUES
     ($$SELECT awa.set_rate_limit('rl_key', 0, 1, true)$$),
     ($$SELECT awa.set_rate_limit('rl_key', 1, 0, true)$$),
     ($$SELECT awa.set_rate_limit('rl_key', 1, NULL, true)$$),
     ($$UPDATE awa.queue_meta SET key_rate_per_second = 1 WHERE queue = 'rl_key'$$)) a(call);
 -- A dropped queue's key buckets go with it: created again, its key a has a full bucket.
-SELECT awa.drop_queue('rl_key', true) > 0 AS dropped;
+SELECT awa.drop_queue('rl_key', true) AS dropped \gset
+SELECT :dropped > 0 AS dropped;
 SELECT awa.create_queue('rl_key');
-SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a', 'a', 'a'])) AS enqueued;
-SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true)$$) AS set_per_key;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a', 'a', 'a']) AS ids;
+SELECT awa.set_rate_limit('rl_key', 1e-6, 2, p_per_key => true) AS set_per_key;
+SELECT :'SQLSTATE' AS sqlstate;  -- 55000 without the preload
 SELECT count(*) AS claimed_after_recreate FROM awa.claim_ready_runtime('rl_key', 10);
 -- A per-key limit that a server without the preload finds in queue_meta (a restored dump):
 -- the claim raises 55000 there; here it runs, and a's empty bucket holds its job back.
-SELECT cardinality(awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a'])) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_key', ARRAY['k'], p_concurrency_keys => ARRAY['a']) AS ids;
 UPDATE awa.queue_meta SET key_rate_per_second = 1e-6, key_rate_burst = 1 WHERE queue = 'rl_key';
-SELECT pg_temp.sqlstate_of($$SELECT count(*) FROM awa.claim_ready_runtime('rl_key', 10)$$) AS claim_with_key_limit;
+SELECT count(*) AS claim_with_key_limit FROM awa.claim_ready_runtime('rl_key', 10);
+SELECT :'SQLSTATE' AS sqlstate;  -- 55000 without the preload
 SELECT count(*) AS claimed FROM awa.claim_ready_runtime('rl_key', 10);
 -- Nothing else resets a's empty bucket: not a drop of the queue rolled back to a savepoint,
--- not a transaction that drops nine other queues.
+-- not a transaction that drops nine other queues (queues that the Citus suite's cluster places
+-- on rl_key's worker: a transaction that drops queues runs on one node).
 BEGIN;
 SAVEPOINT s;
-SELECT awa.drop_queue('rl_key', true) > 0 AS dropped_in_savepoint;
+SELECT awa.drop_queue('rl_key', true) AS dropped \gset
+SELECT :dropped > 0 AS dropped_in_savepoint;
 ROLLBACK TO SAVEPOINT s;
 COMMIT;
-SELECT count(*) AS created FROM generate_series(1, 9) i, LATERAL awa.create_queue('rl_other_' || i) c;
+SELECT awa.create_queue('rl_other_3') AS created \gset
+SELECT awa.create_queue('rl_other_9') AS created \gset
+SELECT awa.create_queue('rl_other_11') AS created \gset
+SELECT awa.create_queue('rl_other_12') AS created \gset
+SELECT awa.create_queue('rl_other_13') AS created \gset
+SELECT awa.create_queue('rl_other_14') AS created \gset
+SELECT awa.create_queue('rl_other_15') AS created \gset
+SELECT awa.create_queue('rl_other_16') AS created \gset
+SELECT awa.create_queue('rl_other_19') AS created \gset
+SELECT count(*) AS created FROM awa.queues
+ WHERE queue IN ('rl_other_3', 'rl_other_9', 'rl_other_11', 'rl_other_12', 'rl_other_13', 'rl_other_14', 'rl_other_15', 'rl_other_16', 'rl_other_19');
 BEGIN;
-SELECT count(*) AS dropped FROM generate_series(1, 9) i, LATERAL awa.drop_queue('rl_other_' || i) d;
+SELECT awa.drop_queue('rl_other_3') AS dropped \gset
+SELECT awa.drop_queue('rl_other_9') AS dropped \gset
+SELECT awa.drop_queue('rl_other_11') AS dropped \gset
+SELECT awa.drop_queue('rl_other_12') AS dropped \gset
+SELECT awa.drop_queue('rl_other_13') AS dropped \gset
+SELECT awa.drop_queue('rl_other_14') AS dropped \gset
+SELECT awa.drop_queue('rl_other_15') AS dropped \gset
+SELECT awa.drop_queue('rl_other_16') AS dropped \gset
+SELECT awa.drop_queue('rl_other_19') AS dropped \gset
 COMMIT;
+SELECT count(*) AS left_after_drops FROM awa.queues
+ WHERE queue IN ('rl_other_3', 'rl_other_9', 'rl_other_11', 'rl_other_12', 'rl_other_13', 'rl_other_14', 'rl_other_15', 'rl_other_16', 'rl_other_19');
 SELECT count(*) AS claimed_still_held FROM awa.claim_ready_runtime('rl_key', 10);
 
 -- 8. More lanes held back than one queue's priority had before (64): a queue of 64 shards
 --    whose every priority-1 lane begins with a job of key h, out of tokens; a keyless job at
 --    priority 3 is still claimed (the walk passes all 64 lanes over and goes on).
 SELECT awa.create_queue('rl_wide', 64);
-SELECT pg_temp.sqlstate_of($$SELECT awa.set_rate_limit('rl_wide', 1e-6, 1, p_per_key => true)$$) AS set_per_key;
-SELECT count(*) AS enqueued FROM generate_series(0, 63) s,
-  LATERAL (SELECT g FROM generate_series(1, 100000) g
-            WHERE awa.shard_for_enqueue('rl_wide', 1, convert_to('w' || g, 'UTF8')) = s.s LIMIT 1) k,
-  LATERAL awa.insert_jobs('rl_wide', ARRAY['k'], p_ordering_keys => ARRAY[convert_to('w' || k.g, 'UTF8')],
-                          p_concurrency_keys => ARRAY['h'], p_priorities => ARRAY[1]) j;
+-- One ordering key for each of the 64 shards (evaluated where the call runs: on a Citus
+-- cluster the queue's worker).
+CREATE FUNCTION rl_wide_keys(p_queue text) RETURNS bytea[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN ARRAY(SELECT convert_to('w' || k.g, 'UTF8') FROM generate_series(0, 63) s,
+                   LATERAL (SELECT g FROM generate_series(1, 100000) g
+                             WHERE awa.shard_for_enqueue(p_queue, 1, convert_to('w' || g, 'UTF8')) = s.s LIMIT 1) k
+                  ORDER BY s.s);
+END $$;
+SELECT awa.set_rate_limit('rl_wide', 1e-6, 1, p_per_key => true) AS set_per_key;
+SELECT :'SQLSTATE' AS sqlstate;  -- 55000 without the preload
+SELECT coalesce(cardinality(ids), 0) AS enqueued
+  FROM awa.insert_jobs('rl_wide', array_fill('k'::text, ARRAY[64]), p_ordering_keys => rl_wide_keys('rl_wide'),
+                       p_concurrency_keys => array_fill('h'::text, ARRAY[64]), p_priorities => array_fill(1, ARRAY[64])) AS ids;
 SELECT count(*) AS claimed_h FROM awa.claim_ready_runtime('rl_wide', 10);
-SELECT count(*) AS enqueued FROM generate_series(0, 63) s,
-  LATERAL (SELECT g FROM generate_series(1, 100000) g
-            WHERE awa.shard_for_enqueue('rl_wide', 1, convert_to('w' || g, 'UTF8')) = s.s LIMIT 1) k,
-  LATERAL awa.insert_jobs('rl_wide', ARRAY['k'], p_ordering_keys => ARRAY[convert_to('w' || k.g, 'UTF8')],
-                          p_concurrency_keys => ARRAY['h'], p_priorities => ARRAY[1]) j;
-SELECT cardinality(awa.insert_jobs('rl_wide', ARRAY['free'], p_priorities => ARRAY[3])) AS enqueued;
+SELECT coalesce(cardinality(ids), 0) AS enqueued
+  FROM awa.insert_jobs('rl_wide', array_fill('k'::text, ARRAY[64]), p_ordering_keys => rl_wide_keys('rl_wide'),
+                       p_concurrency_keys => array_fill('h'::text, ARRAY[64]), p_priorities => array_fill(1, ARRAY[64])) AS ids;
+SELECT coalesce(cardinality(ids), 0) AS enqueued FROM awa.insert_jobs('rl_wide', ARRAY['free'], p_priorities => ARRAY[3]) AS ids;
 SELECT kind FROM awa.claim_ready_runtime('rl_wide', 10);
 
-SELECT awa.drop_queue(q, true) AS dropped FROM unnest(ARRAY['rl_rate', 'rl_refund', 'rl_both', 'rl_dump', 'rl_key', 'rl_wide']) q;
+SELECT awa.drop_queue('rl_rate', true) AS dropped;
+SELECT awa.drop_queue('rl_refund', true) AS dropped;
+SELECT awa.drop_queue('rl_both', true) AS dropped;
+SELECT awa.drop_queue('rl_dump', true) AS dropped;
+SELECT awa.drop_queue('rl_key', true) AS dropped;
+SELECT awa.drop_queue('rl_wide', true) AS dropped;
+DROP FUNCTION rl_wide_keys(text);
