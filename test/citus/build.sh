@@ -92,7 +92,12 @@ while IFS= read -r -d '' f; do
       mkdir -p "$AWA_CITUS_UNDO/kept$(dirname "$rel")"; cp -a "$rel" "$AWA_CITUS_UNDO/kept$rel"
     fi
   fi
-  cp -f "$f" "$rel"; n=$((n + 1))
+  # A file already there unchanged stays; another goes in under a new inode (copy, then
+  # rename), so that a server running with the old library mapped is not disturbed.
+  if ! cmp -s "$f" "$rel"; then
+    cp -f "$f" "$rel.awa_new.$$" && mv -f "$rel.awa_new.$$" "$rel" || exit 1
+  fi
+  n=$((n + 1))
 done < <(find "$cache" -type f ! -name .complete -print0)
 [ -f "$pkglibdir/citus.so" ] || { echo "citus: $pkglibdir/citus.so not installed"; exit 1; }
 [ -f "$sharedir/extension/citus.control" ] || { echo "citus: citus.control not installed"; exit 1; }
