@@ -46,10 +46,10 @@ namespace awa
 namespace
 {
 
-SPIPlanPtr ready_plan[2] = {nullptr, nullptr};			 /* by awa::Catalog */
-SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr};		 /* by awa::Catalog */
-SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};		 /* by awa::Catalog */
-SPIPlanPtr unique_plan[3] = {nullptr, nullptr, nullptr}; /* by awa::Catalog; [2] the index raises (Citus) */
+SPIPlanPtr ready_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
+SPIPlanPtr ready_one_plan[2] = {nullptr, nullptr}; /* by awa::Catalog */
+SPIPlanPtr deferred_plan[2] = {nullptr, nullptr};  /* by awa::Catalog */
+SPIPlanPtr unique_plan[2] = {nullptr, nullptr};	   /* by awa::Catalog */
 
 Oid job_seq_oid = InvalidOid;
 Oid ready_parent_oid = InvalidOid;
@@ -180,12 +180,12 @@ enum UniqueParam
 	UQ_NPARAMS
 };
 
-/* The unique claims of one call: a key held already is passed over (raise_unique_conflict). */
+/* The unique claims of one queue on a Citus node: a key held already is passed over (raise_unique_conflict). */
 const char *const kUniqueInsertSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
 									 "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[]) "
 									 "ON CONFLICT (queue, unique_key) DO NOTHING";
 
-/* The same, a key held already raised by the index (claims of several queues on Citus). */
+/* The unique claims of one call: a key held already is raised by the index. */
 const char *const kUniqueInsertIndexSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
 										  "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[])";
 
@@ -195,7 +195,7 @@ const char *const kUniqueHolderSql = "SELECT job_id FROM awa.job_unique_claims W
 /*
  * Raise the unique violation of the first of m claims (keys, ids, queues) whose key another
  * job holds, as PostgreSQL words it for the index (23505, its table and constraint named).
- * Raised here rather than by the index so that it names the index, not a Citus shard of it.
+ * Raised here on a Citus node, where the index's own message names the worker's shard of it.
  */
 [[noreturn]] void
 raise_unique_conflict(const Column &keys, const Column &ids, const Column &queues, int m)
@@ -225,10 +225,7 @@ raise_unique_conflict(const Column &keys, const Column &ids, const Column &queue
 
 /*
  * Insert the unique claims of rows whose mask holds their initial state (conflict -> 23505):
- * per queue on a 1.1 catalog, global on a 1.0 one (whose table has no queue column). On 1.1
- * a conflict is found by ON CONFLICT DO NOTHING on the latest committed state (so a
- * REPEATABLE READ producer gets 23505, not a serialization failure, as from the index) and
- * raised by raise_unique_conflict.
+ * per queue on a 1.1 catalog, global on a 1.0 one (whose table has no queue column).
  */
 void
 claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
@@ -262,11 +259,18 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 		return;
 	}
 	/*
-	 * On a Citus cluster the statement must name the queue's shard: routed by Citus, an insert
-	 * from unnest reports the rows it sent, not those inserted. Claims of several queues in
-	 * one call (a promotion) are inserted there without ON CONFLICT: the index raises.
+	 * The index raises a conflict (23505, naming idx_awa_jobs_unique), except on a Citus
+	 * cluster, where its message would name the worker's shard of the index: there the claims
+	 * of one queue go in with ON CONFLICT DO NOTHING as a statement on the queue's shard
+	 * (routed by Citus, an insert from unnest reports the rows it sent, not those inserted)
+	 * and raise_unique_conflict raises. Not at REPEATABLE READ or above, where a conflict with
+	 * a claim committed while the insert waited for it would be a serialization failure
+	 * instead (the index's message then names the shard), nor for claims of several queues in
+	 * one call (a promotion).
 	 */
+	SPIPlanPtr plan = nullptr;
 	bool one_queue = true;
+
 	for (int i = 1; i < m && one_queue; i++)
 	{
 		text *a = DatumGetTextPP(queues.values[0]);
@@ -275,18 +279,13 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 		one_queue = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
 					memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
 	}
-	SPIPlanPtr plan =
-		one_queue ? keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes) : nullptr;
-	if (plan == nullptr && citus_group() >= 0)
-	{
-		keep_plan(&unique_plan[2], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes);
-		exec_plan(unique_plan[2], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
-		return;
-	}
+	if (one_queue && !IsolationUsesXactSnapshot())
+		plan = keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes);
 	if (plan == nullptr)
 	{
-		keep_plan(&unique_plan[1], kUniqueInsertSql, UQ_NPARAMS, argtypes);
-		plan = unique_plan[1];
+		keep_plan(&unique_plan[1], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes);
+		exec_plan(unique_plan[1], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
+		return;
 	}
 	exec_plan_latest(plan, values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
 	if (SPI_processed < static_cast<uint64>(m))
