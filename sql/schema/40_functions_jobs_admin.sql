@@ -351,28 +351,36 @@ CREATE FUNCTION awa.move_queue(p_job_id bigint, p_queue text, p_priority bigint 
 AS $$
 DECLARE
     r awa.ready_entries;
-    d awa.deferred_jobs;
     v_priority smallint;
+    v_metadata jsonb;
     v_from text;
 BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._require_queue_kept(p_from_queue, p_queue, 'move_queue');
-    SELECT j.queue INTO v_from FROM awa.deferred_jobs j
+    SELECT j.queue, j.priority, j.metadata INTO v_from, v_priority, v_metadata FROM awa.deferred_jobs j
      WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
-    -- Taken out and written again rather than updated: `queue` is the distribution column on
-    -- a Citus cluster, which an UPDATE may not change (docs/scale-out.md).
-    DELETE FROM awa.deferred_jobs j WHERE j.job_id = p_job_id AND j.queue = v_from RETURNING j.* INTO d;
-    IF FOUND THEN
-        v_priority := coalesce(p_priority, d.priority);
-        d.metadata := awa._stamp_metadata(d.metadata,
-            CASE WHEN d.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', d.queue) ELSE '{}' END
-            || CASE WHEN d.priority <> v_priority THEN jsonb_build_object('_awa_original_priority', d.priority)
-                    ELSE '{}' END);
-        d.queue := p_queue;
-        d.priority := v_priority;
-        INSERT INTO awa.deferred_jobs SELECT (d).*;
+    -- Updated in place, so that a cancel, delete or move waiting for the row follows it, with
+    -- values computed here (Citus allows no function but an immutable one in a CASE of an
+    -- UPDATE). The queue is set only when it changes: on a Citus cluster it is the
+    -- distribution column, which an UPDATE may not name (a move there stays in its queue:
+    -- _require_queue_kept).
+    IF v_from IS NOT NULL THEN
+        v_metadata := awa._stamp_metadata(v_metadata,
+            CASE WHEN v_from <> p_queue THEN jsonb_build_object('_awa_original_queue', v_from) ELSE '{}' END
+            || CASE WHEN v_priority <> coalesce(p_priority, v_priority)
+                    THEN jsonb_build_object('_awa_original_priority', v_priority) ELSE '{}' END);
+        v_priority := coalesce(p_priority, v_priority);
+        IF p_queue = v_from THEN
+            UPDATE awa.deferred_jobs j SET priority = v_priority, metadata = v_metadata
+             WHERE j.job_id = p_job_id AND j.queue = v_from;
+        ELSE
+            UPDATE awa.deferred_jobs j SET queue = p_queue, priority = v_priority, metadata = v_metadata
+             WHERE j.job_id = p_job_id AND j.queue = v_from;
+        END IF;
+    END IF;
+    IF v_from IS NOT NULL AND FOUND THEN
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
         RETURN true;
     END IF;
