@@ -16,20 +16,13 @@ extern "C"
 
 #include "direct_drain.hpp"
 #include "key_caps.hpp"
+#include "lane_key.hpp"
 
 namespace awa
 {
 
 /* At most this many distinct keys in the part of a window one claim takes (their locks). */
 constexpr int kMaxKeysPerClaim = 32;
-
-/* Whether two concurrency keys are the same text (whatever their varlena headers). */
-inline bool
-same_text(text *a, text *b)
-{
-	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-		   memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
 
 /* A free place a count found: its key (index into KeyPlaces::keys), number and row. */
 struct FreePlace

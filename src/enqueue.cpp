@@ -11,6 +11,7 @@
 #include "citus.hpp"
 #include "compat_1_0.hpp"
 #include "direct_insert.hpp"
+#include "lane_key.hpp"
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"
 #include "reserve.hpp"
@@ -269,18 +270,16 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 	 * one call (a promotion).
 	 */
 	SPIPlanPtr plan = nullptr;
-	bool one_queue = true;
 
-	for (int i = 1; i < m && one_queue; i++)
+	if (citus_group() >= 0 && !IsolationUsesXactSnapshot())
 	{
-		text *a = DatumGetTextPP(queues.values[0]);
-		text *b = DatumGetTextPP(queues.values[i]);
+		bool one_queue = true;
 
-		one_queue = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
-					memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+		for (int i = 1; i < m && one_queue; i++)
+			one_queue = same_text(DatumGetTextPP(queues.values[0]), DatumGetTextPP(queues.values[i]));
+		if (one_queue)
+			plan = keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes);
 	}
-	if (one_queue && !IsolationUsesXactSnapshot())
-		plan = keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes);
 	if (plan == nullptr)
 	{
 		keep_plan(&unique_plan[1], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes);

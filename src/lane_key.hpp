@@ -18,6 +18,14 @@ extern "C"
 namespace awa
 {
 
+/* Whether two texts (queue names, concurrency keys) are the same, whatever their varlena headers. */
+inline bool
+same_text(text *a, text *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		   std::memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
 /* Fixed-size hash key of a lane (or of a queue: priority and shard 0) for backend caches. */
 struct LaneKey
 {
