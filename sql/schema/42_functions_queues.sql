@@ -224,6 +224,49 @@ REVOKE ALL ON FUNCTION awa.set_enqueue_shards(text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION awa.set_enqueue_shards(text, bigint) TO awa_admin;
 COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the queue if needed) a queue''s width 1..64; returns the previous width. Role: awa_admin.';
 
+-- Make a known queue's lanes up front: for each given priority (NULL: all four) and each of
+-- the queue's current shards, the lane's heads and sequence, under the lane's lock, in lane
+-- order. Returns how many lanes this call created (0 when all existed). Each lane's lock is
+-- held until the transaction ends, as a producer's first enqueue into the lane holds it.
+CREATE FUNCTION awa.create_lanes(p_queue text, p_priorities bigint[] DEFAULT NULL) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_priority bigint;
+    v_shard integer;
+    v_new boolean;
+    v_created integer := 0;
+BEGIN
+    PERFORM awa._require_queue(p_queue, 'p_queue');
+    IF p_priorities IS NOT NULL THEN
+        IF cardinality(p_priorities) = 0 THEN
+            RAISE EXCEPTION 'p_priorities must not be empty' USING ERRCODE = '22023',
+                HINT = 'Pass NULL to make the lanes of every priority.';
+        END IF;
+        PERFORM awa._require(array_position(p_priorities, NULL) IS NOT NULL, 'p_priorities element');
+        FOREACH v_priority IN ARRAY p_priorities LOOP
+            PERFORM awa._check_priority(v_priority, 'p_priorities element');
+        END LOOP;
+    END IF;
+    FOR v_priority, v_shard IN
+        SELECT DISTINCT p.priority, s.shard
+          FROM unnest(coalesce(p_priorities,
+                  ARRAY(SELECT generate_series(awa._limit('min_priority'), awa._limit('max_priority'))::bigint))) p(priority),
+               generate_series(0, awa.queue_enqueue_shards(p_queue) - 1) s(shard)
+         ORDER BY 1, 2
+    LOOP
+        SELECT l.created INTO v_new FROM awa._ensure_lane(p_queue, v_priority::smallint, v_shard::smallint) l;
+        v_created := v_created + v_new::integer;
+    END LOOP;
+    RETURN v_created;
+END
+$$;
+REVOKE ALL ON FUNCTION awa.create_lanes(text, bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION awa.create_lanes(text, bigint[]) TO awa_admin;
+COMMENT ON FUNCTION awa.create_lanes(text, bigint[])
+    IS 'Make a known queue''s lanes (its current shards at the given priorities, NULL: all) before its first jobs; returns how many this call created. Role: awa_admin.';
+
 -- Remove every waiting, scheduled and retryable job of a known queue; returns how many.
 -- Running attempts are left to finish (a later failure can bring one back as retryable),
 -- dead letters stay. Waiting rows are removed under their lanes' claim heads, locked in

@@ -14,7 +14,7 @@ INSERT INTO ops_admin_fns VALUES
     ('awa.retry_from_dlq(bigint, text, bigint, timestamptz, text)'),
     ('awa.move_failed_to_dlq(bigint, text, text)'), ('awa.list_dlq(text, bigint)'),
     ('awa.pause_queue(text)'), ('awa.resume_queue(text)'), ('awa.set_enqueue_shards(text, bigint)'),
-    ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.drop_queue(text, boolean)'),
+    ('awa.reset_shard_stats()'), ('awa.create_queue(text, bigint, boolean)'), ('awa.create_lanes(text, bigint[])'), ('awa.drop_queue(text, boolean)'),
     ('awa.purge_queue(text)'), ('awa.set_queue_dlq(text, boolean)'), ('awa.list_jobs(text, awa.job_state, bigint)'),
     ('awa.set_rate_limit(text, double precision, bigint, boolean)'),
     ('awa.set_concurrency_limit(text, bigint, boolean)');
