@@ -494,6 +494,17 @@ REVOKE ALL ON FUNCTION awa._lane_cursor(text, smallint, smallint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._lane_cursor(text, smallint, smallint) IS
     'Internal: a lane''s claim cursor on the latest committed state (after locking its head).';
 
+-- An admin or maintenance path locked lane heads outside a claim (NULL: of any queue): the
+-- transaction's end wakes the claims waiting for a held head (awa_shard.claim_wait), as a
+-- claim's end does. Nothing without the preload.
+CREATE FUNCTION awa._heads_locked(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_heads_locked'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._heads_locked(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heads_locked(text) IS
+    'Internal: this transaction locked lane heads of the queue (NULL: any) outside a claim; its end wakes waiting claims.';
+
 -- The write slot of a ring ('queue', 'claim' or 'lease') for this transaction: its
 -- partitions are locked so prune cannot free the slot before this transaction ends.
 CREATE FUNCTION awa._ring_write_slot(p_ring text, OUT slot integer, OUT generation bigint)
@@ -1169,6 +1180,7 @@ BEGIN
         EXCEPTION WHEN lock_not_available THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
+        PERFORM awa._heads_locked(NULL);
         -- Rows of the slot claimed after the cursors were remembered (read after the heads are
         -- held, so a claim that committed before they were taken is seen): attempts may be open.
         IF EXISTS (SELECT 1 FROM awa.lane_cursors h
@@ -2296,6 +2308,7 @@ BEGIN
     IF v_queues IS NULL THEN
         RETURN 0;
     END IF;
+    PERFORM awa._heads_locked(p_queue);
     -- The locked lanes' cursors on the latest committed state: no claim can move them now.
     SELECT array_agg(awa._lane_cursor(l.queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
       FROM unnest(v_queues, v_priorities, v_shards) WITH ORDINALITY AS l(queue, priority, enqueue_shard, ord);
@@ -3036,6 +3049,7 @@ BEGIN
     SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
       FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
              ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    PERFORM awa._heads_locked(p_queue);
     -- Each lane's claim bound, read before the snapshot of the DELETE below: the cursor never
     -- moves past a reservation still in flight (registry mode, docs/design.md §3).
     SELECT array_agg(awa._lane_claim_bound(to_regclass('awa.' || quote_ident(e.seq_name))::oid)
@@ -3118,6 +3132,7 @@ BEGIN
      WHERE h.queue = p_queue
      ORDER BY h.priority, h.enqueue_shard
        FOR UPDATE OF h;
+    PERFORM awa._heads_locked(p_queue);
 
     SELECT count(*) INTO v_waiting
       FROM awa.lane_cursors h
@@ -4348,6 +4363,7 @@ BEGIN
              WHERE h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
                FOR UPDATE;
             CONTINUE WHEN NOT FOUND;
+            PERFORM awa._heads_locked(r.queue);
             v_cursor := awa._lane_cursor(r.queue, r.priority, r.enqueue_shard);
             CONTINUE WHEN v_cursor IS NULL;
             -- Claimed since this transaction's snapshot: at READ COMMITTED the caller's next
@@ -4611,6 +4627,9 @@ BEGIN
            AND h.claim_seq < l.claim_seq
         RETURNING 1)
     SELECT count(*) INTO v_count FROM moved;
+    IF v_count > 0 THEN
+        PERFORM awa._heads_locked(NULL);
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -5976,6 +5995,7 @@ BEGIN
     IF v_priorities IS NULL THEN
         RETURN 0;
     END IF;
+    PERFORM awa._heads_locked(p_queue);
     -- The locked lanes' cursors on the latest committed state: no claim can move them now.
     SELECT array_agg(awa._lane_cursor(p_queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
       FROM unnest(v_priorities, v_shards) WITH ORDINALITY AS l(priority, enqueue_shard, ord);
@@ -6069,6 +6089,9 @@ BEGIN
            AND h.enqueue_shard = l.enqueue_shard AND h.claim_seq < l.claim_seq
         RETURNING 1)
     SELECT count(*) INTO v_count FROM moved;
+    IF v_count > 0 THEN
+        PERFORM awa._heads_locked(p_queue);
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -6170,6 +6193,7 @@ BEGIN
     PERFORM 1 FROM awa.queue_claim_heads h WHERE h.queue = p_queue
      ORDER BY h.priority, h.enqueue_shard FOR UPDATE SKIP LOCKED;
     GET DIAGNOSTICS v_locked = ROW_COUNT;
+    PERFORM awa._heads_locked(p_queue);
     RETURN v_locked = (SELECT count(*) FROM awa.queue_claim_heads h WHERE h.queue = p_queue);
 END
 $$;

@@ -7,7 +7,8 @@
  * once spins on the held heads, taking the CPU the holder needs to commit. So, preloaded and
  * at READ COMMITTED, such a claim sleeps on its queue's wait slot (a condition variable in
  * shared memory, queues hashed onto kHeadWaitSlots slots per database) until a transaction
- * that held a head of the slot ends, then walks the lanes again, for at most
+ * that held a head of the slot ends (a claim, or an admin or maintenance path that locked
+ * heads and said so through awa._heads_locked), then walks the lanes again, for at most
  * awa_shard.claim_wait milliseconds in all; then it returns nothing, as before.
  *
  * No lost wake-up: the claim reads the slot's release count before its walk tries the heads,
@@ -49,6 +50,7 @@ namespace
 {
 
 constexpr int kHeadWaitSlots = 64;
+static_assert(kHeadWaitSlots <= 64, "held_slots has a bit per slot");
 
 /* The wait slots: a holder's end counts a release on its queue's slot and wakes one waiter. */
 struct HeadWaitShared
@@ -118,6 +120,27 @@ note_head_held(text *queue)
 	if (shared_heads != nullptr)
 		held_slots |= UINT64CONST(1) << slot_of(queue);
 }
+
+/*
+ * awa._heads_locked(queue) -> void: this transaction locked lane heads of the queue (NULL:
+ * of any queue) outside a claim (cancel, delete, purge, drop, aging, fold, prune): its end
+ * wakes the claims waiting for them, as a claim's end does.
+ */
+} // namespace awa
+
+AWA_SQL_FUNCTION(awa_heads_locked)
+{
+	if (awa::shared_heads == nullptr)
+		PG_RETURN_VOID();
+	if (PG_ARGISNULL(0))
+		awa::held_slots = ~UINT64CONST(0);
+	else
+		awa::note_head_held(PG_GETARG_TEXT_PP(0));
+	PG_RETURN_VOID();
+}
+
+namespace awa
+{
 
 /* awa_shard.claim_wait and the resource-release hook. */
 void

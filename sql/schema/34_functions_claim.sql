@@ -79,6 +79,17 @@ REVOKE ALL ON FUNCTION awa._lane_cursor(text, smallint, smallint) FROM PUBLIC;
 COMMENT ON FUNCTION awa._lane_cursor(text, smallint, smallint) IS
     'Internal: a lane''s claim cursor on the latest committed state (after locking its head).';
 
+-- An admin or maintenance path locked lane heads outside a claim (NULL: of any queue): the
+-- transaction's end wakes the claims waiting for a held head (awa_shard.claim_wait), as a
+-- claim's end does. Nothing without the preload.
+CREATE FUNCTION awa._heads_locked(p_queue text) RETURNS void
+    AS 'MODULE_PATHNAME', 'awa_heads_locked'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._heads_locked(text) FROM PUBLIC;
+COMMENT ON FUNCTION awa._heads_locked(text) IS
+    'Internal: this transaction locked lane heads of the queue (NULL: any) outside a claim; its end wakes waiting claims.';
+
 -- A lane's marks die with its head: a lane dropped and created again starts from its new
 -- head, never from an old mark. (A trigger, not a foreign key: a key would be checked on the
 -- caller's snapshot, where a REPEATABLE READ claim may not see a head created since.)

@@ -643,6 +643,7 @@ BEGIN
         EXCEPTION WHEN lock_not_available THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_locked';
         END;
+        PERFORM awa._heads_locked(NULL);
         -- Rows of the slot claimed after the cursors were remembered (read after the heads are
         -- held, so a claim that committed before they were taken is seen): attempts may be open.
         IF EXISTS (SELECT 1 FROM awa.lane_cursors h

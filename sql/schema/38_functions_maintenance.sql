@@ -130,6 +130,9 @@ BEGIN
            AND h.claim_seq < l.claim_seq
         RETURNING 1)
     SELECT count(*) INTO v_count FROM moved;
+    IF v_count > 0 THEN
+        PERFORM awa._heads_locked(NULL);
+    END IF;
     RETURN v_count;
 END
 $$;

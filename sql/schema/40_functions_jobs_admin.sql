@@ -32,6 +32,7 @@ BEGIN
              WHERE h.queue = r.queue AND h.priority = r.priority AND h.enqueue_shard = r.enqueue_shard
                FOR UPDATE;
             CONTINUE WHEN NOT FOUND;
+            PERFORM awa._heads_locked(r.queue);
             v_cursor := awa._lane_cursor(r.queue, r.priority, r.enqueue_shard);
             CONTINUE WHEN v_cursor IS NULL;
             -- Claimed since this transaction's snapshot: at READ COMMITTED the caller's next
@@ -284,6 +285,7 @@ BEGIN
     IF v_queues IS NULL THEN
         RETURN 0;
     END IF;
+    PERFORM awa._heads_locked(p_queue);
     -- The locked lanes' cursors on the latest committed state: no claim can move them now.
     SELECT array_agg(awa._lane_cursor(l.queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
       FROM unnest(v_queues, v_priorities, v_shards) WITH ORDINALITY AS l(queue, priority, enqueue_shard, ord);

@@ -291,6 +291,7 @@ BEGIN
     SELECT array_agg(h.priority), array_agg(h.enqueue_shard) INTO v_priorities, v_shards
       FROM (SELECT c.priority, c.enqueue_shard FROM awa.queue_claim_heads c WHERE c.queue = p_queue
              ORDER BY c.priority, c.enqueue_shard FOR UPDATE) h;
+    PERFORM awa._heads_locked(p_queue);
     -- Each lane's claim bound, read before the snapshot of the DELETE below: the cursor never
     -- moves past a reservation still in flight (registry mode, docs/design.md §3).
     SELECT array_agg(awa._lane_claim_bound(to_regclass('awa.' || quote_ident(e.seq_name))::oid)
@@ -377,6 +378,7 @@ BEGIN
      WHERE h.queue = p_queue
      ORDER BY h.priority, h.enqueue_shard
        FOR UPDATE OF h;
+    PERFORM awa._heads_locked(p_queue);
 
     SELECT count(*) INTO v_waiting
       FROM awa.lane_cursors h

@@ -432,6 +432,7 @@ BEGIN
     IF v_priorities IS NULL THEN
         RETURN 0;
     END IF;
+    PERFORM awa._heads_locked(p_queue);
     -- The locked lanes' cursors on the latest committed state: no claim can move them now.
     SELECT array_agg(awa._lane_cursor(p_queue, l.priority, l.enqueue_shard) ORDER BY l.ord) INTO v_claims
       FROM unnest(v_priorities, v_shards) WITH ORDINALITY AS l(priority, enqueue_shard, ord);
@@ -525,6 +526,9 @@ BEGIN
            AND h.enqueue_shard = l.enqueue_shard AND h.claim_seq < l.claim_seq
         RETURNING 1)
     SELECT count(*) INTO v_count FROM moved;
+    IF v_count > 0 THEN
+        PERFORM awa._heads_locked(p_queue);
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -626,6 +630,7 @@ BEGIN
     PERFORM 1 FROM awa.queue_claim_heads h WHERE h.queue = p_queue
      ORDER BY h.priority, h.enqueue_shard FOR UPDATE SKIP LOCKED;
     GET DIAGNOSTICS v_locked = ROW_COUNT;
+    PERFORM awa._heads_locked(p_queue);
     RETURN v_locked = (SELECT count(*) FROM awa.queue_claim_heads h WHERE h.queue = p_queue);
 END
 $$;
