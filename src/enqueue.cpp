@@ -11,7 +11,6 @@
 #include "citus.hpp"
 #include "compat_1_0.hpp"
 #include "direct_insert.hpp"
-#include "lane_key.hpp"
 #include "enqueue_core.hpp"
 #include "ordering_hash.hpp"
 #include "reserve.hpp"
@@ -181,47 +180,24 @@ enum UniqueParam
 	UQ_NPARAMS
 };
 
-/* The unique claims of one queue on a Citus node: a key held already is passed over (raise_unique_conflict). */
-const char *const kUniqueInsertSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
-									 "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[]) "
-									 "ON CONFLICT (queue, unique_key) DO NOTHING";
-
 /* The unique claims of one call: a key held already is raised by the index. */
 const char *const kUniqueInsertIndexSql = "INSERT INTO awa.job_unique_claims (unique_key, job_id, queue) "
 										  "SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::text[])";
 
-/* The claim of a unique key in a queue, read on the latest committed state: its job. */
-const char *const kUniqueHolderSql = "SELECT job_id FROM awa.job_unique_claims WHERE queue = $1 AND unique_key = $2";
-
-/*
- * Raise the unique violation of the first of m claims (keys, ids, queues) whose key another
- * job holds, as PostgreSQL words it for the index (23505, its table and constraint named).
- * Raised here on a Citus node, where the index's own message names the worker's shard of it.
- */
-[[noreturn]] void
-raise_unique_conflict(const Column &keys, const Column &ids, const Column &queues, int m)
+/* The unique-claim insert's plan and parameters, for run_naming_shard_index. */
+struct UniqueInsert
 {
-	static SPIPlanPtr holder_plan = nullptr;
-	static const Oid types[2] = {TEXTOID, BYTEAOID};
-	Relation rel = table_open(awa_relation("job_unique_claims"), AccessShareLock);
+	SPIPlanPtr plan;
+	Datum *values;
+};
 
-	keep_plan(&holder_plan, kUniqueHolderSql, 2, types);
-	for (int i = 0; i < m; i++)
-	{
-		Datum args[2] = {queues.values[i], keys.values[i]};
+/* Run the unique-claim insert (conflict -> 23505). */
+void
+insert_unique_claims(void *arg)
+{
+	UniqueInsert *insert = static_cast<UniqueInsert *>(arg);
 
-		exec_plan_latest(holder_plan, args, nullptr, true, 1, SPI_OK_SELECT, "unique claim holder");
-		Datum holder;
-		if (spi_single_value(&holder) && DatumGetInt64(holder) == DatumGetInt64(ids.values[i]))
-			continue;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNIQUE_VIOLATION),
-				 errmsg("duplicate key value violates unique constraint \"%s\"", "idx_awa_jobs_unique"),
-				 errdetail("Key (queue, unique_key)=(%s, %s) already exists.", TextDatumGetCString(queues.values[i]),
-						   DatumGetCString(DirectFunctionCall1(byteaout, keys.values[i]))),
-				 errtableconstraint(rel, "idx_awa_jobs_unique")));
-	}
-	elog(ERROR, "awa_shard: a unique claim was not inserted and no other job holds its key");
+	exec_plan(insert->plan, insert->values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
 }
 
 /*
@@ -260,35 +236,16 @@ claim_unique_keys(EnqueueRow *rows, int n, Catalog catalog)
 		return;
 	}
 	/*
-	 * The index raises a conflict (23505, naming idx_awa_jobs_unique), except on a Citus
-	 * cluster, where its message would name the worker's shard of the index: there the claims
-	 * of one queue go in with ON CONFLICT DO NOTHING as a statement on the queue's shard
-	 * (routed by Citus, an insert from unnest reports the rows it sent, not those inserted)
-	 * and raise_unique_conflict raises. Not at REPEATABLE READ or above, where a conflict with
-	 * a claim committed while the insert waited for it would be a serialization failure
-	 * instead (the index's message then names the shard), nor for claims of several queues in
-	 * one call (a promotion).
+	 * The index raises a conflict (23505, naming idx_awa_jobs_unique). On a Citus node the
+	 * error names the worker's shard of the index (idx_awa_jobs_unique_102345): it is raised
+	 * again naming the index and its table, as on one node, at every isolation level.
 	 */
-	SPIPlanPtr plan = nullptr;
+	UniqueInsert insert = {keep_plan(&unique_plan[1], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes), values};
 
-	if (citus_group() >= 0 && !IsolationUsesXactSnapshot())
-	{
-		bool one_queue = true;
-
-		for (int i = 1; i < m && one_queue; i++)
-			one_queue = same_text(DatumGetTextPP(queues.values[0]), DatumGetTextPP(queues.values[i]));
-		if (one_queue)
-			plan = keep_shard_plan(kUniqueInsertSql, DatumGetTextPP(queues.values[0]), UQ_NPARAMS, argtypes);
-	}
-	if (plan == nullptr)
-	{
-		keep_plan(&unique_plan[1], kUniqueInsertIndexSql, UQ_NPARAMS, argtypes);
-		exec_plan(unique_plan[1], values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
-		return;
-	}
-	exec_plan_latest(plan, values, nullptr, false, 0, SPI_OK_INSERT, "unique claim insert");
-	if (SPI_processed < static_cast<uint64>(m))
-		raise_unique_conflict(keys, ids, queues, m);
+	if (citus_group() >= 0)
+		run_naming_shard_index(insert_unique_claims, &insert, "idx_awa_jobs_unique", "job_unique_claims");
+	else
+		insert_unique_claims(&insert);
 }
 
 /*

@@ -191,4 +191,61 @@ run_unless_serialization_failure(void (*fn)(void *), void *arg)
 	return done;
 }
 
+/* Whether `name` is `index` followed by _ and a Citus shard id. */
+static bool
+is_shard_of(const char *name, const char *index)
+{
+	size_t len = strlen(index);
+
+	if (strncmp(name, index, len) != 0 || name[len] != '_' || name[len + 1] == '\0')
+		return false;
+	for (const char *c = name + len + 1; *c != '\0'; c++)
+		if (*c < '0' || *c > '9')
+			return false;
+	return true;
+}
+
+/* `text` with its first `"from"` replaced by `"to"` (quotes included), or `text` itself. */
+static char *
+replace_quoted(const char *text, const char *from, const char *to)
+{
+	char *quoted = psprintf("\"%s\"", from);
+	const char *at = strstr(text, quoted);
+
+	if (at == nullptr)
+		return pstrdup(text);
+	return psprintf("%.*s\"%s\"%s", static_cast<int>(at - text), text, to, at + strlen(quoted));
+}
+
+/* Run fn(arg), naming a shard's unique violation by its index (spi_util.hpp). */
+void
+run_naming_shard_index(void (*fn)(void *), void *arg, const char *index, const char *table)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		fn(arg);
+	}
+	PG_CATCH();
+	{
+		ErrorData *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION || edata->constraint_name == nullptr ||
+			!is_shard_of(edata->constraint_name, index))
+		{
+			FreeErrorData(edata);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		edata->message = replace_quoted(edata->message, edata->constraint_name, index);
+		edata->constraint_name = pstrdup(index);
+		edata->table_name = pstrdup(table);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+}
+
 } // namespace awa

@@ -42,5 +42,10 @@ void pop_hot_path_planner(int level);
  * which is rolled back and swallowed. Any other error is raised again.
  */
 bool run_unless_serialization_failure(void (*fn)(void *), void *arg);
+/*
+ * Run fn(arg); a unique violation of a Citus shard of index `index` (named `index`_<shard
+ * id>) is raised again naming `index` and its table `table`, as on one node.
+ */
+void run_naming_shard_index(void (*fn)(void *), void *arg, const char *index, const char *table);
 
 } // namespace awa
