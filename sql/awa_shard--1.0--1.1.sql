@@ -3664,8 +3664,9 @@ COMMENT ON FUNCTION awa.set_enqueue_shards(text, bigint) IS 'Set (creating the q
 
 -- Make a known queue's lanes up front: for each given priority (NULL: all four) and each of
 -- the queue's current shards, the lane's heads and sequence, under the lane's lock, in lane
--- order. Returns how many lanes this call created (0 when all existed). Each lane's lock is
--- held until the transaction ends, as a producer's first enqueue into the lane holds it.
+-- order. Returns how many lanes this call created (0 when all existed). The lock of each lane
+-- it makes is held until the transaction ends, as a producer's first enqueue into the lane
+-- holds it; lanes that exist are not locked.
 CREATE FUNCTION awa.create_lanes(p_queue text, p_priorities bigint[] DEFAULT NULL) RETURNS integer
     LANGUAGE plpgsql VOLATILE
     SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -3687,11 +3688,15 @@ BEGIN
             PERFORM awa._check_priority(v_priority, 'p_priorities element');
         END LOOP;
     END IF;
+    -- Lanes that exist with their sequence are left alone: no lock is taken on them.
     FOR v_priority, v_shard IN
         SELECT DISTINCT p.priority, s.shard
           FROM unnest(coalesce(p_priorities,
                   ARRAY(SELECT generate_series(awa._limit('min_priority'), awa._limit('max_priority'))::bigint))) p(priority),
                generate_series(0, awa.queue_enqueue_shards(p_queue) - 1) s(shard)
+         WHERE NOT EXISTS (SELECT 1 FROM awa.queue_enqueue_heads e
+                            WHERE e.queue = p_queue AND e.priority = p.priority AND e.enqueue_shard = s.shard
+                              AND to_regclass('awa.' || quote_ident(e.seq_name)) IS NOT NULL)
          ORDER BY 1, 2
     LOOP
         SELECT l.created INTO v_new FROM awa._ensure_lane(p_queue, v_priority::smallint, v_shard::smallint) l;
