@@ -250,7 +250,8 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool un
 		const char forget_nulls[4] = {' ', ' ', ' ', ' '};
 
 		*taken = SPI_datumTransfer(*taken, false, -1);
-		awa::note_attempt_ended(DatumGetInt64(job_id)); /* claims that passed its key over count again */
+		awa::note_attempt_ended(DatumGetInt64(job_id),
+								DatumGetInt64(run_lease)); /* claims that passed its key over count again */
 		args[3] = GetAttributeByName(DatumGetHeapTupleHeader(*taken), "queue", &isnull);
 		awa::exec_plan_latest(forget_heartbeat_plan, args, forget_nulls, false, 0, SPI_OK_DELETE, "heartbeat removal");
 	}

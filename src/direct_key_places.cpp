@@ -34,6 +34,7 @@
 #include "direct_complete.hpp"
 #include "direct_insert.hpp"
 #include "direct_key_places.hpp"
+#include "ended_places.hpp"
 #include "ring.hpp"
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 extern "C"
 {
 #include "access/genam.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -82,12 +84,13 @@ const char *const kEntryNames[E_NCOLUMNS] = {"place",		  "job_id",	   "run_lease
 /* The leading columns of awa.key_attempts' primary key, which the count probes. */
 const char *const kEntryKey[2] = {"queue", "concurrency_key"};
 
-/* One place of awa.key_attempts: the key it is of, its number, where its row is. */
+/* One place of awa.key_attempts: the key it is of, its number, where its row is, the row's xmin. */
 struct Entry
 {
 	int key;
 	int32 place;
 	ItemPointerData tid;
+	TransactionId xmin;
 };
 
 /* Attribute numbers of the EntryColumns in `rel`; false when one is missing. */
@@ -134,6 +137,41 @@ delete_place(Relation rel, ItemPointer tid)
 	}
 }
 
+/*
+ * Whether each entry's attempt is open, into open[]: an entry whose row version is one whose
+ * attempt has ended (ended_places.cpp) is free without a test; the others are tested as the
+ * statement tests them, on the claim ring's live arc read now (none when every entry is
+ * known). False when the statement must test instead.
+ */
+bool
+test_unended(Relation rel, const Entry *entries, const NamedAttempt *attempts, int n, const int queue_arc[4],
+			 Snapshot snapshot, bool *open)
+{
+	NamedAttempt *unknown = static_cast<NamedAttempt *>(palloc(sizeof(NamedAttempt) * (n + 1)));
+	int *index_of = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	bool *unknown_open;
+	int claim_arc[4];
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		open[i] = false;
+		if (place_attempt_ended(rel->rd_node.relNode, const_cast<ItemPointer>(&entries[i].tid), entries[i].xmin))
+			continue;
+		unknown[m] = attempts[i];
+		index_of[m++] = i;
+	}
+	if (m == 0)
+		return true;
+	live_slot_ranges(Ring::Claim, claim_arc);
+	unknown_open = static_cast<bool *>(palloc0(sizeof(bool) * m));
+	if (!direct_named_receipts_open(unknown, m, queue_arc, claim_arc, snapshot, unknown_open))
+		return false;
+	for (int j = 0; j < m; j++)
+		open[index_of[j]] = unknown_open[j];
+	return true;
+}
+
 } // namespace
 
 /* Count the keys' running attempts directly (see the file comment). */
@@ -141,7 +179,6 @@ bool
 count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts,
 						  CapWitness *first_key, KeyPlaces *places)
 {
-	int claim_arc[4];
 	Relation rel;
 	Relation index;
 	AttrNumber att[E_NCOLUMNS];
@@ -212,6 +249,8 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 			entries[nentries].key = k;
 			entries[nentries].place = DatumGetInt32(slot_getattr(slot, att[E_PLACE], &isnull));
 			entries[nentries].tid = slot->tts_tid;
+			entries[nentries].xmin =
+				DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
 			a = &attempts[nentries++];
 			a->queue = queue;
 			a->job_id = DatumGetInt64(slot_getattr(slot, att[E_JOB_ID], &isnull));
@@ -233,10 +272,9 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	 * take over), on the claim ring's live arc read now (none needed when no key has an entry).
 	 */
 	open = static_cast<bool *>(palloc0(sizeof(bool) * (nentries + 1)));
-	if (!leases && nentries > 0)
-		live_slot_ranges(Ring::Claim, claim_arc);
-	if (leases ||
-		(nentries > 0 && !direct_named_receipts_open(attempts, nentries, queue_arc, claim_arc, snapshot, open)))
+	if (!leases && !test_unended(rel, entries, attempts, nentries, queue_arc, snapshot, open))
+		leases = true; /* the statement counts */
+	if (leases)
 	{
 		UnregisterSnapshot(snapshot);
 		index_close(index, NoLock);
@@ -370,6 +408,9 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 			places->top[k]++;
 			direct_target_insert(&target, values, nulls);
 		}
+		/* The version written, so that this backend's end of the attempt can publish it. */
+		if (all)
+			note_place_recorded(a.job_id, a.run_lease, target.rel->rd_node.relNode, &target.slot->tts_tid);
 	}
 	/* The free places of the recorded keys left over (none in the steady state): removed. */
 	for (int k = 0; k < places->nkeys && all; k++)

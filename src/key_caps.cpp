@@ -33,6 +33,7 @@
  */
 #include "key_caps.hpp"
 #include "direct_drain.hpp"
+#include "ended_places.hpp"
 #include "job_wait.hpp"
 
 extern "C"
@@ -243,9 +244,11 @@ on_key_caps_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactio
 
 /* Mark the job's slot in this transaction's bitmap (key_caps.hpp). */
 void
-note_attempt_ended(int64 job_id)
+note_attempt_ended(int64 job_id, int64 run_lease)
 {
 	int s = slot_of(job_id);
+
+	note_place_attempt_ended(job_id, run_lease);
 
 	marked[s / 64] |= UINT64CONST(1) << (s % 64);
 	marked_any = true;

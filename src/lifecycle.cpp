@@ -224,7 +224,7 @@ emit_direct(ReturnSetInfo *rsinfo, const awa::DirectCompletion *direct)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
 		awa::note_job_finished(direct->done[i].job_id);
-		awa::note_attempt_ended(direct->done[i].job_id);
+		awa::note_attempt_ended(direct->done[i].job_id, direct->done[i].run_lease);
 	}
 	for (int i = 1; i <= direct->ndone; i++)
 	{
@@ -365,8 +365,9 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 		bool out_nulls[2] = {false, false};
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
-		awa::note_job_finished(DatumGetInt64(out[0]));	/* its waiters wake at commit (job_wait.cpp) */
-		awa::note_attempt_ended(DatumGetInt64(out[0])); /* and claims that passed its key over count again */
+		awa::note_job_finished(DatumGetInt64(out[0])); /* its waiters wake at commit (job_wait.cpp) */
+		awa::note_attempt_ended(DatumGetInt64(out[0]),
+								DatumGetInt64(out[1])); /* and claims that passed its key over count again */
 	}
 	/* Per-shard counters: rows arrive grouped by (queue, enqueue_shard). */
 	for (uint64 i = 1; i <= SPI_processed; i++)

@@ -9,6 +9,7 @@
 #include "enqueue.hpp"
 #include "head_wait.hpp"
 #include "job_wait.hpp"
+#include "ended_places.hpp"
 #include "key_caps.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
@@ -99,6 +100,7 @@ request_shmem()
 	wakeup_shmem_request();
 	job_wait_shmem_request();
 	key_caps_shmem_request();
+	ended_places_shmem_request();
 	launcher_shmem_request();
 	stats_shmem_request();
 	registry_shmem_request();
@@ -117,6 +119,7 @@ startup_shmem()
 	wakeup_shmem_startup();
 	job_wait_shmem_startup();
 	key_caps_shmem_startup();
+	ended_places_shmem_startup();
 	launcher_shmem_startup();
 	stats_shmem_startup();
 	registry_shmem_startup();
@@ -184,6 +187,7 @@ on_xact_event(XactEvent event, void *arg)
 		wakeup_at_prepare();
 		job_wait_at_xact_end(false);
 		key_caps_at_prepare();
+		ended_places_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -197,6 +201,7 @@ on_xact_event(XactEvent event, void *arg)
 		end_ring_change();
 		/* Exits stamped before anyone is woken: a woken claim must not trust a lane they ended. */
 		key_caps_at_xact_end(true);
+		ended_places_at_xact_end(true);
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
 		rate_limit_at_xact_end(true);
@@ -210,6 +215,7 @@ on_xact_event(XactEvent event, void *arg)
 		wakeup_at_xact_end(false);
 		job_wait_at_xact_end(false);
 		key_caps_at_xact_end(false);
+		ended_places_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -335,5 +341,6 @@ _PG_init(void)
 	awa::init_wakeup_hooks();
 	awa::init_rate_limit_hooks();
 	awa::init_key_caps_hooks();
+	awa::init_ended_places_hooks();
 	awa::init_enqueue_cache();
 }
