@@ -250,9 +250,10 @@ take_attempt(Datum job_id, Datum run_lease, Datum outcome, Datum *taken, bool un
 		const char forget_nulls[4] = {' ', ' ', ' ', ' '};
 
 		*taken = SPI_datumTransfer(*taken, false, -1);
-		awa::note_attempt_ended(DatumGetInt64(job_id),
-								DatumGetInt64(run_lease)); /* claims that passed its key over count again */
 		args[3] = GetAttributeByName(DatumGetHeapTupleHeader(*taken), "queue", &isnull);
+		/* Claims that passed its key over count again; its place may be known ended. */
+		awa::note_attempt_ended(DatumGetInt64(job_id), DatumGetInt64(run_lease),
+								isnull ? nullptr : DatumGetTextPP(args[3]));
 		awa::exec_plan_latest(forget_heartbeat_plan, args, forget_nulls, false, 0, SPI_OK_DELETE, "heartbeat removal");
 	}
 	awa::pop_hot_path_planner(level);

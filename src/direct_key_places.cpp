@@ -156,7 +156,8 @@ test_unended(Relation rel, const Entry *entries, const NamedAttempt *attempts, i
 	for (int i = 0; i < n; i++)
 	{
 		open[i] = false;
-		if (place_attempt_ended(rel->rd_node.relNode, const_cast<ItemPointer>(&entries[i].tid), entries[i].xmin))
+		if (place_attempt_ended(rel->rd_node.relNode, const_cast<ItemPointer>(&entries[i].tid), entries[i].xmin,
+								attempts[i].job_id, attempts[i].run_lease, attempts[i].queue))
 			continue;
 		unknown[m] = attempts[i];
 		index_of[m++] = i;
@@ -410,7 +411,7 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 		}
 		/* The version written, so that this backend's end of the attempt can publish it. */
 		if (all)
-			note_place_recorded(a.job_id, a.run_lease, target.rel->rd_node.relNode, &target.slot->tts_tid);
+			note_place_recorded(a.job_id, a.run_lease, queue, target.rel->rd_node.relNode, &target.slot->tts_tid);
 	}
 	/* The free places of the recorded keys left over (none in the steady state): removed. */
 	for (int k = 0; k < places->nkeys && all; k++)

@@ -8,14 +8,16 @@
  * terminal rows on the rings' partitions. In the steady state almost every place it meets
  * names an attempt that ended long ago, and a worker usually ends the attempts it claimed.
  * So the backend that records an attempt in a place remembers the place's new row version
- * (relation file, tid, and its own transaction id, the version's xmin), and when that backend
- * commits the attempt's end it publishes the version in shared memory. A count that finds
- * exactly that version (same file, tid and xmin) knows its attempt has ended and passes the
+ * (relation file, tid, and its own transaction id, the version's xmin) with the attempt
+ * (job id, run_lease, a hash of the queue), and when that backend commits the end of that
+ * attempt of that queue it publishes the whole in shared memory. A count that finds a place
+ * whose version and attempt are exactly those knows its attempt has ended and passes the
  * place as free without testing it.
  *
- * Exact: a row version is named by its file, tid and xmin (a rewrite of the table gives it a
- * new file; the line pointer of a pruned version is reused only by versions of later
- * transactions), a place version names one attempt, and an end is published only once its
+ * Exact: neither half is enough alone (a second TRUNCATE in one transaction keeps the file,
+ * so a new place can take an old one's tid with the same xmin; a job id can repeat in another
+ * queue once the id sequence is set back), but a version that holds the attempt is that
+ * attempt's place, and an end is published only once its
  * commit is visible (XACT_EVENT_COMMIT), never for a savepoint rolled back or a transaction
  * prepared (the count then tests, as before). Everything else only costs a miss: a place
  * written or ended by another backend, a version overwritten in the backend's memory or in
@@ -49,13 +51,21 @@ constexpr int kRecorded = 4096;
 /* Ended places one transaction publishes at most (more: the rest are tested as before). */
 constexpr int kPending = 1024;
 
-/* A row version of awa.key_attempts in a database. */
+/*
+ * A row version of awa.key_attempts in a database and the attempt it records: the version
+ * names the row, the attempt (job, run_lease, a hash of its queue) what it holds, so that
+ * neither a reused tid and xmin (a second TRUNCATE in one transaction keeps the file) nor a
+ * job id that repeats (in another queue, or after the id sequence was set back) passes.
+ */
 struct PlaceVersion
 {
 	Oid db; /* InvalidOid: an empty entry */
 	Oid relfile;
 	ItemPointerData tid;
 	TransactionId xmin;
+	uint32 queue_hash;
+	int64 job_id;
+	int64 run_lease;
 };
 
 /* Shared: the published versions. */
@@ -67,11 +77,9 @@ struct EndedPlaces
 
 EndedPlaces *shared_ended = nullptr;
 
-/* A place this backend recorded: the attempt and the version it wrote. */
+/* A place this backend recorded: the version it wrote, with its attempt. */
 struct RecordedPlace
 {
-	int64 job_id;
-	int64 run_lease;
 	PlaceVersion version;
 };
 
@@ -87,11 +95,18 @@ struct PendingEnd
 PendingEnd pending[kPending];
 int npending = 0;
 
+/* The hash that names a queue in a version. */
+uint32
+queue_hash_of(text *queue)
+{
+	return hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
+}
+
 /* The entry of an attempt in `recorded`. */
 int
-recorded_index(int64 job_id, int64 run_lease)
+recorded_index(int64 job_id, int64 run_lease, uint32 queue_hash)
 {
-	int64 key[2] = {job_id, run_lease};
+	int64 key[3] = {job_id, run_lease, queue_hash};
 
 	return static_cast<int>(hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % kRecorded);
 }
@@ -100,8 +115,13 @@ recorded_index(int64 job_id, int64 run_lease)
 int
 published_index(const PlaceVersion &v)
 {
-	uint32 key[5] = {v.db, v.relfile, ItemPointerGetBlockNumberNoCheck(&v.tid),
-					 ItemPointerGetOffsetNumberNoCheck(&v.tid), v.xmin};
+	int64 key[7] = {v.db,
+					v.relfile,
+					ItemPointerGetBlockNumberNoCheck(&v.tid),
+					ItemPointerGetOffsetNumberNoCheck(&v.tid),
+					v.xmin,
+					v.job_id ^ (static_cast<int64>(v.queue_hash) << 32),
+					v.run_lease};
 
 	return static_cast<int>(hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % kPublished);
 }
@@ -110,7 +130,8 @@ published_index(const PlaceVersion &v)
 bool
 same_version(const PlaceVersion &a, const PlaceVersion &b)
 {
-	return a.db == b.db && a.relfile == b.relfile && a.xmin == b.xmin &&
+	return a.db == b.db && a.relfile == b.relfile && a.xmin == b.xmin && a.queue_hash == b.queue_hash &&
+		   a.job_id == b.job_id && a.run_lease == b.run_lease &&
 		   ItemPointerGetBlockNumberNoCheck(&a.tid) == ItemPointerGetBlockNumberNoCheck(&b.tid) &&
 		   ItemPointerGetOffsetNumberNoCheck(&a.tid) == ItemPointerGetOffsetNumberNoCheck(&b.tid);
 }
@@ -133,37 +154,42 @@ on_ended_places_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransa
 
 /* Remember the place version a claim wrote for an attempt (ended_places.hpp). */
 void
-note_place_recorded(int64 job_id, int64 run_lease, Oid relfile, ItemPointer tid)
+note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, ItemPointer tid)
 {
-	RecordedPlace &r = recorded[recorded_index(job_id, run_lease)];
+	uint32 qh = queue_hash_of(queue);
+	PlaceVersion &v = recorded[recorded_index(job_id, run_lease, qh)].version;
 
 	if (shared_ended == nullptr)
 		return;
-	r.job_id = job_id;
-	r.run_lease = run_lease;
-	r.version.db = MyDatabaseId;
-	r.version.relfile = relfile;
-	r.version.tid = *tid;
-	r.version.xmin = GetCurrentTransactionId();
+	v.db = MyDatabaseId;
+	v.relfile = relfile;
+	v.tid = *tid;
+	v.xmin = GetCurrentTransactionId();
+	v.queue_hash = qh;
+	v.job_id = job_id;
+	v.run_lease = run_lease;
 }
 
 /* Note the end of an attempt whose place this backend recorded (ended_places.hpp). */
 void
-note_place_attempt_ended(int64 job_id, int64 run_lease)
+note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 {
-	const RecordedPlace &r = recorded[recorded_index(job_id, run_lease)];
+	uint32 qh;
 
-	if (shared_ended == nullptr || r.version.db != MyDatabaseId || r.job_id != job_id || r.run_lease != run_lease ||
-		npending == kPending)
+	if (shared_ended == nullptr || queue == nullptr || npending == kPending)
 		return;
-	pending[npending].version = r.version;
+	qh = queue_hash_of(queue);
+	const PlaceVersion &v = recorded[recorded_index(job_id, run_lease, qh)].version;
+	if (v.db != MyDatabaseId || v.job_id != job_id || v.run_lease != run_lease || v.queue_hash != qh)
+		return;
+	pending[npending].version = v;
 	pending[npending].subid = GetCurrentSubTransactionId();
 	npending++;
 }
 
 /* Whether a place version's attempt has ended (ended_places.hpp). */
 bool
-place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin)
+place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue)
 {
 	PlaceVersion v;
 	int i;
@@ -171,10 +197,14 @@ place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin)
 
 	if (shared_ended == nullptr)
 		return false;
+	memset(&v, 0, sizeof(v));
 	v.db = MyDatabaseId;
 	v.relfile = relfile;
 	v.tid = *tid;
 	v.xmin = xmin;
+	v.queue_hash = queue_hash_of(queue);
+	v.job_id = job_id;
+	v.run_lease = run_lease;
 	i = published_index(v);
 	SpinLockAcquire(&shared_ended->stripe[i % kStripes]);
 	ended = same_version(shared_ended->entry[i], v);

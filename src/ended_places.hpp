@@ -19,17 +19,20 @@ namespace awa
  * `relfile` for the attempt (job_id, run_lease): remembered by the backend, so that the
  * attempt's end, when this backend commits it, can name that version.
  */
-void note_place_recorded(int64 job_id, int64 run_lease, Oid relfile, ItemPointer tid);
-
-/* This transaction ended the attempt (job_id, run_lease): its place version is published at commit. */
-void note_place_attempt_ended(int64 job_id, int64 run_lease);
+void note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, ItemPointer tid);
 
 /*
- * Whether the place row version (relfile, tid, xmin) of this database names an attempt
- * whose end has committed (published by the backend that recorded it and ended it). False
- * says nothing: the count tests the attempt.
+ * This transaction ended the attempt (job_id, run_lease) of `queue`: its place version, when
+ * this backend recorded it, is published at commit (nothing when queue is nullptr).
  */
-bool place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin);
+void note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue);
+
+/*
+ * Whether the place row version (relfile, tid, xmin) of this database, recording the attempt
+ * (job_id, run_lease) of `queue`, is one whose attempt's end has committed (published by the
+ * backend that recorded it and ended it). False says nothing: the count tests the attempt.
+ */
+bool place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue);
 
 /* Transaction end: at commit publish the ended attempts' place versions; else forget them. Never raises. */
 void ended_places_at_xact_end(bool committed);

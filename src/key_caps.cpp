@@ -244,11 +244,11 @@ on_key_caps_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactio
 
 /* Mark the job's slot in this transaction's bitmap (key_caps.hpp). */
 void
-note_attempt_ended(int64 job_id, int64 run_lease)
+note_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 {
 	int s = slot_of(job_id);
 
-	note_place_attempt_ended(job_id, run_lease);
+	note_place_attempt_ended(job_id, run_lease, queue);
 
 	marked[s / 64] |= UINT64CONST(1) << (s % 64);
 	marked_any = true;

@@ -28,10 +28,11 @@ struct CapWitness
 };
 
 /*
- * Remember that this transaction ended the attempt (job_id, run_lease): its slot is stamped at
- * commit, and its place, when this backend recorded it, is published (ended_places.cpp).
+ * Remember that this transaction ended the attempt (job_id, run_lease) of `queue` (nullptr:
+ * not known): its slot is stamped at commit, and its place, when this backend recorded it,
+ * is published (ended_places.cpp).
  */
-void note_attempt_ended(int64 job_id, int64 run_lease);
+void note_attempt_ended(int64 job_id, int64 run_lease, text *queue);
 
 /* Remember that this transaction ended attempts it does not name (purge, drop): every memory ends at commit. */
 void note_attempts_ended_all();

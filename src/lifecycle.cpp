@@ -224,7 +224,7 @@ emit_direct(ReturnSetInfo *rsinfo, const awa::DirectCompletion *direct)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
 		awa::note_job_finished(direct->done[i].job_id);
-		awa::note_attempt_ended(direct->done[i].job_id, direct->done[i].run_lease);
+		awa::note_attempt_ended(direct->done[i].job_id, direct->done[i].run_lease, direct->done[i].queue);
 	}
 	for (int i = 1; i <= direct->ndone; i++)
 	{
@@ -366,8 +366,9 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, out_nulls);
 		awa::note_job_finished(DatumGetInt64(out[0])); /* its waiters wake at commit (job_wait.cpp) */
-		awa::note_attempt_ended(DatumGetInt64(out[0]),
-								DatumGetInt64(out[1])); /* and claims that passed its key over count again */
+		/* And claims that passed its key over count again; its place may be known ended. */
+		awa::note_attempt_ended(DatumGetInt64(out[0]), DatumGetInt64(out[1]),
+								DatumGetTextPP(result_column(i, CC_QUEUE)));
 	}
 	/* Per-shard counters: rows arrive grouped by (queue, enqueue_shard). */
 	for (uint64 i = 1; i <= SPI_processed; i++)
