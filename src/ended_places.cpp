@@ -84,6 +84,8 @@ struct RecordedPlace
 };
 
 RecordedPlace recorded[kRecorded];
+/* Whether this backend has recorded a place: until then an exit looks nothing up. */
+bool recorded_any = false;
 
 /* Ends this transaction noted, with the subtransaction that noted each. */
 struct PendingEnd
@@ -161,6 +163,7 @@ note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, Ite
 
 	if (shared_ended == nullptr)
 		return;
+	recorded_any = true;
 	v.db = MyDatabaseId;
 	v.relfile = relfile;
 	v.tid = *tid;
@@ -176,7 +179,7 @@ note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 {
 	uint32 qh;
 
-	if (shared_ended == nullptr || queue == nullptr || npending == kPending)
+	if (!recorded_any || queue == nullptr || npending == kPending)
 		return;
 	qh = queue_hash_of(queue);
 	const PlaceVersion &v = recorded[recorded_index(job_id, run_lease, qh)].version;
