@@ -321,9 +321,9 @@ restore_lane_sequence(const char *name, const Datum *lane)
 
 /*
  * Create a lane's head rows and sequence if its enqueue head is missing, with the lane lock
- * held (SPI connected; the head is looked for in a snapshot taken now, the transaction's at
- * REPEATABLE READ). Under Citus a head without its sequence on this node (the queue's shards
- * moved here, or the shard its sequence belonged to was dropped after a split) gets it again
+ * held (SPI connected; the head is looked for on the latest committed state, so a lane made
+ * after a REPEATABLE READ caller's snapshot is found, not made twice). Under Citus a head without its sequence on this
+ * node (the queue's shards moved here, or the shard its sequence belonged to was dropped after a split) gets it again
  * (restore_lane_position). Returns the sequence's OID; *created says whether this call
  * created the lane or its sequence. 55000 when the head exists without its sequence on one
  * server.
@@ -345,7 +345,8 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 	keep_plan(&head_exists_plan,
 			  "SELECT 1 FROM awa.queue_enqueue_heads WHERE queue = $1 AND priority = $2 AND enqueue_shard = $3", 3,
 			  argtypes);
-	exec_plan(head_exists_plan, values, nullptr, false, 1, SPI_OK_SELECT, "lane head look-up");
+	/* On the latest committed state, under the lane lock: a lane made after a REPEATABLE READ snapshot exists. */
+	exec_plan_latest(head_exists_plan, values, nullptr, true, 1, SPI_OK_SELECT, "lane head look-up");
 	if (SPI_processed == 0)
 	{
 		if (!OidIsValid(sequence_oid(name)))
