@@ -28,10 +28,12 @@ cluster() { "$here/cluster.sh" "$@"; }
 # lines: "kind suite [name=value ...]", kind isolation or regress.
 lines=()
 listed() { grep -vE '^\s*(#|$)' "$here/$2" | sed "s/^/$1 /"; }
+# A suite named on the command line, with the settings its list line gives it.
+named() { local line; line=$(grep -E "^$2( |$)" "$here/$3" 2>/dev/null | head -n 1); echo "$1 ${line:-$2}"; }
 case "${1:-}" in
-  --regress) shift; for a in "$@"; do lines+=("regress $a"); done;;
-  --isolation) shift; for a in "$@"; do lines+=("isolation $a"); done;;
-  *) for a in "$@"; do lines+=("isolation $a"); done;;
+  --regress) shift; for a in "$@"; do lines+=("$(named regress "$a" regress.list)"); done;;
+  --isolation) shift; for a in "$@"; do lines+=("$(named isolation "$a" specs.list)"); done;;
+  *) for a in "$@"; do lines+=("$(named isolation "$a" specs.list)"); done;;
 esac
 if [ ${#lines[@]} -eq 0 ]; then
   mapfile -t lines < <(listed isolation specs.list; [ -f "$here/regress.list" ] && listed regress regress.list)
