@@ -25,8 +25,13 @@ namespace
 constexpr std::int64_t kDay = 86400;
 /* The largest backward change of a zone's offset that the tick search allows for. */
 constexpr std::int64_t kMaxShift = 4 * 3600;
-/* How far ahead a tick is searched for before the expression is taken as matching nothing. */
-constexpr int kSearchYears = 10;
+/*
+ * How far ahead a tick is searched for before the expression is taken as matching nothing:
+ * the Gregorian calendar repeats every 400 years (146,097 days, a whole number of weeks), so
+ * an expression that matches no date in 400 years matches none ever (a 29 February that must
+ * fall on a given weekday can be decades away).
+ */
+constexpr int kSearchYears = 400;
 
 const char *const kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"};
 const char *const kDayNames[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};

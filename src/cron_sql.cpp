@@ -84,7 +84,8 @@ to_unix_seconds(TimestampTz ts)
 
 /*
  * awa._cron_next(p_cron, p_timezone, p_after): the first tick strictly after p_after, or NULL
- * when the expression matches no date within ten years (or p_after is not finite).
+ * when the expression matches no date (none in the 400 years after p_after, the calendar's
+ * cycle: then none ever), the tick lies past the last timestamp, or p_after is not finite.
  */
 AWA_SQL_FUNCTION(awa_cron_next)
 {

@@ -3,7 +3,8 @@
 -- expressions are parsed and their ticks computed in C (src/cron.cpp, src/cron_sql.cpp).
 
 -- The first tick of a cron expression in a time zone strictly after p_after; NULL when it
--- matches no date within ten years. 22023 for a bad expression (naming its field) or zone.
+-- matches no date (none in the 400 years after p_after: then none ever) or the tick lies
+-- past the last timestamp. 22023 for a bad expression (naming its field) or zone.
 CREATE FUNCTION awa._cron_next(p_cron text, p_timezone text, p_after timestamptz)
     RETURNS timestamptz
     AS 'MODULE_PATHNAME', 'awa_cron_next'

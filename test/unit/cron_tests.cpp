@@ -185,6 +185,10 @@ test_calendar()
 	expect_next("0 0 */2 * fri", at(2026, 1, 2, 0, 0), at(2026, 1, 9, 0, 0), "*/2 day-of-month AND Friday (9th)");
 	expect_next("0 0 */2 * fri", at(2026, 1, 9, 0, 0), at(2026, 1, 23, 0, 0), "*/2 day-of-month AND Friday (23rd)");
 	expect_next("0 0 13 * *", at(2026, 1, 2, 0, 0), at(2026, 1, 13, 0, 0), "star day-of-week: 13th only");
+	/* A 29 February on a Sunday: 28 years apart, and 40 across a century's skipped leap day. */
+	expect_next("0 0 29 2 */7", at(2026, 12, 6, 0, 0), at(2032, 2, 29, 0, 0), "Feb 29 on a Sunday");
+	expect_next("0 0 29 2 */7", at(2032, 3, 1, 0, 0), at(2060, 2, 29, 0, 0), "the next Sunday Feb 29, 28 years on");
+	expect_next("0 0 29 2 */7", at(2680, 3, 1, 0, 0), at(2720, 2, 29, 0, 0), "40 years on, across 2700");
 	check(next_of("0 0 31 2 *", at(2026, 1, 1, 0, 0)) == -1, "Feb 31 never comes");
 	check(next_of("0 0 31 4,6,9,11 *", at(2026, 1, 1, 0, 0)) == -1, "31 in 30-day months never comes");
 	check(next_of("0 0 30 2 fri", at(2026, 1, 1, 0, 0)) == at(2026, 2, 6, 0, 0),
