@@ -3796,7 +3796,15 @@ COMMENT ON FUNCTION awa._lane_next_seq(text) IS 'Internal: next value a lane''s 
 COMMENT ON FUNCTION awa._lock_ring_partitions(text[], integer, boolean) IS 'Internal: take ACCESS EXCLUSIVE (or SHARE ROW EXCLUSIVE) on ring partitions in short tries, never queueing for long.';
 COMMENT ON FUNCTION awa._maintenance_wake() IS 'Internal: tell the maintenance launcher that this database has awa_shard.';
 COMMENT ON FUNCTION awa._promote_due_queue(text, integer) IS 'Internal: promotion of one queue, run by claims where no maintenance worker serves the database.';
-COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';
+COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement and row trigger on queue_meta (ENABLE ALWAYS); this transaction''s next enqueue re-reads widths and limits, and its commit tells every backend to.';
+-- A change of queue_meta must make every backend re-read its cached widths and limits at
+-- commit, also when made in a replica session (session_replication_role = replica) or applied
+-- by logical replication (which fires row triggers only): a row trigger beside the statement
+-- trigger, both ENABLE ALWAYS.
+CREATE TRIGGER queue_meta_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_meta
+    FOR EACH ROW EXECUTE FUNCTION awa._queue_meta_changed();
+ALTER TABLE awa.queue_meta ENABLE ALWAYS TRIGGER queue_meta_changed;
+ALTER TABLE awa.queue_meta ENABLE ALWAYS TRIGGER queue_meta_row_changed;
 COMMENT ON FUNCTION awa._ready_as_deferred(awa.ready_entries, text, smallint, jsonb) IS 'Internal: a removed ready row as input of awa._enqueue_ready.';
 COMMENT ON FUNCTION awa._require(boolean, text) IS 'Internal: raise 22004 naming a NULL argument.';
 COMMENT ON FUNCTION awa._require_at_least(bigint, bigint, text) IS 'Internal: raise 22023 for a number below its minimum.';

@@ -184,7 +184,8 @@ AWA_SQL_FUNCTION(awa_shard_for_enqueue)
 	return Int16GetDatum(static_cast<int16>(awa::sticky_rotor_shard(q, qlen, priority, shards)));
 }
 
-/* Statement trigger on awa.queue_meta: this transaction's next enqueue re-reads widths. */
+/* Statement and row trigger on awa.queue_meta: this transaction's next enqueue re-reads widths and limits, and its
+ * commit tells every backend to. */
 AWA_SQL_FUNCTION(awa_queue_meta_changed)
 {
 	if (!CALLED_AS_TRIGGER(fcinfo))

@@ -140,7 +140,15 @@ CREATE FUNCTION awa._queue_meta_changed() RETURNS trigger
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._queue_meta_changed() FROM PUBLIC;
-COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement trigger on queue_meta; this transaction''s next enqueue re-reads widths.';
+COMMENT ON FUNCTION awa._queue_meta_changed() IS 'Internal: statement and row trigger on queue_meta (ENABLE ALWAYS); this transaction''s next enqueue re-reads widths and limits, and its commit tells every backend to.';
 
 CREATE TRIGGER queue_meta_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON awa.queue_meta
     FOR EACH STATEMENT EXECUTE FUNCTION awa._queue_meta_changed();
+-- Since 1.1 also a row trigger (a logical replication apply worker fires row triggers only),
+-- and both ENABLE ALWAYS so that they fire in replica sessions too (session_replication_role
+-- = replica, as a data load may run): a change of queue_meta made there must still make every
+-- backend re-read its cached widths and limits at commit.
+CREATE TRIGGER queue_meta_row_changed AFTER INSERT OR UPDATE OR DELETE ON awa.queue_meta
+    FOR EACH ROW EXECUTE FUNCTION awa._queue_meta_changed();
+ALTER TABLE awa.queue_meta ENABLE ALWAYS TRIGGER queue_meta_changed;
+ALTER TABLE awa.queue_meta ENABLE ALWAYS TRIGGER queue_meta_row_changed;
