@@ -5097,14 +5097,19 @@ COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next 
 -- late (a 1-second schedule, a pass a little longer than its interval), so each gets its job
 -- (at most 60, then the latest); otherwise (downtime) only the latest tick that has come.
 -- Each schedule runs in a subtransaction: one whose enqueue fails is reported (WARNING) and
--- stays due, and the pass goes on with the others. On a Citus cluster each
+-- stays due, and the pass goes on with the others. The pass never waits for a lane's lock
+-- (awa_shard.lane_lock_wait = off): in lane-lock mode each enqueue keeps its lane locked to
+-- the commit, so a pass waiting for a second lane could close a cycle with a producer or
+-- another pass that holds it and waits for the first. A schedule whose lane is locked stays
+-- due, quietly, for the next pass (a lane held past 10 seconds then counts as downtime).
+-- On a Citus cluster each
 -- node runs the schedules of the queues whose shards it holds (awa._due_schedules): the
 -- schedule's row is on the queue's worker, so a tick is one transaction on that worker.
 -- Every statement names the schedule by queue and name. Returns how many jobs it enqueued.
 CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET awa_shard.lane_lock_wait = off
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
@@ -5154,7 +5159,9 @@ BEGIN
                    last_enqueued_at = v_enqueued_at, last_job_id = v_job
              WHERE c.queue = s.queue AND c.name = s.name;
             v_count := v_count + v_ticks;
-        EXCEPTION WHEN OTHERS THEN
+        EXCEPTION WHEN lock_not_available THEN
+            NULL; -- its lane is locked by another transaction: due still, for the next pass
+        WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
             RAISE WARNING 'awa.run_schedules: schedule "%" of queue "%" was not run: % (SQLSTATE %)',
                 d.name, d.queue, v_error, v_sqlstate

@@ -322,6 +322,7 @@ _PG_init(void)
 	awa::define_maintenance_settings();
 	awa::define_report_settings();
 	awa::define_reservation_settings(process_shared_preload_libraries_in_progress);
+	awa::define_lane_lock_settings();
 	awa::init_head_wait();
 	MarkGUCPrefixReserved("awa_shard");
 

@@ -31,6 +31,7 @@ extern "C"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "utils/guc.h"
 #include "catalog/namespace.h"
 #include "common/hashfn.h"
 #include "common/md5.h"
@@ -46,6 +47,8 @@ extern "C"
 
 namespace awa
 {
+
+bool lane_lock_wait = true;
 
 namespace
 {
@@ -374,6 +377,23 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 }
 
 /*
+ * Take a lane's lock for an enqueue. With awa_shard.lane_lock_wait off (awa.run_schedules
+ * runs so), a lane another transaction holds raises 55P03 at once instead of waiting: a
+ * maintenance pass that holds one lane (to its commit, in lane-lock mode) never waits for
+ * another, so it cannot close a cycle with producers or with another pass.
+ */
+void
+lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int queue_len, int priority, int shard)
+{
+	if (LockAcquire(tag, mode, false, !lane_lock_wait) == LOCKACQUIRE_NOT_AVAIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("lane (%.*s, %d, %d) is locked by another transaction", queue_len, queue, priority, shard),
+				 errdetail("awa_shard.lane_lock_wait is off: the enqueue does not wait for the lane's lock."),
+				 errhint("Try again once that transaction has ended.")));
+}
+
+/*
  * Cache miss: look the lane up, or create it (create_lane_objects). The lane lock is
  * taken first and the look-up reads the latest committed state: a lane created by a
  * transaction that committed after this (REPEATABLE READ) transaction's snapshot is found,
@@ -400,7 +420,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	values[2] = Int16GetDatum(key->shard);
 	lock_key = lane_lock_key(queue, queue_len, key->priority, key->shard);
 	lane_lock_tag(&tag, lock_key);
-	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	lock_lane_for_enqueue(&tag, ExclusiveLock, queue, queue_len, key->priority, key->shard);
 	/*
 	 * The lane may have been dropped or created while we waited for its lock, and an
 	 * advisory lock takes no invalidations: without them the look-up's to_regclass could
@@ -517,7 +537,7 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 		if (!found)
 			entry = ensure_lane(&key, queue, queue_len);
 		lane_lock_tag(&tag, entry->lock_key);
-		(void)LockAcquire(&tag, mode, false, false);
+		lock_lane_for_enqueue(&tag, mode, queue, queue_len, priority, shard);
 		/*
 		 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
 		 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if
@@ -582,6 +602,16 @@ init_lane_cache()
 	watch_relcache(on_relcache_inval);
 	RegisterXactCallback(on_xact, nullptr);
 	RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+/* awa_shard.lane_lock_wait. */
+void
+define_lane_lock_settings()
+{
+	DefineCustomBoolVariable("awa_shard.lane_lock_wait",
+							 "Whether an enqueue waits for a lane lock another transaction holds.",
+							 "off: it fails at once with 55P03 instead. awa.run_schedules runs with it off.",
+							 &lane_lock_wait, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 }
 
 } // namespace awa

@@ -27,4 +27,10 @@ int64 reserve_lane_block(const char *queue, int queue_len, int priority, int sha
 /* Register cache invalidation and transaction hooks of the lane cache. */
 void init_lane_cache();
 
+/* awa_shard.lane_lock_wait: whether an enqueue waits for a lane lock held elsewhere (else 55P03). */
+extern bool lane_lock_wait;
+
+/* Define awa_shard.lane_lock_wait (_PG_init). */
+void define_lane_lock_settings();
+
 } // namespace awa
