@@ -126,3 +126,13 @@ RELEASE SAVEPOINT a;
 COMMIT;
 SELECT string_agg(kind, ',' ORDER BY lane_seq) AS still_claimable FROM awa.claim_ready_runtime('marks_board', 5);
 SELECT count(*) AS left_over FROM awa.claim_ready_runtime('marks_board', 5);
+
+-- Exits may be prepared, but not a cancel that cancelled a job: it sends NOTIFY "awa:cancel",
+-- which PostgreSQL refuses in a prepared transaction (docs/api.md, "Transactions"). The
+-- PREPARE fails, the transaction rolls back, and the job is still waiting.
+SELECT count(*) AS enqueued FROM awa.insert_job_compat('cancel_me', 'marks_cancel');
+BEGIN;
+SELECT awa.cancel_job(job_id, 'marks_cancel') AS cancelled FROM awa.ready_entries WHERE queue = 'marks_cancel';
+PREPARE TRANSACTION 'marks_cancel';
+SELECT count(*) AS still_waiting FROM awa.ready_entries WHERE queue = 'marks_cancel';
+SELECT awa.drop_queue('marks_cancel', p_force => true) AS dropped;
