@@ -1668,8 +1668,10 @@ BEGIN
     PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._check_arg(awa._interval_in_range(p_stale_heartbeat), 'p_stale_heartbeat must have no negative part');
     PERFORM awa._require_read_committed('run_maintenance');
-    v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
-    v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
+    -- Promotion first, then the schedules: promotion waits for lanes (in lane order) holding
+    -- none, and the schedules step waits only for lanes after those (docs/maintenance.md §2).
+    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    v_result := v_result || jsonb_build_object('schedules', awa.run_schedules(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
@@ -5097,11 +5099,12 @@ COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next 
 -- late (a 1-second schedule, a pass a little longer than its interval), so each gets its job
 -- (at most 60, then the latest); otherwise (downtime) only the latest tick that has come.
 -- Each schedule runs in a subtransaction: one whose enqueue fails is reported (WARNING) and
--- stays due, and the pass goes on with the others. The pass never waits for a lane's lock
--- (awa_shard.lane_lock_wait = off): in lane-lock mode each enqueue keeps its lane locked to
--- the commit, so a pass waiting for a second lane could close a cycle with a producer or
--- another pass that holds it and waits for the first. A schedule whose lane is locked stays
--- due, quietly, for the next pass (a lane held past 10 seconds then counts as downtime).
+-- stays due, and the pass goes on with the others. In lane-lock mode each enqueue keeps its
+-- lane locked to the commit, so the pass runs its schedules in lane order (queue bytes, then
+-- priority) and waits for a lane only when it comes after every lane the transaction holds
+-- (awa_shard.lane_lock_wait = ordered), as batches and promotion take lanes: two passes, or a
+-- pass and a producer that takes its lanes in that order, cannot close a cycle. A schedule
+-- whose lane is locked and comes before one the pass holds stays due, quietly, for the next.
 -- On a Citus cluster each
 -- node runs the schedules of the queues whose shards it holds (awa._due_schedules): the
 -- schedule's row is on the queue's worker, so a tick is one transaction on that worker.
@@ -5109,7 +5112,7 @@ COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next 
 CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET awa_shard.lane_lock_wait = off
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off SET awa_shard.lane_lock_wait = ordered
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
@@ -5117,19 +5120,38 @@ DECLARE
     v_latest timestamptz;
     v_job bigint;
     v_count integer := 0;
-    v_schedules bigint := 0;
     v_ticks integer;
     v_enqueued_at timestamptz;
     v_error text;
     v_sqlstate text;
+    v_detail text;
+    v_priority smallint;
+    v_queues text[] := '{}';
+    v_names text[] := '{}';
+    v_priorities smallint[] := '{}';
     d record;
     s record;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
     PERFORM awa._require_read_committed('run_schedules');
+    -- The schedules of this pass: up to p_limit due ones, oldest first, each locked now (one
+    -- another transaction holds is passed over and does not count).
     FOR d IN SELECT due.queue, due.name FROM awa._due_schedules(v_now) due LOOP
-        EXIT WHEN v_schedules >= p_limit;
+        EXIT WHEN cardinality(v_names) >= p_limit;
+        SELECT c.priority INTO v_priority
+          FROM awa.cron_schedules c
+         WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        v_queues := v_queues || d.queue;
+        v_names := v_names || d.name;
+        v_priorities := v_priorities || v_priority;
+    END LOOP;
+    -- Then run in lane order (queue bytes, priority), the order batches and promotion lock
+    -- lanes in, waiting for a lane only after every lane this transaction holds.
+    FOR d IN SELECT u.queue, u.name FROM unnest(v_queues, v_names, v_priorities) AS u(queue, name, priority)
+              ORDER BY u.queue COLLATE "C", u.priority, u.name COLLATE "C" LOOP
         -- Each schedule in a subtransaction of its own: one whose job cannot be enqueued is
         -- reported and stays due, and does not hold back the others of the pass.
         BEGIN
@@ -5137,10 +5159,7 @@ BEGIN
                    c.metadata, c.tags, c.next_run_at, coalesce(c.last_enqueued_at, c.created_at) AS last_news
               INTO s
               FROM awa.cron_schedules c
-             WHERE c.queue = d.queue AND c.name = d.name AND NOT c.paused AND c.next_run_at <= v_now
-               FOR UPDATE SKIP LOCKED;
-            CONTINUE WHEN NOT FOUND;
-            v_schedules := v_schedules + 1;
+             WHERE c.queue = d.queue AND c.name = d.name;
             v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
             v_tick := CASE WHEN s.last_news > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
             v_ticks := 0;
@@ -5159,10 +5178,10 @@ BEGIN
                    last_enqueued_at = v_enqueued_at, last_job_id = v_job
              WHERE c.queue = s.queue AND c.name = s.name;
             v_count := v_count + v_ticks;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL; -- its lane is locked by another transaction: due still, for the next pass
-        WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT, v_sqlstate = RETURNED_SQLSTATE, v_detail = PG_EXCEPTION_DETAIL;
+            -- Its lane is locked and comes before one this pass holds: due still, for the next pass.
+            CONTINUE WHEN v_sqlstate = '55P03' AND v_detail LIKE 'awa\_shard.lane\_lock\_wait is %';
             RAISE WARNING 'awa.run_schedules: schedule "%" of queue "%" was not run: % (SQLSTATE %)',
                 d.name, d.queue, v_error, v_sqlstate
                 USING HINT = 'Its tick stays due and the next pass tries again; fix the schedule (awa.schedule) or remove it (awa.unschedule).';

@@ -24,6 +24,8 @@
 extern "C"
 {
 #include "access/xact.h"
+#include "replication/logicalworker.h"
+#include "storage/procarray.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -58,6 +60,17 @@ std::uint32_t local_rotor = 0;
 std::uint64_t xact_epoch = 1;
 bool queue_meta_changed_in_xact = false;
 bool ring_changed_in_xact = false;
+
+/*
+ * A logical replication apply worker applies a publisher's prepared transaction as a prepared
+ * transaction of its own, whose COMMIT PREPARED tells no backend to re-read queue widths: the
+ * ids of those that changed queue_meta, until a later commit of the worker finds them ended
+ * and moves the generation. Its first commit moves it too (one prepared before a restart).
+ */
+constexpr int kPreparedMetaChanges = 16;
+TransactionId prepared_meta_changes[kPreparedMetaChanges];
+int n_prepared_meta_changes = 0;
+bool apply_worker_committed = false;
 
 shmem_request_hook_type prev_shmem_request = nullptr;
 shmem_startup_hook_type prev_shmem_startup = nullptr;
@@ -146,6 +159,32 @@ end_ring_change()
 }
 
 /*
+ * In a logical replication apply worker: whether a prepared transaction of its own that
+ * changed queue_meta has ended since (or this is its first commit). Never raises.
+ */
+bool
+apply_worker_meta_changes_ended()
+{
+	bool ended = false;
+	int kept = 0;
+
+	if (!IsLogicalWorker())
+		return false;
+	if (!apply_worker_committed)
+	{
+		apply_worker_committed = true;
+		ended = true;
+	}
+	for (int i = 0; i < n_prepared_meta_changes; i++)
+		if (TransactionIdIsInProgress(prepared_meta_changes[i]))
+			prepared_meta_changes[kept++] = prepared_meta_changes[i];
+		else
+			ended = true;
+	n_prepared_meta_changes = kept;
+	return ended;
+}
+
+/*
  * Transaction end: move the cache epoch, deliver wake-ups, of workers (wakeup.cpp) and of
  * callers waiting for a job (job_wait.cpp), and stamp the attempts that ended (key_caps.cpp)
  * (must not raise at commit).
@@ -166,7 +205,10 @@ on_xact_event(XactEvent event, void *arg)
 		break;
 	case XACT_EVENT_PRE_PREPARE:
 		key_caps_at_pre_prepare();
-		if (queue_meta_changed_in_xact && shared != nullptr)
+		if (queue_meta_changed_in_xact && shared != nullptr && IsLogicalWorker() &&
+			n_prepared_meta_changes < kPreparedMetaChanges && TransactionIdIsValid(GetTopTransactionIdIfAny()))
+			prepared_meta_changes[n_prepared_meta_changes++] = GetTopTransactionIdIfAny();
+		else if (queue_meta_changed_in_xact && shared != nullptr)
 			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 							errmsg("cannot prepare a transaction that changed awa.queue_meta"),
 							errdetail("Backends cache queue widths until a commit that changes queue_meta "
@@ -195,7 +237,7 @@ on_xact_event(XactEvent event, void *arg)
 	case XACT_EVENT_PARALLEL_COMMIT:
 		xact_epoch++;
 		/* Visible now: let every backend re-read queue widths. */
-		if (queue_meta_changed_in_xact && shared != nullptr)
+		if ((queue_meta_changed_in_xact || apply_worker_meta_changes_ended()) && shared != nullptr)
 			pg_atomic_fetch_add_u64(&shared->queue_meta_generation, 1);
 		queue_meta_changed_in_xact = false;
 		end_ring_change();

@@ -48,7 +48,7 @@ extern "C"
 namespace awa
 {
 
-bool lane_lock_wait = true;
+int lane_lock_wait = kLaneLockWaitOn;
 
 namespace
 {
@@ -127,10 +127,18 @@ on_relcache_inval(Datum arg, Oid relid)
 		evict_if([relid](LaneEntry *e) { return e->seq_oid == relid; });
 }
 
-/* Top-level end: entries of a committed creator become permanent; an aborted creator's vanish. */
+/* The last lane, in lane order, whose lock this transaction holds to its end (lane-lock mode, or created). */
+LaneKey last_held;
+bool holds_lane = false;
+
+/* Top-level end: the transaction holds no lane lock any more; entries of a committed creator become permanent, an
+ * aborted creator's vanish. */
 void
 on_xact(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+		holds_lane = false; /* its lane locks are released (or the prepared transaction's now) */
 	if (pending_created == 0)
 		return;
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -377,20 +385,40 @@ create_lane_objects(const char *queue, int queue_len, int priority, int shard, b
 }
 
 /*
- * Take a lane's lock for an enqueue. With awa_shard.lane_lock_wait off (awa.run_schedules
- * runs so), a lane another transaction holds raises 55P03 at once instead of waiting: a
- * maintenance pass that holds one lane (to its commit, in lane-lock mode) never waits for
- * another, so it cannot close a cycle with producers or with another pass.
+ * Take a lane's lock for an enqueue; `to_end`: it is held until the transaction ends. Under
+ * awa_shard.lane_lock_wait = off a lane another transaction holds raises 55P03 at once; under
+ * `ordered` it does so only when this transaction already holds, to its end, the lock of a lane
+ * at or after it in lane order (compare_lanes), and waits otherwise. Transactions that wait
+ * only in that order, as maintenance passes do, cannot close a cycle with each other or with
+ * producers that take their lanes in that order (batches do); one that is refused leaves the
+ * lane to the next try.
  */
 void
-lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int queue_len, int priority, int shard)
+lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int queue_len, int priority, int shard,
+					  bool to_end)
 {
-	if (LockAcquire(tag, mode, false, !lane_lock_wait) == LOCKACQUIRE_NOT_AVAIL)
+	LaneRef lane{queue, static_cast<std::size_t>(queue_len), priority, shard};
+	bool wait = lane_lock_wait == kLaneLockWaitOn;
+
+	if (lane_lock_wait == kLaneLockWaitOrdered)
+		wait = !holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
+													last_held.priority, last_held.shard},
+											lane) < 0;
+	if (LockAcquire(tag, mode, false, !wait) == LOCKACQUIRE_NOT_AVAIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("lane (%.*s, %d, %d) is locked by another transaction", queue_len, queue, priority, shard),
-				 errdetail("awa_shard.lane_lock_wait is off: the enqueue does not wait for the lane's lock."),
+				 errdetail("awa_shard.lane_lock_wait is %s: the enqueue does not wait for the lane's lock.",
+						   lane_lock_wait == kLaneLockWaitOff ? "off" : "ordered, and a later lane is held"),
 				 errhint("Try again once that transaction has ended.")));
+	if (to_end &&
+		(!holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
+											  last_held.priority, last_held.shard},
+									  lane) < 0))
+	{
+		make_lane_key(&last_held, queue, queue_len, priority, shard);
+		holds_lane = true;
+	}
 }
 
 /*
@@ -420,7 +448,7 @@ ensure_lane(const LaneKey *key, const char *queue, int queue_len)
 	values[2] = Int16GetDatum(key->shard);
 	lock_key = lane_lock_key(queue, queue_len, key->priority, key->shard);
 	lane_lock_tag(&tag, lock_key);
-	lock_lane_for_enqueue(&tag, ExclusiveLock, queue, queue_len, key->priority, key->shard);
+	lock_lane_for_enqueue(&tag, ExclusiveLock, queue, queue_len, key->priority, key->shard, true);
 	/*
 	 * The lane may have been dropped or created while we waited for its lock, and an
 	 * advisory lock takes no invalidations: without them the look-up's to_regclass could
@@ -537,7 +565,7 @@ reserve_lane_block(const char *queue, int queue_len, int priority, int shard, in
 		if (!found)
 			entry = ensure_lane(&key, queue, queue_len);
 		lane_lock_tag(&tag, entry->lock_key);
-		lock_lane_for_enqueue(&tag, mode, queue, queue_len, priority, shard);
+		lock_lane_for_enqueue(&tag, mode, queue, queue_len, priority, shard, !registry);
 		/*
 		 * An advisory lock takes no invalidations: a drop_queue that held this lane committed
 		 * while we waited for it, and the lane's sequence is gone. Take its invalidations now; if
@@ -608,10 +636,18 @@ init_lane_cache()
 void
 define_lane_lock_settings()
 {
-	DefineCustomBoolVariable("awa_shard.lane_lock_wait",
-							 "Whether an enqueue waits for a lane lock another transaction holds.",
-							 "off: it fails at once with 55P03 instead. awa.run_schedules runs with it off.",
-							 &lane_lock_wait, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+	static const struct config_enum_entry options[] = {
+		{"on", kLaneLockWaitOn, false},	   {"ordered", kLaneLockWaitOrdered, false},
+		{"off", kLaneLockWaitOff, false},  {"true", kLaneLockWaitOn, true},
+		{"false", kLaneLockWaitOff, true}, {"yes", kLaneLockWaitOn, true},
+		{"no", kLaneLockWaitOff, true},	   {"1", kLaneLockWaitOn, true},
+		{"0", kLaneLockWaitOff, true},	   {nullptr, 0, false}};
+
+	DefineCustomEnumVariable("awa_shard.lane_lock_wait",
+							 "Whether an enqueue waits for a lane lock another transaction holds: on, ordered or off.",
+							 "off: it fails at once with 55P03 instead; ordered: it waits only for a lane after every "
+							 "lane its transaction holds (lane order). Maintenance passes run ordered.",
+							 &lane_lock_wait, kLaneLockWaitOn, options, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 }
 
 } // namespace awa

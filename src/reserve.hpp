@@ -28,7 +28,13 @@ int64 reserve_lane_block(const char *queue, int queue_len, int priority, int sha
 void init_lane_cache();
 
 /* awa_shard.lane_lock_wait: whether an enqueue waits for a lane lock held elsewhere (else 55P03). */
-extern bool lane_lock_wait;
+enum LaneLockWait
+{
+	kLaneLockWaitOn,	  /* always */
+	kLaneLockWaitOrdered, /* only for a lane after every lane this transaction holds to its end */
+	kLaneLockWaitOff	  /* never */
+};
+extern int lane_lock_wait;
 
 /* Define awa_shard.lane_lock_wait (_PG_init). */
 void define_lane_lock_settings();

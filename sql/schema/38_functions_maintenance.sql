@@ -271,8 +271,10 @@ BEGIN
     PERFORM awa._check_interval(p_stale_heartbeat, 'p_stale_heartbeat');
     PERFORM awa._check_arg(awa._interval_in_range(p_stale_heartbeat), 'p_stale_heartbeat must have no negative part');
     PERFORM awa._require_read_committed('run_maintenance');
-    v_result := jsonb_build_object('schedules', awa.run_schedules(p_batch));
-    v_result := v_result || jsonb_build_object('promoted', awa.promote_due(p_batch));
+    -- Promotion first, then the schedules: promotion waits for lanes (in lane order) holding
+    -- none, and the schedules step waits only for lanes after those (docs/maintenance.md §2).
+    v_result := jsonb_build_object('promoted', awa.promote_due(p_batch));
+    v_result := v_result || jsonb_build_object('schedules', awa.run_schedules(p_batch));
     -- Both rescues in one pass, in one attempt order (awa._rescue: two passes could deadlock
     -- a worker's completion).
     SELECT v_result || jsonb_build_object('deadline_rescued', r.deadline_rescued, 'heartbeat_rescued', r.heartbeat_rescued),
