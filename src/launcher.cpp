@@ -129,6 +129,7 @@ struct MarkView
 	TimestampTz pass_started_at;
 	bool absent;
 	bool has_extension;
+	bool worker_in_it; /* a worker holds its turn, started by this launcher or an earlier one */
 };
 
 Served *served = nullptr; /* kMaxDatabases each, allocated once by the launcher */
@@ -342,6 +343,7 @@ sync_marks(int n, MarkView *views, TimestampTz now)
 		DatabaseMark *m = mark_of(served[k].dbid);
 
 		views[k].absent = m == nullptr;
+		views[k].worker_in_it = m != nullptr && m->worker_pid != 0;
 		views[k].has_extension = false;
 		views[k].last_pass_at = 0;
 		views[k].pass_started_at = 0;
@@ -477,7 +479,8 @@ launch_passes()
 	sync_marks(n, views, now);
 	for (k = 0; k < nserved; k++)
 	{
-		if (pass_running(&served[k]))
+		/* A worker an earlier launcher started (it restarted since) runs there too: no second one. */
+		if (pass_running(&served[k]) || views[k].worker_in_it)
 			running++;
 		else if (!views[k].absent && TimestampDifferenceExceeds(served[k].started_at, now, maintenance_interval_ms - 5))
 			due[ndue++] = k;
@@ -607,16 +610,24 @@ wake_database(Oid dbid)
 	LWLockRelease(launcher_shared->lock);
 }
 
-/* A worker's turn in its database begins; its exit (however it happens) ends the turn. */
-void
+/*
+ * A worker's turn in its database begins; its exit (however it happens) ends the turn. False,
+ * taking nothing, when another worker holds the database's turn (the worker then exits).
+ */
+bool
 begin_worker_turn(Oid dbid)
 {
 	DatabaseMark *m;
 
 	if (launcher_shared == nullptr)
-		return;
+		return true;
 	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
 	m = mark_of(dbid);
+	if (m != nullptr && m->worker_pid != 0 && m->worker_pid != MyProcPid)
+	{
+		LWLockRelease(launcher_shared->lock);
+		return false;
+	}
 	if (m != nullptr)
 	{
 		m->worker_pid = MyProcPid;
@@ -627,6 +638,7 @@ begin_worker_turn(Oid dbid)
 	}
 	LWLockRelease(launcher_shared->lock);
 	before_shmem_exit(end_worker_turn, ObjectIdGetDatum(dbid));
+	return true;
 }
 
 /* A pass begins; returns the passes the database had before (a local count without a mark). */

@@ -26,8 +26,11 @@ void mark_database_switched_off(Oid dbid);
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
 
-/* A worker's turn in its database begins (it is the database's worker until it exits). */
-void begin_worker_turn(Oid dbid);
+/*
+ * A worker's turn in its database begins (it is the database's worker until it exits); false
+ * when another worker holds the database's turn.
+ */
+bool begin_worker_turn(Oid dbid);
 
 /* A pass begins; returns how many passes the database has had (the ring steps run every tenth). */
 uint64 begin_pass(Oid dbid);

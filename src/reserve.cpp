@@ -130,6 +130,8 @@ on_relcache_inval(Datum arg, Oid relid)
 /* The last lane, in lane order, whose lock this transaction holds to its end (lane-lock mode, or created). */
 LaneKey last_held;
 bool holds_lane = false;
+/* The maintenance worker: it never waits for a lane lock, whatever awa_shard.lane_lock_wait says. */
+bool never_wait = false;
 
 /* Top-level end: the transaction holds no lane lock any more; entries of a committed creator become permanent, an
  * aborted creator's vanish. */
@@ -398,9 +400,9 @@ lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int 
 					  bool to_end)
 {
 	LaneRef lane{queue, static_cast<std::size_t>(queue_len), priority, shard};
-	bool wait = lane_lock_wait == kLaneLockWaitOn;
+	bool wait = lane_lock_wait == kLaneLockWaitOn && !never_wait;
 
-	if (lane_lock_wait == kLaneLockWaitOrdered)
+	if (lane_lock_wait == kLaneLockWaitOrdered && !never_wait)
 		wait = !holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
 													last_held.priority, last_held.shard},
 											lane) < 0;
@@ -409,7 +411,9 @@ lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int 
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("lane (%.*s, %d, %d) is locked by another transaction", queue_len, queue, priority, shard),
 				 errdetail("awa_shard.lane_lock_wait is %s: the enqueue does not wait for the lane's lock.",
-						   lane_lock_wait == kLaneLockWaitOff ? "off" : "ordered, and a later lane is held"),
+						   never_wait							? "off in the maintenance worker"
+						   : lane_lock_wait == kLaneLockWaitOff ? "off"
+																: "ordered, and a later lane is held"),
 				 errhint("Try again once that transaction has ended.")));
 	if (to_end &&
 		(!holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
@@ -630,6 +634,13 @@ init_lane_cache()
 	watch_relcache(on_relcache_inval);
 	RegisterXactCallback(on_xact, nullptr);
 	RegisterSubXactCallback(on_subxact, nullptr);
+}
+
+/* The maintenance worker never waits for a lane lock (reserve.hpp). */
+void
+never_wait_for_lane_locks()
+{
+	never_wait = true;
 }
 
 /* awa_shard.lane_lock_wait. */

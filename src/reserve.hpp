@@ -39,4 +39,11 @@ extern int lane_lock_wait;
 /* Define awa_shard.lane_lock_wait (_PG_init). */
 void define_lane_lock_settings();
 
+/*
+ * This process (the maintenance worker) never waits for a lane lock another transaction
+ * holds, whatever awa_shard.lane_lock_wait says: a producer's open transaction must not hold
+ * a worker of the shared pool. The step passes the lane over (55P03) until the next pass.
+ */
+void never_wait_for_lane_locks();
+
 } // namespace awa

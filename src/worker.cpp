@@ -11,6 +11,7 @@
 #include "claim_cursor.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
+#include "reserve.hpp"
 #include "worker.hpp"
 
 #include <algorithm>
@@ -533,6 +534,15 @@ awa_maintenance_main(Datum arg)
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/*
+	 * It runs as the bootstrap superuser, whatever role the database's settings name (ALTER
+	 * DATABASE ... SET role, which its owner may do, would make every step fail), and no lock
+	 * timeout of the database's applies. It never waits for a lane lock: a producer's open
+	 * transaction must not hold a worker of the shared pool (a locked lane waits for the next pass).
+	 */
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	awa::never_wait_for_lane_locks();
 	if (awa::still_served() == awa::Served::SwitchedOff)
 	{
 		awa::mark_database_switched_off(dbid);
@@ -540,7 +550,8 @@ awa_maintenance_main(Datum arg)
 	}
 	awa::TickWatch ticks;
 
-	awa::begin_worker_turn(dbid);
+	if (!awa::begin_worker_turn(dbid))
+		proc_exit(0); /* another worker serves the database (one an earlier launcher started) */
 	for (;;)
 	{
 		awa::Served served;

@@ -13,6 +13,7 @@ DECLARE
     d awa.deferred_jobs;
     v_queue text;
     v_count integer := 0;
+    v_detail text;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
@@ -26,22 +27,48 @@ BEGIN
         END LOOP;
         RETURN v_count;
     END IF;
-    WITH due AS (
-        SELECT j.job_id, j.queue FROM awa.deferred_jobs j
-         WHERE j.run_at <= clock_timestamp()
-           AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
-         ORDER BY j.run_at, j.priority, j.job_id
-         LIMIT p_limit
-         FOR UPDATE SKIP LOCKED),
-    moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = due.queue AND j.job_id = due.job_id RETURNING j.*)
-    SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
-    IF v_rows IS NULL THEN
-        RETURN 0;
-    END IF;
-    FOREACH d IN ARRAY v_rows LOOP
-        PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
+    BEGIN
+        WITH due AS (
+            SELECT j.job_id, j.queue FROM awa.deferred_jobs j
+             WHERE j.run_at <= clock_timestamp()
+               AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
+             ORDER BY j.run_at, j.priority, j.job_id
+             LIMIT p_limit
+             FOR UPDATE SKIP LOCKED),
+        moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = due.queue AND j.job_id = due.job_id RETURNING j.*)
+        SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) INTO v_rows FROM moved m;
+        IF v_rows IS NULL THEN
+            RETURN 0;
+        END IF;
+        FOREACH d IN ARRAY v_rows LOOP
+            PERFORM awa._sync_unique_claim(d.job_id, d.unique_key, d.unique_states, d.state, 'available', d.queue);
+        END LOOP;
+        RETURN awa._enqueue_ready(v_rows);
+    EXCEPTION WHEN lock_not_available THEN
+        GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+        IF v_detail NOT LIKE 'awa\_shard.lane\_lock\_wait is %' THEN
+            RAISE;
+        END IF;
+    END;
+    -- A lane of the batch is locked and this transaction does not wait for it (the maintenance
+    -- worker never does: a producer's open transaction must not hold it; or
+    -- awa_shard.lane_lock_wait): queue by queue instead, a queue whose lane is locked left for
+    -- the next pass.
+    FOR v_queue IN SELECT DISTINCT j.queue COLLATE "C" FROM awa.deferred_jobs j
+                    WHERE j.run_at <= clock_timestamp()
+                      AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
+                    ORDER BY 1 LOOP
+        EXIT WHEN v_count >= p_limit;
+        BEGIN
+            v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
+        EXCEPTION WHEN lock_not_available THEN
+            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+            IF v_detail NOT LIKE 'awa\_shard.lane\_lock\_wait is %' THEN
+                RAISE;
+            END IF;
+        END;
     END LOOP;
-    RETURN awa._enqueue_ready(v_rows);
+    RETURN v_count;
 END
 $$;
 REVOKE ALL ON FUNCTION awa.promote_due(bigint) FROM PUBLIC;

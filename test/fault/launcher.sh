@@ -97,6 +97,53 @@ wait_for own_off 75 "SELECT served_by FROM awa.maintenance_status WHERE database
 check "switched on again (RESET): served by a worker within a minute" "$?" "0"
 q postgres -c "DROP DATABASE own_off" >/dev/null
 
+# A producer that creates a lane and keeps its transaction open (a long import into a new
+# queue) holds the lane's lock to its commit: the worker does not wait behind it, so no client
+# transaction holds a worker of the shared pool. Another queue's due job is promoted meanwhile,
+# the passes go on, and the held queue's job is promoted once the producer has ended.
+q postgres -c "CREATE DATABASE lanes" && q lanes -c "CREATE EXTENSION awa_shard"
+q lanes -c "SELECT awa.insert_job_compat('held_due', 'new_lane_q', p_state => 'scheduled', p_run_at => now() + interval '1 second')" \
+  -c "SELECT awa.insert_job_compat('free_due', 'free_q', p_state => 'scheduled', p_run_at => now() + interval '1 second')" >/dev/null
+q lanes -c "BEGIN" -c "SELECT awa.insert_job_compat('import', 'new_lane_q')" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+bg+=($!)
+wait_for lanes 20 "SELECT state FROM awa.jobs WHERE kind = 'free_due'" available
+check "a producer holds a new lane: another queue's due job is promoted" "$?" "0"
+before=$(q lanes -c "SELECT passes FROM awa.maintenance_status WHERE database = 'lanes'")
+waiting=0; for i in $(seq 1 20); do
+  waiting=$(( waiting + $(q postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'lanes' AND wait_event_type = 'Lock'") ))
+  sleep 0.1; done
+check "... the worker never waits for the lane (20 samples)" "$waiting" "0"
+check "... its passes go on" "$(q lanes -c "SELECT passes > $before FROM awa.maintenance_status WHERE database = 'lanes'")" "t"
+check "... and the held queue's job waits for the producer" "$(q lanes -c "SELECT state FROM awa.jobs WHERE kind = 'held_due'")" "scheduled"
+q postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'lanes' AND query LIKE '%pg_sleep(600)%'" >/dev/null
+wait_for lanes 20 "SELECT state FROM awa.jobs WHERE kind = 'held_due'" available
+check "... which is promoted once the producer has ended" "$?" "0"
+q postgres -c "DROP DATABASE lanes WITH (FORCE)" >/dev/null
+
+# A database whose settings name a role (ALTER DATABASE ... SET role, which its owner may do):
+# the worker still runs as the bootstrap superuser and promotes its due job, with no error.
+q postgres -c "CREATE ROLE db_owner_role" -c "CREATE DATABASE roled OWNER db_owner_role" -c "ALTER DATABASE roled SET role = 'db_owner_role'"
+q roled -c "SET ROLE NONE" -c "CREATE EXTENSION awa_shard" >/dev/null
+q roled -c "SET ROLE NONE" -c "SELECT awa.insert_job_compat('roled_due', 'rq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
+wait_for roled 20 "SET ROLE NONE; SELECT state FROM awa.jobs WHERE kind = 'roled_due'" available
+check "a database that sets role: the worker promotes its due job" "$?" "0"
+check "... and logs no permission error" "$(grep -c 'permission denied for schema awa' "$dir/log")" "0"
+q postgres -c "DROP DATABASE roled WITH (FORCE)" >/dev/null
+
+# The launcher killed and started again by the postmaster: a worker it had started keeps its
+# database; the new launcher starts no second one there (one database to serve: no turns).
+q postgres -c "ALTER SYSTEM SET awa_shard.maintenance_database = 'plain'" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for postgres 20 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'plain'" 1
+check "one database served: one worker there" "$?" "0"
+q postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'awa_shard launcher'" >/dev/null
+wait_for postgres 30 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard launcher'" 1
+check "the launcher is started again" "$?" "0"
+most=0; for i in $(seq 1 40); do
+  n=$(q postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'plain'")
+  [ "$n" -gt "$most" ] && most=$n; sleep 0.25; done
+check "... and no second worker joins the first (10 s)" "$most" "1"
+q postgres -c "ALTER SYSTEM RESET awa_shard.maintenance_database" -c "SELECT pg_reload_conf()" >/dev/null
+
 # More databases than workers: 4 background-worker slots (the launcher and logical
 # replication's launcher take two), a pool of 2, and 7 databases with awa_shard (plain,
 # m1..m6). Counts only; the deadlines are generous.

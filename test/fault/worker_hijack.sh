@@ -110,6 +110,14 @@ check "... and one holding a function that is not the extension's" \
   "$(echo "$out" | grep -c "ERROR:  schema awa holds functions or operators that are not the extension's")" "1"
 check "... and nothing was updated" "$(q owned3 -c "SELECT extversion FROM pg_extension WHERE extname = 'awa_shard'")" "1.0"
 q owned3 -c "DROP FUNCTION awa.promote_due(smallint)" >/dev/null || exit 1
+# A role with CREATE on the database may install a trusted extension into awa (PostgreSQL does
+# not check CREATE on the schema): its functions are another extension's, not awa_shard's.
+q postgres -c "GRANT CREATE ON DATABASE owned3 TO mallory" >/dev/null || exit 1
+q owned3 -U mallory -c "CREATE EXTENSION pgcrypto SCHEMA awa" >/dev/null || exit 1
+out=$(q owned3 -c "ALTER EXTENSION awa_shard UPDATE TO '1.1'" 2>&1)
+check "... and one holding another extension's functions (a trusted one its owner installed)" \
+  "$(echo "$out" | grep -c "ERROR:  schema awa holds functions or operators that are not the extension's")" "1"
+q owned3 -c "DROP EXTENSION pgcrypto" >/dev/null || exit 1
 check "... which then updates" \
   "$(q owned3 -c "ALTER EXTENSION awa_shard UPDATE TO '1.1'" -c "SELECT extversion FROM pg_extension WHERE extname = 'awa_shard'")" "1.1"
 [ "$failed" -gt 0 ] && tail -20 "$dir/log"
