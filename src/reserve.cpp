@@ -133,6 +133,37 @@ bool holds_lane = false;
 /* The maintenance worker: it never waits for a lane lock, whatever awa_shard.lane_lock_wait says. */
 bool never_wait = false;
 
+/*
+ * What last_held was before a subtransaction first moved it, so that its rollback, which
+ * releases the locks it took, gives the earlier value back (deeper than kSavedHeld: the later
+ * value stays, which only refuses more).
+ */
+struct SavedHeld
+{
+	SubTransactionId subid;
+	bool holds;
+	LaneKey key;
+};
+constexpr int kSavedHeld = 16;
+SavedHeld saved_held[kSavedHeld];
+int nsaved_held = 0;
+
+/* last_held is about to move in the current subtransaction: keep what it was (once per subtransaction). */
+void
+save_last_held()
+{
+	SubTransactionId subid = GetCurrentSubTransactionId();
+
+	if (subid == TopSubTransactionId || (nsaved_held > 0 && saved_held[nsaved_held - 1].subid == subid) ||
+		nsaved_held == kSavedHeld)
+		return;
+	saved_held[nsaved_held].subid = subid;
+	saved_held[nsaved_held].holds = holds_lane;
+	if (holds_lane)
+		saved_held[nsaved_held].key = last_held;
+	nsaved_held++;
+}
+
 /* Top-level end: the transaction holds no lane lock any more; entries of a committed creator become permanent, an
  * aborted creator's vanish. */
 void
@@ -140,7 +171,10 @@ on_xact(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+	{
 		holds_lane = false; /* its lane locks are released (or the prepared transaction's now) */
+		nsaved_held = 0;
+	}
 	if (pending_created == 0)
 		return;
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -157,10 +191,31 @@ on_xact(XactEvent event, void *arg)
 	}
 }
 
-/* Subtransaction end: a rolled-back savepoint takes its lanes with it. */
+/*
+ * Subtransaction end: a rolled-back savepoint takes its lanes with it, and the locks it took
+ * (last_held goes back to what it was before); a committed one hands what it saved to its
+ * parent, unless the parent saved an earlier value itself.
+ */
 void
 on_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
 {
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		while (nsaved_held > 0 && saved_held[nsaved_held - 1].subid >= my_subid)
+		{
+			const SavedHeld &saved = saved_held[--nsaved_held];
+
+			holds_lane = saved.holds;
+			if (saved.holds)
+				last_held = saved.key;
+		}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && nsaved_held > 0 && saved_held[nsaved_held - 1].subid == my_subid)
+	{
+		if ((nsaved_held > 1 && saved_held[nsaved_held - 2].subid == parent_subid) ||
+			parent_subid == TopSubTransactionId)
+			nsaved_held--;
+		else
+			saved_held[nsaved_held - 1].subid = parent_subid;
+	}
 	if (pending_created == 0)
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -420,6 +475,7 @@ lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int 
 											  last_held.priority, last_held.shard},
 									  lane) < 0))
 	{
+		save_last_held();
 		make_lane_key(&last_held, queue, queue_len, priority, shard);
 		holds_lane = true;
 	}

@@ -21,6 +21,7 @@ extern "C"
 #include "access/xact.h"
 #include "access/genam.h"
 #include "access/table.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_extension.h"
@@ -70,13 +71,18 @@ namespace
 struct Step
 {
 	const char *sql;
-	bool needs_claim_marks; /* a 1.0 catalog lacks it: the step waits for the update */
-	const char *sql_1_0;	/* run instead on a 1.0 catalog (nullptr: nothing) */
+	bool needs_claim_marks;			/* a 1.0 catalog lacks it: the step waits for the update */
+	const char *sql_1_0;			/* run instead on a 1.0 catalog (nullptr: nothing) */
+	const char *lock_timeout = "0"; /* for this step's transaction */
 };
 
 const Step kSteps[] = {
 	{"SELECT awa.run_schedules(1000)", true}, /* periodic jobs: 1.1, like the claim marks */
-	{"SELECT awa.promote_due(1000)", false},
+	/*
+	 * A producer's open transaction may hold a unique key a due job takes: the step waits for
+	 * it 100 ms at most, and promotion then goes queue by queue, leaving that queue for later.
+	 */
+	{"SELECT awa.promote_due(1000)", false, nullptr, "100ms"},
 	{"SELECT awa.rescue_expired_deadlines(1000)", false},
 	{"SELECT awa.rescue_stale_heartbeats(pg_catalog.make_interval(secs => $1), 1000)", false},
 	{"SELECT awa.rotate_queue_ring()", false},
@@ -157,6 +163,8 @@ run_step(const Step &step, Oid dbid, StepValue *io = nullptr)
 			Datum values[1] = {own_arg ? io->arg : Int32GetDatum(stale_heartbeat_secs)};
 			int nargs = strstr(sql, "$1") != nullptr ? 1 : 0;
 
+			(void)set_config_option("lock_timeout", step.lock_timeout, PGC_SUSET, PGC_S_OVERRIDE, GUC_ACTION_LOCAL,
+									true, 0, false);
 			if (SPI_execute_with_args(sql, nargs, argtypes, values, nullptr, false, 0) != SPI_OK_SELECT)
 				elog(ERROR, "awa_shard: maintenance step failed: %s", sql);
 			if (io != nullptr && SPI_processed == 1)
@@ -535,12 +543,16 @@ awa_maintenance_main(Datum arg)
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	/*
-	 * It runs as the bootstrap superuser, whatever role the database's settings name (ALTER
-	 * DATABASE ... SET role, which its owner may do, would make every step fail), and no lock
+	 * It runs as the bootstrap superuser, whatever the database's settings name (ALTER DATABASE
+	 * ... SET role or session_authorization, which its owner may do, would make every step fail), and no lock
 	 * timeout of the database's applies. It never waits for a lane lock: a producer's open
 	 * transaction must not hold a worker of the shared pool (a locked lane waits for the next pass).
 	 */
+	StartTransactionCommand(); /* the names are looked up in the catalog */
+	SetConfigOption("session_authorization", GetUserNameFromId(BOOTSTRAP_SUPERUSERID, false), PGC_SUSET,
+					PGC_S_OVERRIDE);
 	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	CommitTransactionCommand();
 	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	awa::never_wait_for_lane_locks();
 	if (awa::still_served() == awa::Served::SwitchedOff)

@@ -13,7 +13,6 @@ DECLARE
     d awa.deferred_jobs;
     v_queue text;
     v_count integer := 0;
-    v_detail text;
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
@@ -45,14 +44,12 @@ BEGIN
         END LOOP;
         RETURN awa._enqueue_ready(v_rows);
     EXCEPTION WHEN lock_not_available THEN
-        GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
-        IF v_detail NOT LIKE 'awa\_shard.lane\_lock\_wait is %' THEN
-            RAISE;
-        END IF;
+        NULL;
     END;
-    -- A lane of the batch is locked and this transaction does not wait for it (the maintenance
-    -- worker never does: a producer's open transaction must not hold it; or
-    -- awa_shard.lane_lock_wait): queue by queue instead, a queue whose lane is locked left for
+    -- A lock the batch needs is held and this transaction does not wait for it: a lane (the
+    -- maintenance worker never waits for one, so that a producer's open transaction does not
+    -- hold it; or awa_shard.lane_lock_wait), or, past lock_timeout, a unique key another
+    -- transaction is taking. Queue by queue instead, a queue that meets such a lock left for
     -- the next pass.
     FOR v_queue IN SELECT DISTINCT j.queue COLLATE "C" FROM awa.deferred_jobs j
                     WHERE j.run_at <= clock_timestamp()
@@ -62,10 +59,7 @@ BEGIN
         BEGIN
             v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
         EXCEPTION WHEN lock_not_available THEN
-            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
-            IF v_detail NOT LIKE 'awa\_shard.lane\_lock\_wait is %' THEN
-                RAISE;
-            END IF;
+            NULL;
         END;
     END LOOP;
     RETURN v_count;

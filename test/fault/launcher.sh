@@ -120,15 +120,42 @@ wait_for lanes 20 "SELECT state FROM awa.jobs WHERE kind = 'held_due'" available
 check "... which is promoted once the producer has ended" "$?" "0"
 q postgres -c "DROP DATABASE lanes WITH (FORCE)" >/dev/null
 
-# A database whose settings name a role (ALTER DATABASE ... SET role, which its owner may do):
-# the worker still runs as the bootstrap superuser and promotes its due job, with no error.
-q postgres -c "CREATE ROLE db_owner_role" -c "CREATE DATABASE roled OWNER db_owner_role" -c "ALTER DATABASE roled SET role = 'db_owner_role'"
-q roled -c "SET ROLE NONE" -c "CREATE EXTENSION awa_shard" >/dev/null
-q roled -c "SET ROLE NONE" -c "SELECT awa.insert_job_compat('roled_due', 'rq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
-wait_for roled 20 "SET ROLE NONE; SELECT state FROM awa.jobs WHERE kind = 'roled_due'" available
-check "a database that sets role: the worker promotes its due job" "$?" "0"
-check "... and logs no permission error" "$(grep -c 'permission denied for schema awa' "$dir/log")" "0"
-q postgres -c "DROP DATABASE roled WITH (FORCE)" >/dev/null
+# A database whose settings name a role or a session user (ALTER DATABASE ... SET role or
+# session_authorization, which its owner may do): the worker still runs as the bootstrap
+# superuser and promotes its due job, with no error. $1: the database, $2: the setting, $3: the
+# statement that gives this test's own sessions back their superuser.
+served_despite() {
+  q postgres -c "CREATE DATABASE $1 OWNER db_owner_role" -c "ALTER DATABASE $1 SET $2 = 'db_owner_role'" >/dev/null 2>&1
+  q "$1" -c "$3" -c "CREATE EXTENSION awa_shard" >/dev/null
+  q "$1" -c "$3" -c "SELECT awa.insert_job_compat('set_due', 'sq', p_state => 'scheduled', p_run_at => now() - interval '1 second')" >/dev/null
+  wait_for "$1" 20 "$3; SELECT state FROM awa.jobs WHERE kind = 'set_due'" available
+  check "a database that sets $2: the worker promotes its due job" "$?" "0"
+  check "... and logs no permission error" "$(grep -c 'permission denied for schema awa' "$dir/log")" "0"
+  q postgres -c "DROP DATABASE $1 WITH (FORCE)" >/dev/null
+}
+q postgres -c "CREATE ROLE db_owner_role" >/dev/null
+served_despite roled role "SET ROLE NONE"
+served_despite sauth session_authorization "SET SESSION AUTHORIZATION DEFAULT"
+
+# A producer's open transaction that takes the unique key a due job carries: the worker waits
+# for it at most its step's lock timeout, promotes the other queues' due jobs, and the held
+# job once the producer has ended (no worker of the pool held by a client transaction).
+q postgres -c "CREATE DATABASE ukeys" && q ukeys -c "CREATE EXTENSION awa_shard"
+q ukeys -c "SELECT awa.insert_job_compat('warm', 'uq')" \
+  -c "SELECT awa.insert_job_compat('key_due', 'uq', '{}', 'scheduled', 2, 25, now() + interval '1 second', '{}', '{}', '\\x4b', '01000000')" \
+  -c "SELECT awa.insert_job_compat('free_due', 'free_uq', p_state => 'scheduled', p_run_at => now() + interval '1 second')" >/dev/null
+q ukeys -c "BEGIN" -c "SELECT awa.insert_job_compat('key_holder', 'uq', '{}', 'available', 2, 25, NULL, '{}', '{}', '\\x4b', '01000000')" \
+  -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+bg+=($!)
+wait_for ukeys 20 "SELECT state FROM awa.jobs WHERE kind = 'free_due'" available
+check "a producer holds a due job's unique key: another queue's due job is promoted" "$?" "0"
+before=$(q ukeys -c "SELECT passes FROM awa.maintenance_status WHERE database = 'ukeys'")
+sleep 1
+check "... the passes go on" "$(q ukeys -c "SELECT passes > $before FROM awa.maintenance_status WHERE database = 'ukeys'")" "t"
+q postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'ukeys' AND query LIKE '%pg_sleep(600)%'" >/dev/null
+wait_for ukeys 20 "SELECT state FROM awa.jobs WHERE kind = 'key_due'" available
+check "... and the held job is promoted once the producer has ended" "$?" "0"
+q postgres -c "DROP DATABASE ukeys WITH (FORCE)" >/dev/null
 
 # The launcher killed and started again by the postmaster: a worker it had started keeps its
 # database; the new launcher starts no second one there (one database to serve: no turns).
@@ -186,12 +213,12 @@ wait_for m1 120 "SELECT min(passes) >= $before + 12 FROM awa.maintenance_status 
 check "pool larger than the free slots: every database keeps getting passes" "$?" "0"
 check "pool larger than the free slots: the log says so once" "$(grep -c 'no background worker slot is free' "$dir/log")" "1"
 
-# One worker, held up in m1 (its pass waits for a lock): the others get no pass; each is
+# One worker, held up in m1 (its pass waits for a table lock an admin holds): the others get no pass; each is
 # shown served by claims, a claim there promotes the queue's due job itself, and each is
 # logged once when it has waited twice a round of turns (shorter passes: a shorter round).
 q postgres -c "ALTER SYSTEM SET awa_shard.max_maintenance_workers = 1" -c "ALTER SYSTEM SET awa_shard.maintenance_interval = 50" \
   -c "SELECT pg_reload_conf()" >/dev/null
-q m1 -c "BEGIN" -c "LOCK TABLE awa.deferred_jobs IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+q m1 -c "BEGIN" -c "LOCK TABLE awa.cron_schedules IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
 bg+=($!)
 wait_for postgres 60 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'm1' AND wait_event_type = 'Lock'" 1
 check "the one worker is held up in m1" "$?" "0"
