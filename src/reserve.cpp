@@ -455,12 +455,14 @@ lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int 
 					  bool to_end)
 {
 	LaneRef lane{queue, static_cast<std::size_t>(queue_len), priority, shard};
-	bool wait = lane_lock_wait == kLaneLockWaitOn && !never_wait;
+	/* Whether this lane comes after every lane the transaction holds to its end. */
+	bool after_held =
+		!holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
+											 last_held.priority, last_held.shard},
+									 lane) < 0;
+	bool wait =
+		!never_wait && (lane_lock_wait == kLaneLockWaitOn || (lane_lock_wait == kLaneLockWaitOrdered && after_held));
 
-	if (lane_lock_wait == kLaneLockWaitOrdered && !never_wait)
-		wait = !holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
-													last_held.priority, last_held.shard},
-											lane) < 0;
 	if (LockAcquire(tag, mode, false, !wait) == LOCKACQUIRE_NOT_AVAIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -470,10 +472,7 @@ lock_lane_for_enqueue(const LOCKTAG *tag, LOCKMODE mode, const char *queue, int 
 						   : lane_lock_wait == kLaneLockWaitOff ? "off"
 																: "ordered, and a later lane is held"),
 				 errhint("Try again once that transaction has ended.")));
-	if (to_end &&
-		(!holds_lane || compare_lanes(LaneRef{last_held.queue, strnlen(last_held.queue, sizeof(last_held.queue)),
-											  last_held.priority, last_held.shard},
-									  lane) < 0))
+	if (to_end && after_held)
 	{
 		save_last_held();
 		make_lane_key(&last_held, queue, queue_len, priority, shard);
