@@ -50,11 +50,12 @@ BEGIN
     -- maintenance worker never waits for one, so that a producer's open transaction does not
     -- hold it; or awa_shard.lane_lock_wait), or, past lock_timeout, a unique key another
     -- transaction is taking. Queue by queue instead, a queue that meets such a lock left for
-    -- the next pass.
-    FOR v_queue IN SELECT DISTINCT j.queue COLLATE "C" FROM awa.deferred_jobs j
+    -- the next pass; the queues oldest due job first, as the batch takes jobs, so that a held
+    -- queue does not let queues whose jobs became due later go before the others.
+    FOR v_queue IN SELECT j.queue COLLATE "C" FROM awa.deferred_jobs j
                     WHERE j.run_at <= clock_timestamp()
                       AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
-                    ORDER BY 1 LOOP
+                    GROUP BY 1 ORDER BY min(j.run_at), 1 LOOP
         EXIT WHEN v_count >= p_limit;
         BEGIN
             v_count := v_count + awa._promote_due_queue(v_queue, least(p_limit - v_count, 2147483647)::integer);
