@@ -4,7 +4,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(74);
+SELECT plan(75);
 
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
@@ -36,6 +36,15 @@ SELECT ok(has_table_privilege(r, v, 'SELECT'), r || ' may read ' || v)
   FROM unnest(ARRAY['awa_admin', 'pg_monitor']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues', 'awa.maintenance_status']) v;
 SELECT ok(NOT has_table_privilege(r, v, 'SELECT'), r || ' may not read ' || v)
   FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r, unnest(ARRAY['awa.shard_lag', 'awa.shard_stats', 'awa.jobs', 'awa.queues', 'awa.maintenance_status']) v;
+-- What pg_monitor reads in awa, all of it (docs/api.md, "Roles"): the views, and of what is
+-- behind them the lanes' cursors and the schedules only, no job data.
+SELECT is(array_agg(c.relname::text ORDER BY c.relname),
+          ARRAY['cron_schedules', 'jobs', 'lane_cursors', 'maintenance_status', 'queues', 'schedules', 'shard_lag',
+                'shard_stats'],
+          'pg_monitor reads the views, awa.lane_cursors and awa.cron_schedules, nothing else')
+  FROM pg_class c
+ WHERE c.relnamespace = 'awa'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+   AND has_table_privilege('pg_monitor', c.oid, 'SELECT');
 SELECT ok(has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may poll queue_depth')
   FROM unnest(ARRAY['awa_admin', 'awa_worker', 'pg_monitor']) r;
 SELECT ok(NOT has_function_privilege(r, 'awa.queue_depth(text)', 'EXECUTE'), r || ' may not poll queue_depth')
