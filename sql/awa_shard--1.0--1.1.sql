@@ -2640,6 +2640,9 @@ BEGIN
     END IF;
     IF v_from IS NOT NULL AND FOUND THEN
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
+        IF v_from <> p_queue THEN
+            PERFORM awa._job_finished(p_job_id);  -- a waiter that names the old queue: NULL now
+        END IF;
         RETURN true;
     END IF;
     r := awa._take_unclaimed_ready(p_job_id, p_from_queue);
@@ -2647,6 +2650,9 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
+    IF r.queue <> p_queue THEN
+        PERFORM awa._job_finished(p_job_id);
+    END IF;
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END
@@ -3251,7 +3257,6 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
-    PERFORM awa._forget_rate_limit(p_queue);
     PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
@@ -5300,7 +5305,7 @@ CREATE FUNCTION awa._job_finished(p_job_id bigint) RETURNS void
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._job_finished(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished, at commit (NULL: every waiter).';
+COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished or moved to another queue, at commit (NULL: every waiter).';
 
 -- A taken attempt to done_entries on its own lane identity (failed or cancelled).
 CREATE OR REPLACE FUNCTION awa._finish_attempt(t awa.taken_attempt, p_state awa.job_state, p_errors jsonb) RETURNS void
@@ -5474,24 +5479,6 @@ CREATE FUNCTION awa._rate_limits_available() RETURNS boolean
 REVOKE ALL ON FUNCTION awa._rate_limits_available() FROM PUBLIC;
 COMMENT ON FUNCTION awa._rate_limits_available() IS 'Internal: whether the token buckets of rate limits exist (library preloaded).';
 
--- A dropped queue's token bucket is forgotten when the drop commits (a queue created again
--- under the name starts with a full bucket). Called by awa._drop_queue_once.
-CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
-    AS 'MODULE_PATHNAME', 'awa_forget_rate_limit'
-    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token buckets (its keys'' included) when the transaction commits.';
-
--- The token buckets of a queue's keys are forgotten when its per-key rate limit is removed
--- and the removal commits (a limit set again starts them full). Called by set_rate_limit.
-CREATE FUNCTION awa._forget_key_rate_limits(p_queue text) RETURNS void
-    AS 'MODULE_PATHNAME', 'awa_forget_key_rate_limits'
-    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
-
 -- The locks claims try for a queue's concurrency keys, taken by set_concurrency_limit in the
 -- order given (sorted: two such calls never wait for each other crosswise), each waited for: the claims of those keys in progress end first, and the
 -- claims that follow pass those keys over (they never wait) until it commits.
@@ -5547,7 +5534,6 @@ BEGIN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_rate_per_second = NULL, key_rate_burst = NULL
              WHERE queue = p_queue AND key_rate_per_second IS NOT NULL;
-            PERFORM awa._forget_key_rate_limits(p_queue);
         ELSE
             UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
              WHERE queue = p_queue AND rate_per_second IS NOT NULL;

@@ -13,9 +13,13 @@
  * looser). Tokens of a claim that aborts are not given back: the limit is an upper bound.
  * A bucket seen for the first time (after a restart, or after it was evicted) starts full;
  * a full bucket is the same as no bucket, so only full buckets are evicted when a table is
- * full; both tables have a fixed size. A dropped queue's buckets are forgotten when the drop
- * commits (not when a savepoint of it rolls back), so a queue created again under its name
- * starts full; its keys' buckets also when its per-key limit is removed.
+ * full (full at the queue's current limit), and buckets of databases dropped since; both
+ * tables have a fixed size. The row trigger of awa.queue_meta reports each change of a
+ * queue's limits (rate_limit_row_changed), applied when its transaction commits (not when a
+ * savepoint of it rolls back): a limit removed, or its queue dropped, forgets its buckets (a
+ * queue created again under its name starts full); a limit changed sets the limit its
+ * buckets hold to, which a claim that read the old limit before the change committed does
+ * not set back.
  */
 #include "limits.hpp"
 #include "pg_boundary.hpp"
@@ -24,8 +28,13 @@
 
 extern "C"
 {
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "common/hashfn.h"
@@ -67,8 +76,9 @@ struct Bucket
 	BucketKey key;
 	double tokens;
 	TimestampTz at;	   /* when tokens was last brought up to date */
-	double per_second; /* the limit it was last used with */
+	double per_second; /* the limit it holds to: the last change's, or the last claim's */
 	int burst;
+	TimestampTz limits_set_at; /* when a committed change last set them (0: never) */
 };
 
 struct RateShared
@@ -80,20 +90,33 @@ RateShared *rate_shared = nullptr;
 HTAB *queue_buckets = nullptr; /* one per rate-limited queue */
 HTAB *key_buckets = nullptr;   /* one per key of a queue with a per-key rate limit */
 
+/* What a change of awa.queue_meta does to a queue's buckets when its transaction commits. */
+enum class ChangeKind
+{
+	ForgetAll,		/* the queue's row deleted (drop_queue): its bucket and its keys' */
+	ForgetQueue,	/* its rate limit removed */
+	ForgetKeys,		/* its per-key rate limit removed */
+	SetQueue,		/* its rate limit set or changed */
+	SetKeys,		/* its per-key rate limit set or changed */
+	ForgetDatabase, /* awa.queue_meta truncated: every bucket of the database */
+};
+
 /*
- * A queue whose buckets this transaction forgets when (and if) it commits: all of them
- * (drop_queue), or its keys' (its per-key limit removed). Kept in the transaction's memory,
- * with the subtransaction that asked, so a savepoint rolled back takes its forgets with it.
+ * A change of a queue's limits this transaction made, applied when (and if) it commits. Kept
+ * in the transaction's memory, with the subtransaction that made it, so a savepoint rolled
+ * back takes it with it.
  */
-struct Forget
+struct Change
 {
 	BucketKey queue;
-	bool keys_only;
+	ChangeKind kind;
+	double per_second;
+	int burst;
 	SubTransactionId subid;
 };
-Forget *forgets = nullptr;
-int n_forgets = 0;
-int forgets_cap = 0;
+Change *changes = nullptr;
+int n_changes = 0;
+int changes_cap = 0;
 
 /* The table a bucket lives in. */
 HTAB *
@@ -122,22 +145,21 @@ key_bucket_key(BucketKey *key, const char *queue, int queue_len, text *concurren
 										VARSIZE_ANY_EXHDR(concurrency_key), 0x6b6579);
 }
 
-/* Whether a bucket belongs to a queue (its own or one of its keys'). */
-bool
-bucket_of_queue(const BucketKey *bucket, const BucketKey *queue)
-{
-	return bucket->dbid == queue->dbid && bucket->queue_hash == queue->queue_hash;
-}
-
 /*
  * Bring a bucket's tokens up to `now`: rate per second since it was last used, at most
- * burst (a limit lowered meanwhile takes effect at once).
+ * burst (a limit lowered meanwhile takes effect at once). The claim's limit becomes the one
+ * the bucket holds to unless a change committed after the claim's statement began: the claim
+ * may have read the limit before it (a statement reads the limits after it begins, and a
+ * change's commit tells the backends before it sets its buckets).
  */
 void
 refill(Bucket *b, double per_second, int burst, TimestampTz now)
 {
-	b->per_second = per_second;
-	b->burst = burst;
+	if (b->limits_set_at < GetCurrentStatementStartTimestamp())
+	{
+		b->per_second = per_second;
+		b->burst = burst;
+	}
 	if (now > b->at)
 		b->tokens += per_second * static_cast<double>(now - b->at) / USECS_PER_SEC;
 	b->tokens = std::min(b->tokens, static_cast<double>(burst));
@@ -145,9 +167,9 @@ refill(Bucket *b, double per_second, int burst, TimestampTz now)
 }
 
 /*
- * Evict one bucket that is full now at the limit it was last used with (it refilled, or its
- * queue has no limit any more and it refilled): a new bucket starts full, so this changes
- * nothing. The lock is held exclusively. False when no bucket is full.
+ * Evict one bucket that is full now at the limit it holds to (it refilled): a new bucket
+ * starts full, so this changes nothing. The lock is held exclusively. False when no bucket
+ * is full.
  */
 bool
 evict_full_bucket(HTAB *table, TimestampTz now)
@@ -193,8 +215,151 @@ find_bucket(const BucketKey *key, int burst, TimestampTz now)
 		b->at = now;
 		b->burst = burst;
 		b->per_second = 0;
+		b->limits_set_at = 0;
 	}
 	return b;
+}
+
+/*
+ * Forget the buckets of databases dropped since they were used (nothing else would: they are
+ * full only at their rate). Called with the lock not held, when a table has no room; true
+ * when it freed some.
+ */
+bool
+forget_dropped_databases(HTAB *table)
+{
+	constexpr int kChecked = 64;
+	Oid dbs[kChecked];
+	bool gone[kChecked];
+	int n = 0;
+	int ngone = 0;
+	HASH_SEQ_STATUS scan;
+	Bucket *b;
+
+	LWLockAcquire(rate_shared->lock, LW_SHARED);
+	hash_seq_init(&scan, table);
+	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+		if (b->key.dbid != MyDatabaseId && std::find(dbs, dbs + n, b->key.dbid) == dbs + n)
+		{
+			dbs[n++] = b->key.dbid;
+			if (n == kChecked)
+			{
+				hash_seq_term(&scan);
+				break;
+			}
+		}
+	LWLockRelease(rate_shared->lock);
+	/* pg_database is a shared catalog: its syscache answers in any database, outside the lock. */
+	for (int i = 0; i < n; i++)
+	{
+		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]));
+		ngone += gone[i] ? 1 : 0;
+	}
+	if (ngone == 0)
+		return false;
+	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&scan, table);
+	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+	{
+		int i = static_cast<int>(std::find(dbs, dbs + n, b->key.dbid) - dbs);
+
+		if (i < n && gone[i])
+		{
+			BucketKey key = b->key;
+
+			(void)hash_search(table, &key, HASH_REMOVE, nullptr); /* the scan's current entry: allowed */
+		}
+	}
+	LWLockRelease(rate_shared->lock);
+	return true;
+}
+
+/* A change of a queue's buckets this transaction made, applied at its commit. */
+void
+add_change(const BucketKey &queue, ChangeKind kind, double per_second, int burst)
+{
+	if (n_changes == changes_cap)
+	{
+		changes_cap = changes_cap == 0 ? 8 : changes_cap * 2;
+		changes = static_cast<Change *>(changes == nullptr
+											? MemoryContextAlloc(TopTransactionContext, sizeof(Change) * changes_cap)
+											: repalloc(changes, sizeof(Change) * changes_cap));
+	}
+	changes[n_changes] = {queue, kind, per_second, burst, GetCurrentSubTransactionId()};
+	n_changes++;
+}
+
+/* Apply one committed change to the buckets of a table (the lock is held exclusively). */
+void
+apply_change(HTAB *table, const Change &c, TimestampTz now)
+{
+	HASH_SEQ_STATUS scan;
+	Bucket *b;
+	bool keys = table == key_buckets;
+
+	switch (c.kind)
+	{
+	case ChangeKind::ForgetQueue:
+	case ChangeKind::SetQueue:
+		if (keys)
+			return;
+		break;
+	case ChangeKind::ForgetKeys:
+	case ChangeKind::SetKeys:
+		if (!keys)
+			return;
+		break;
+	default:
+		break;
+	}
+	hash_seq_init(&scan, table);
+	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+	{
+		if (b->key.dbid != c.queue.dbid ||
+			(c.kind != ChangeKind::ForgetDatabase && b->key.queue_hash != c.queue.queue_hash))
+			continue;
+		if (c.kind == ChangeKind::SetQueue || c.kind == ChangeKind::SetKeys)
+		{
+			b->per_second = c.per_second;
+			b->burst = c.burst;
+			b->limits_set_at = now;
+		}
+		else
+		{
+			BucketKey key = b->key;
+
+			(void)hash_search(table, &key, HASH_REMOVE, nullptr); /* the scan's current entry: allowed */
+		}
+	}
+}
+
+/*
+ * The attribute of column `name` of a queue_meta row (0: none); read from the trigger's
+ * relation, a shard of it on a Citus worker included.
+ */
+int
+meta_attribute(TupleDesc desc, const char *name)
+{
+	int a = SPI_fnumber(desc, name);
+
+	return a > 0 ? a : 0;
+}
+
+/* A rate limit of a queue_meta row: (per second, burst), *set false when the row has none. */
+void
+row_rate(HeapTuple row, TupleDesc desc, const char *rate_column, const char *burst_column, bool *set,
+		 double *per_second, int *burst)
+{
+	int ra = meta_attribute(desc, rate_column);
+	int ba = meta_attribute(desc, burst_column);
+	bool rnull = true;
+	bool bnull = true;
+	Datum r = ra > 0 ? heap_getattr(row, ra, desc, &rnull) : Datum(0);
+	Datum bu = ba > 0 ? heap_getattr(row, ba, desc, &bnull) : Datum(0);
+
+	*set = !rnull && !bnull;
+	*per_second = *set ? DatumGetFloat8(r) : 0;
+	*burst = *set ? DatumGetInt32(bu) : 0;
 }
 
 } // namespace
@@ -225,6 +390,17 @@ rate_take(const char *queue, int queue_len, double per_second, int burst, int64 
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
 	b = find_bucket(&key, burst, now);
+	if (b == nullptr)
+	{
+		LWLockRelease(rate_shared->lock);
+		if (forget_dropped_databases(queue_buckets))
+		{
+			LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+			b = find_bucket(&key, burst, now);
+		}
+		else
+			LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+	}
 	if (b == nullptr)
 	{
 		LWLockRelease(rate_shared->lock);
@@ -293,6 +469,7 @@ rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, dou
 {
 	TimestampTz now = GetCurrentTimestamp();
 	int64 rows = 0;
+	bool tried_dropped = false;
 
 	if (rate_shared == nullptr)
 		ereport(
@@ -313,6 +490,14 @@ rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, dou
 			continue; /* a job without a key: no token */
 		key_bucket_key(&key, queue, queue_len, keys[rows]);
 		b = find_bucket(&key, burst, now);
+		if (b == nullptr && !tried_dropped)
+		{
+			tried_dropped = true;
+			LWLockRelease(rate_shared->lock);
+			(void)forget_dropped_databases(key_buckets);
+			LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+			b = find_bucket(&key, burst, now);
+		}
 		if (b == nullptr)
 			break; /* no room for its bucket: its job waits, as one without a token */
 		refill(b, per_second, burst, now);
@@ -351,54 +536,102 @@ rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 f
 	LWLockRelease(rate_shared->lock);
 }
 
-/* Forget a queue's buckets, or its keys', when this transaction commits (see rate_limit.hpp). */
+/* Note a change of a queue_meta row's rate limits, applied at commit (see rate_limit.hpp). */
 void
-rate_forget_at_commit(const char *queue, int queue_len, bool keys_only)
+rate_limit_row_changed(TriggerData *trigdata)
 {
+	TupleDesc desc = RelationGetDescr(trigdata->tg_relation);
+	TriggerEvent event = trigdata->tg_event;
+	HeapTuple old_row = nullptr;
+	HeapTuple new_row = nullptr;
+	BucketKey queue;
+	int qa;
+	bool isnull;
+	Datum name;
+
 	if (rate_shared == nullptr)
 		return;
-	if (n_forgets == forgets_cap)
+	if (TRIGGER_FIRED_BY_TRUNCATE(event))
 	{
-		forgets_cap = forgets_cap == 0 ? 8 : forgets_cap * 2;
-		forgets = static_cast<Forget *>(forgets == nullptr
-											? MemoryContextAlloc(TopTransactionContext, sizeof(Forget) * forgets_cap)
-											: repalloc(forgets, sizeof(Forget) * forgets_cap));
+		std::memset(&queue, 0, sizeof(queue));
+		queue.dbid = MyDatabaseId;
+		add_change(queue, ChangeKind::ForgetDatabase, 0, 0);
+		return;
 	}
-	bucket_key(&forgets[n_forgets].queue, queue, queue_len);
-	forgets[n_forgets].keys_only = keys_only;
-	forgets[n_forgets].subid = GetCurrentSubTransactionId();
-	n_forgets++;
+	if (!TRIGGER_FIRED_FOR_ROW(event))
+		return;
+	if (TRIGGER_FIRED_BY_INSERT(event))
+		new_row = trigdata->tg_trigtuple;
+	else if (TRIGGER_FIRED_BY_DELETE(event))
+		old_row = trigdata->tg_trigtuple;
+	else if (TRIGGER_FIRED_BY_UPDATE(event))
+	{
+		old_row = trigdata->tg_trigtuple;
+		new_row = trigdata->tg_newtuple;
+	}
+	else
+		return;
+	qa = meta_attribute(desc, "queue");
+	if (qa == 0)
+		return;
+	name = heap_getattr(new_row != nullptr ? new_row : old_row, qa, desc, &isnull);
+	if (isnull)
+		return;
+	{
+		text *q = DatumGetTextPP(name);
+
+		bucket_key(&queue, VARDATA_ANY(q), VARSIZE_ANY_EXHDR(q));
+	}
+	if (new_row == nullptr)
+	{
+		add_change(queue, ChangeKind::ForgetAll, 0, 0);
+		return;
+	}
+	for (int per_key = 0; per_key < 2; per_key++)
+	{
+		const char *rate_column = per_key ? "key_rate_per_second" : "rate_per_second";
+		const char *burst_column = per_key ? "key_rate_burst" : "rate_burst";
+		bool had = false;
+		bool has;
+		double old_rate = 0;
+		double new_rate;
+		int old_burst = 0;
+		int new_burst;
+
+		if (old_row != nullptr)
+			row_rate(old_row, desc, rate_column, burst_column, &had, &old_rate, &old_burst);
+		row_rate(new_row, desc, rate_column, burst_column, &has, &new_rate, &new_burst);
+		if (had == has && old_rate == new_rate && old_burst == new_burst)
+			continue;
+		if (!has)
+			add_change(queue, per_key ? ChangeKind::ForgetKeys : ChangeKind::ForgetQueue, 0, 0);
+		else
+			add_change(queue, per_key ? ChangeKind::SetKeys : ChangeKind::SetQueue, new_rate, new_burst);
+	}
 }
 
-/* Transaction end: at commit, forget the buckets it asked to forget (never raises). */
+/* Transaction end: at commit, apply its changes to the buckets (never raises). */
 void
 rate_limit_at_xact_end(bool committed)
 {
-	if (committed && rate_shared != nullptr && n_forgets > 0)
+	if (committed && rate_shared != nullptr && n_changes > 0)
 	{
-		HASH_SEQ_STATUS scan;
-		Bucket *b;
+		TimestampTz now = GetCurrentTimestamp();
 
 		LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-		for (int i = 0; i < n_forgets; i++)
-			if (!forgets[i].keys_only)
-				(void)hash_search(queue_buckets, &forgets[i].queue, HASH_REMOVE, nullptr);
-		hash_seq_init(&scan, key_buckets);
-		while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
-			for (int i = 0; i < n_forgets; i++)
-				if (bucket_of_queue(&b->key, &forgets[i].queue))
-				{
-					(void)hash_search(key_buckets, &b->key, HASH_REMOVE, nullptr);
-					break;
-				}
+		for (int i = 0; i < n_changes; i++)
+		{
+			apply_change(queue_buckets, changes[i], now);
+			apply_change(key_buckets, changes[i], now);
+		}
 		LWLockRelease(rate_shared->lock);
 	}
-	forgets = nullptr; /* its memory goes with the transaction's */
-	n_forgets = 0;
-	forgets_cap = 0;
+	changes = nullptr; /* its memory goes with the transaction's */
+	n_changes = 0;
+	changes_cap = 0;
 }
 
-/* Subtransaction end: a savepoint rolled back takes its forgets with it; a released one hands them up. */
+/* Subtransaction end: a savepoint rolled back takes its changes with it; a released one hands them up. */
 void
 on_rate_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
 {
@@ -406,20 +639,20 @@ on_rate_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId 
 
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	for (int i = 0; i < n_forgets; i++)
+	for (int i = 0; i < n_changes; i++)
 	{
-		if (forgets[i].subid == my_subid)
+		if (changes[i].subid == my_subid)
 		{
 			if (event == SUBXACT_EVENT_ABORT_SUB)
 				continue;
-			forgets[i].subid = parent_subid;
+			changes[i].subid = parent_subid;
 		}
-		forgets[kept++] = forgets[i];
+		changes[kept++] = changes[i];
 	}
-	n_forgets = kept;
+	n_changes = kept;
 }
 
-/* _PG_init: the subtransaction hook of the forgets. */
+/* _PG_init: the subtransaction hook of the changes. */
 void
 init_rate_limit_hooks()
 {
@@ -459,24 +692,6 @@ rate_limit_shmem_startup()
 }
 
 } // namespace awa
-
-/* awa._forget_rate_limit(queue): the dropped queue's buckets go when the transaction commits. */
-AWA_SQL_FUNCTION(awa_forget_rate_limit)
-{
-	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
-
-	awa::rate_forget_at_commit(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), false);
-	PG_RETURN_VOID();
-}
-
-/* awa._forget_key_rate_limits(queue): the queue's keys' buckets go when the transaction commits. */
-AWA_SQL_FUNCTION(awa_forget_key_rate_limits)
-{
-	text *queue = awa::checked_queue_arg(fcinfo, 0, "p_queue");
-
-	awa::rate_forget_at_commit(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), true);
-	PG_RETURN_VOID();
-}
 
 /* awa._rate_limits_available(): whether the token buckets exist (library preloaded). */
 AWA_SQL_FUNCTION(awa_rate_limits_available)

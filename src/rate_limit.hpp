@@ -7,6 +7,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "commands/trigger.h"
 }
 
 namespace awa
@@ -45,16 +46,17 @@ void rate_give_back_keys(const char *queue, int queue_len, text *const *keys, in
 						 int burst);
 
 /*
- * Forget a queue's buckets (awa.drop_queue: a queue created again under the name starts
- * with full buckets), or only its keys' (keys_only: its per-key limit was removed), when
- * this transaction commits; a savepoint rolled back takes the request with it.
+ * The row trigger of awa.queue_meta (and its TRUNCATE): note what the change does to the
+ * queue's buckets when this transaction commits. A row deleted (drop_queue) or a limit
+ * removed forgets them, so that a queue created again under its name, or a limit set again,
+ * starts full; a limit set or changed becomes the one they hold to. A savepoint rolled back
+ * takes its changes with it; a prepared transaction's are not applied.
  */
-void rate_forget_at_commit(const char *queue, int queue_len, bool keys_only);
-
-/* _PG_init: register the subtransaction hook of the forgets. */
+void rate_limit_row_changed(TriggerData *trigdata);
+/* _PG_init: register the subtransaction hook of the changes. */
 void init_rate_limit_hooks();
 
-/* Transaction end: apply (commit) or discard the forgets of this transaction. */
+/* Transaction end: apply (commit) or discard the changes of this transaction. */
 void rate_limit_at_xact_end(bool committed);
 
 /* shmem_request_hook: room for the buckets and their lock. */

@@ -7,6 +7,7 @@
 #include "module.hpp"
 #include "ordering_hash.hpp"
 #include "pg_boundary.hpp"
+#include "rate_limit.hpp"
 #include "shard.hpp"
 #include "shard_math.hpp"
 #include "spi_util.hpp"
@@ -194,5 +195,6 @@ AWA_SQL_FUNCTION(awa_queue_meta_changed)
 	awa::note_queue_meta_changed();
 	awa::forget_queue_widths();
 	awa::forget_queue_limits();
+	awa::rate_limit_row_changed(reinterpret_cast<TriggerData *>(fcinfo->context));
 	return PointerGetDatum(nullptr);
 }

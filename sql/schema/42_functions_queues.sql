@@ -496,7 +496,6 @@ BEGIN
      USING unnest(v_priorities, v_shards) AS l(priority, enqueue_shard)
      WHERE e.queue = p_queue AND e.priority = l.priority AND e.enqueue_shard = l.enqueue_shard;
     DELETE FROM awa.queue_meta m WHERE m.queue = p_queue;
-    PERFORM awa._forget_rate_limit(p_queue);
     PERFORM awa._job_finished(NULL);
     RETURN v_waiting + v_deferred + v_running + v_dlq;
 END
@@ -615,24 +614,6 @@ CREATE FUNCTION awa._rate_limits_available() RETURNS boolean
 REVOKE ALL ON FUNCTION awa._rate_limits_available() FROM PUBLIC;
 COMMENT ON FUNCTION awa._rate_limits_available() IS 'Internal: whether the token buckets of rate limits exist (library preloaded).';
 
--- A dropped queue's token bucket is forgotten when the drop commits (a queue created again
--- under the name starts with a full bucket). Called by awa._drop_queue_once.
-CREATE FUNCTION awa._forget_rate_limit(p_queue text) RETURNS void
-    AS 'MODULE_PATHNAME', 'awa_forget_rate_limit'
-    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._forget_rate_limit(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._forget_rate_limit(text) IS 'Internal: forget a dropped queue''s token buckets (its keys'' included) when the transaction commits.';
-
--- The token buckets of a queue's keys are forgotten when its per-key rate limit is removed
--- and the removal commits (a limit set again starts them full). Called by set_rate_limit.
-CREATE FUNCTION awa._forget_key_rate_limits(p_queue text) RETURNS void
-    AS 'MODULE_PATHNAME', 'awa_forget_key_rate_limits'
-    LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE
-    SET search_path = pg_catalog, pg_temp;
-REVOKE ALL ON FUNCTION awa._forget_key_rate_limits(text) FROM PUBLIC;
-COMMENT ON FUNCTION awa._forget_key_rate_limits(text) IS 'Internal: forget the token buckets of a queue''s keys when the transaction commits.';
-
 -- The locks claims try for a queue's concurrency keys, taken by set_concurrency_limit in the
 -- order given (sorted: two such calls never wait for each other crosswise), each waited for: the claims of those keys in progress end first, and the
 -- claims that follow pass those keys over (they never wait) until it commits.
@@ -688,7 +669,6 @@ BEGIN
         IF p_per_key THEN
             UPDATE awa.queue_meta SET key_rate_per_second = NULL, key_rate_burst = NULL
              WHERE queue = p_queue AND key_rate_per_second IS NOT NULL;
-            PERFORM awa._forget_key_rate_limits(p_queue);
         ELSE
             UPDATE awa.queue_meta SET rate_per_second = NULL, rate_burst = NULL
              WHERE queue = p_queue AND rate_per_second IS NOT NULL;
