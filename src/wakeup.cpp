@@ -63,6 +63,8 @@ constexpr int kNotifySlots = 256;
 constexpr int kMaxFedQueues = 32;
 constexpr int kNone = -1;
 constexpr int kWakeBatch = 64; /* latches set per pass over a slot */
+/* Longest sleep of a worker its queue's limits hold back before it reads them again. */
+constexpr long kLimitsRecheckMs = 1000;
 constexpr int kPromiseSlots = 1024;
 constexpr long kPromiseMs = 50;	   /* a promise not used by a claim within this expires */
 constexpr int kMaxBusyPolls = 100; /* waits for claims in progress before reporting work (~1 s) */
@@ -773,7 +775,9 @@ awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 
 	/*
 	 * A queue whose limits hold claims back (no token, at its cap) has no work a claim could
-	 * take: sleep until the next token, or poll the cap (an exit wakes nobody), then look.
+	 * take: sleep until the next token, or poll the cap (an exit wakes nobody), then look;
+	 * at least every kLimitsRecheckMs, so that a limit removed or raised meanwhile (nothing
+	 * wakes this sleep for it) holds the worker back no longer than that.
 	 */
 	if (catalog == awa::Catalog::V1_1)
 		for (;;)
@@ -786,8 +790,8 @@ awa::wait_for_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 			remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 			if (remaining <= 0)
 				PG_RETURN_BOOL(false);
-			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(hold, remaining),
-							PG_WAIT_EXTENSION);
+			(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							std::min({hold, remaining, awa::kLimitsRecheckMs}), PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}

@@ -124,6 +124,25 @@ run_case() {
   done
   check "$mode: a wait cancelled in a prepared transaction leaves the list (the next job wakes the sleeper)" "$prepared_woke" 2
 
+  # 4e. A worker that its queue's rate limit holds back (a job waits, no token for days)
+  #     sees the limit removed while it sleeps: nothing wakes it for that, but it reads the
+  #     limits again at least every second, so it returns (true: the job is there) well
+  #     before its 60 s timeout; before, it slept the whole timeout.
+  q postgres -c "SELECT awa.create_queue('hq', 1)" >/dev/null
+  q postgres -c "SELECT awa.set_rate_limit('hq', 1e-6, 1)" >/dev/null
+  q postgres -c "SELECT cardinality(awa.insert_jobs('hq', ARRAY['k', 'k']))" >/dev/null
+  q postgres -c "SELECT count(*) FROM awa.claim_ready_runtime('hq', 10)" >/dev/null
+  ( q postgres -c "SELECT awa.wait_for_jobs('hq', 60000)" > "$dir/held" 2>&1 ) &
+  wait_for postgres 10 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'Extension' AND query LIKE '%wait_for_jobs(''hq''%'" 1 \
+    || give_up "the worker held back by the rate limit did not go to sleep"
+  q postgres -c "SELECT awa.set_rate_limit('hq', NULL)" >/dev/null
+  local returned=yes
+  wait_for postgres 15 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%wait_for_jobs(''hq''%' AND state = 'active' AND pid <> pg_backend_pid()" 0 \
+    || { returned=no; q postgres -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%wait_for_jobs(''hq''%' AND pid <> pg_backend_pid()" >/dev/null; }
+  wait
+  check "$mode: a worker held back by a rate limit returns soon after it is removed" "$returned" yes
+  check "$mode: ... with the job it may now claim (true)" "$(cat "$dir/held")" t
+
   # 5. No lost wake-up when producers and workers race: four workers loop (wait with a long
   #    timeout, then claim up to 3), four producers commit 60 single jobs each, some of them
   #    rolled back after reserving. Every committed job is claimed while the workers' waits
