@@ -876,12 +876,11 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	if (limits.key_concurrency && claimed > 0)
 	{
 		if (direct)
-			awa::record_key_attempts(queue, priority, shard, outcome.keyed, outcome.n_keyed, slot_ranges,
-									 key_step.places);
+			awa::record_key_attempts(queue, priority, shard, outcome.keyed, outcome.n_keyed, key_step.places);
 		else
 			awa::record_key_attempts(queue, priority, shard,
 									 awa::drained_attempts(SPI_tuptable, static_cast<uint64>(claimed)),
-									 static_cast<int>(claimed), slot_ranges, key_step.places);
+									 static_cast<int>(claimed), key_step.places);
 	}
 	awa::stats_add(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), shard, awa::StatKind::Claimed, claimed);
 	/* Tokens the drain did not hand out go back (a rollback of this claim keeps them spent). */

@@ -8,8 +8,8 @@
  *    index scan of its primary key (queue, concurrency_key, place).
  * 2. Each place's attempt tested as the statement tests it (direct_named_receipts_open,
  *    direct_complete.cpp): its ready row and claim batch in the slots it names on the live
- *    arcs (the queue ring's the claim read, the claim ring's read then, as the statement's
- *    caller reads it), then the open-receipt test of awa._open_receipts. Keys without
+ *    arcs (the queue ring's read under the keys' locks, the claim ring's read then, as the
+ *    statement's caller reads them), then the open-receipt test of awa._open_receipts. Keys without
  *    places need no test, and no arc.
  * 3. Each key's taken places are its count; its free places (attempt ended) and highest
  *    place are kept for the record. The count writes nothing.

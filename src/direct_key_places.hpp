@@ -49,8 +49,9 @@ struct KeyPlaces
 
 /*
  * The running attempts of each of n distinct keys of the queue into counts[] (their taken
- * places), with the live arcs of the queue ring (queue_arc: the claim's) and of the claim
- * ring (read when a place is to be tested), as the statement kKeyCountSql (flow_control.cpp)
+ * places), with the live arcs of the queue ring (queue_arc: read under the keys' locks, after
+ * any turn of the ring a claim of these keys saw) and of the claim ring (read when a place
+ * is to be tested), as the statement kKeyCountSql (flow_control.cpp)
  * counts them; each key's free places and highest place into *places. The caller holds the
  * keys' locks. False, having read and written nothing, when the statement must count
  * instead: Citus, a read-only transaction, missing privileges, a trigger, rule or row

@@ -384,29 +384,30 @@ concurrency_room(text *queue, int limit)
 }
 
 /*
- * The running attempts of each of n keys of the queue into counts[], with the queue ring's
- * live arc the claim read (queue_arc: the drain's) and the claim and lease rings' read now:
- * by direct index probes (direct_key_places.cpp), which name keys[0]'s running attempts in
- * *first_key and keep the keys' free places in *places for the record, or, where they step
- * aside, by kKeyCountSql (the record statement then finds the places).
+ * The running attempts of each of n keys of the queue into counts[], on the live arcs of the
+ * three rings read now, under the keys' locks: a claim of these keys that committed before
+ * may have put its attempt in a slot that a rotation made live after this claim's drain read
+ * the queue ring's arc, and that place must count. By direct index probes
+ * (direct_key_places.cpp), which name keys[0]'s running attempts in *first_key and keep the
+ * keys' free places in *places for the record, or, where they step aside, by kKeyCountSql
+ * (the record statement then finds the places).
  */
 static void
-count_key_attempts(text *queue, Datum *keys, int n, const int *queue_arc, int64 *counts, CapWitness *first_key,
-				   KeyPlaces *places)
+count_key_attempts(text *queue, Datum *keys, int n, int64 *counts, CapWitness *first_key, KeyPlaces *places)
 {
 	static const Oid types[14] = {TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT4OID, INT4OID,
 								  INT4OID, INT4OID,		 INT4OID, INT4OID, INT4OID, INT4OID, INT4OID};
 	Datum values[14];
-	int unused_arc[4];
+	int queue_arc[4];
 	int claim_arc[4];
 	int lease_arc[4];
 	bool isnull;
 
 	first_key->n = 0;
 	first_key->complete = false; /* the statement counts without naming */
+	live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	if (count_key_attempts_direct(queue, keys, n, queue_arc, counts, first_key, places))
 		return;
-	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
 	values[0] = PointerGetDatum(queue);
 	values[1] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
 	for (int k = 0; k < 4; k++)
@@ -564,7 +565,7 @@ key_window_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64
 	 */
 	exit_seq = attempt_exit_seq();
 	first_key = static_cast<CapWitness *>(palloc(sizeof(CapWitness)));
-	count_key_attempts(queue, keys, nkeys, slot_ranges, counts, first_key, step->places);
+	count_key_attempts(queue, keys, nkeys, counts, first_key, step->places);
 	room = window_room(row_key, rows, counts, nkeys, limit);
 	/* The lane begins with a job whose key is at its cap: later claims may pass it over without counting. */
 	if (room == 0 && row_key[0] == 0 && counts[0] >= limit)
@@ -629,14 +630,13 @@ drained_attempts(SPITupleTable *rows, uint64 n)
 
 /* Record the keyed attempts a claim started (flow_control.hpp). */
 void
-record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n, const int *queue_arc,
-					KeyPlaces *places)
+record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n, KeyPlaces *places)
 {
 	static Oid types[22];
 	Datum values[22];
 	Datum *elems[7];
 	bool *nulls[7];
-	int unused_arc[4];
+	int queue_arc[4];
 	int claim_arc[4];
 	int lease_arc[4];
 	bool keys_read = true;
@@ -673,7 +673,7 @@ record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt
 	values[0] = PointerGetDatum(queue);
 	values[1] = Int16GetDatum(priority);
 	values[14] = Int16GetDatum(shard);
-	live_slot_ranges_all(unused_arc, claim_arc, lease_arc);
+	live_slot_ranges_all(queue_arc, claim_arc, lease_arc); /* now, as the count's */
 	for (int k = 0; k < 4; k++)
 	{
 		types[2 + k] = types[6 + k] = types[10 + k] = INT4OID;

@@ -120,10 +120,10 @@ KeyedAttempt *drained_attempts(SPITupleTable *rows, uint64 n);
  * When every attempt carries its ready row's key (the direct drain's) and the count was
  * direct, through the executor's routines (direct_key_places.cpp); otherwise, or where those
  * step aside, by one statement that reads each key from the ready row and tests the keys'
- * places again (on the queue ring's arc queue_arc, the claim's). SPI must be connected.
+ * places again (on the rings' live arcs read now). SPI must be connected.
  */
 void record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n,
-						 const int *queue_arc, KeyPlaces *places);
+						 KeyPlaces *places);
 
 /*
  * A claim of the queue returned nothing because every lane it could take began with a job
