@@ -91,4 +91,4 @@ CREATE FUNCTION awa._job_finished(p_job_id bigint) RETURNS void
     LANGUAGE C VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION awa._job_finished(bigint) FROM PUBLIC;
-COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished, at commit (NULL: every waiter).';
+COMMENT ON FUNCTION awa._job_finished(bigint) IS 'Internal: wake the waiters of a job this transaction finished or moved to another queue, at commit (NULL: every waiter).';

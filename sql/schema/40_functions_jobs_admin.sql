@@ -384,6 +384,9 @@ BEGIN
     END IF;
     IF v_from IS NOT NULL AND FOUND THEN
         PERFORM awa._move_unique_claim(p_job_id, v_from, p_queue);
+        IF v_from <> p_queue THEN
+            PERFORM awa._job_finished(p_job_id);  -- a waiter that names the old queue: NULL now
+        END IF;
         RETURN true;
     END IF;
     r := awa._take_unclaimed_ready(p_job_id, p_from_queue);
@@ -391,6 +394,9 @@ BEGIN
         RETURN false;
     END IF;
     PERFORM awa._move_unique_claim(p_job_id, r.queue, p_queue);
+    IF r.queue <> p_queue THEN
+        PERFORM awa._job_finished(p_job_id);
+    END IF;
     v_priority := coalesce(p_priority, r.priority);
     PERFORM awa._enqueue_ready(ARRAY[awa._ready_as_deferred(r, p_queue, v_priority,
         CASE WHEN r.queue <> p_queue THEN jsonb_build_object('_awa_original_queue', r.queue) ELSE '{}' END

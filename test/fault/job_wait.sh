@@ -4,7 +4,8 @@
 # Three callers wait for one running job; once all three sleep (their wait event), a
 # completion commits: each returns the completed job with its result. A waiter for another
 # job is not ended by that commit and returns its job at its own timeout, still available.
-# Cancelling a wait (pg_cancel_backend) ends it with 57014. Only states and results are
+# Cancelling a wait (pg_cancel_backend) ends it with 57014. A job moved to another queue
+# ends the wait of a caller that names its old queue (NULL). Only states and results are
 # asserted. Run as the postgres user; prints "job_wait: N passed, M failed".
 TEST=job_wait; . "$(dirname "$0")/lib.sh"
 
@@ -46,6 +47,22 @@ run_case() {
                    AND pid <> pg_backend_pid()" >/dev/null
   wait "${bg[@]}"; bg=()
   check "$mode: a cancelled wait ends with 57014" "$(grep -o '57014' "$dir/waiter_cancel")" "57014"
+
+  # A job moved to another queue (move_queue) is gone from the queue its waiter names: the
+  # waiter returns NULL at once, not at its 10-minute timeout (polled up to 15 s here).
+  local moved
+  moved=$(q postgres -c "SELECT id FROM awa.insert_job_compat('k', 'jw_from')")
+  q postgres -c "SELECT coalesce(state::text, 'gone') FROM awa.wait_for_job($moved, 600000, 'jw_from')" > "$dir/waiter_moved" 2>&1 &
+  bg+=($!)
+  until_asleep 1; check "$mode: the waiter of the job to move is asleep" "$?" "0"
+  q postgres -c "SELECT awa.move_queue($moved, 'jw_to')" >/dev/null
+  local returned=yes
+  wait_for postgres 15 "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%awa.wait_for_job($moved, 600000%' AND pid <> pg_backend_pid()" 0 \
+    || { returned=no; q postgres -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%awa.wait_for_job($moved, 600000%'
+                                       AND pid <> pg_backend_pid()" >/dev/null; }
+  wait "${bg[@]}"; bg=()
+  check "$mode: a waiter in the job's old queue returns when the job moves" "$returned" yes
+  check "$mode: ... with no job (NULL: not in that queue)" "$(cat "$dir/waiter_moved")" gone
 }
 
 run_case preloaded awa_shard
