@@ -29,7 +29,9 @@
  * claims); for the transaction's own marked exits at once; and after kCapMemoryMs in any
  * case. A prepared transaction that ended attempts is stamped by no commit of its own: its
  * id is kept in shared memory, nothing is remembered or trusted while it is in progress, and
- * the first claim to find it ended stamps every slot. Not preloaded, nothing is remembered.
+ * the first claim to find it ended stamps every slot. A restart loses those ids, so the
+ * prepared transactions the server recovered are kept the same way (listed from
+ * pg_prepared_xacts by the first claim that asks). Not preloaded, nothing is remembered.
  */
 #include "key_caps.hpp"
 #include "direct_drain.hpp"
@@ -39,7 +41,9 @@
 extern "C"
 {
 #include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
@@ -76,6 +80,8 @@ struct ExitStamps
 	pg_atomic_uint64 all;	 /* stamp of the last commit that ended attempts it did not name */
 	pg_atomic_uint32 in_use; /* 1 once a count may be remembered: until then, commits stamp nothing */
 	pg_atomic_uint32 n_prepared;
+	/* The prepared transactions the server recovered at its start: 0 not listed yet, 1 being listed, 2 listed. */
+	pg_atomic_uint32 recovered;
 	slock_t mutex; /* of prepared[] and overflow */
 	bool overflow; /* more than kPreparedExits at once: nothing is remembered until restart */
 	TransactionId prepared[kPreparedExits];
@@ -129,10 +135,79 @@ raise_stamp(pg_atomic_uint64 *stamp, std::uint64_t to)
 	}
 }
 
+/* Follow a prepared transaction that may end attempts (more than kPreparedExits: overflow). */
+void
+follow_prepared(TransactionId xid)
+{
+	bool kept = false;
+
+	/* Counted first: a claim that reads no pending transaction reads the sequence after it. */
+	SpinLockAcquire(&stamps->mutex);
+	for (int i = 0; i < kPreparedExits && !kept; i++)
+		if (!TransactionIdIsValid(stamps->prepared[i]))
+		{
+			stamps->prepared[i] = xid;
+			pg_atomic_fetch_add_u32(&stamps->n_prepared, 1);
+			kept = true;
+		}
+	if (!kept)
+		stamps->overflow = true;
+	SpinLockRelease(&stamps->mutex);
+}
+
+/*
+ * The prepared transactions the server recovered at its start are followed as ones that
+ * ended attempts (their PREPARE told an earlier server's memory, which a restart lost): a
+ * COMMIT PREPARED of an exit stamps nothing. Listed once, by the first backend that asks
+ * (the others remember nothing meanwhile); true once listed.
+ */
+bool
+recovered_prepared_listed()
+{
+	std::uint32_t unlisted = 0;
+
+	if (pg_atomic_read_u32(&stamps->recovered) == 2)
+		return true;
+	if (max_prepared_xacts == 0)
+	{
+		pg_atomic_write_u32(&stamps->recovered, 2);
+		return true;
+	}
+	if (!pg_atomic_compare_exchange_u32(&stamps->recovered, &unlisted, 1))
+		return false;
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "awa_shard: SPI_connect failed");
+		if (SPI_execute("SELECT transaction FROM pg_catalog.pg_prepared_xacts"
+						" WHERE prepared < pg_catalog.pg_postmaster_start_time()",
+						true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "awa_shard: the prepared transactions could not be listed");
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool isnull;
+			Datum xid = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+				follow_prepared(DatumGetTransactionId(xid));
+		}
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		pg_atomic_write_u32(&stamps->recovered, 0); /* the next backend that asks lists them */
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pg_atomic_write_u32(&stamps->recovered, 2);
+	return true;
+}
+
 /*
  * Whether no prepared transaction's exits are pending: each one found ended (committed or
  * rolled back, its effects visible) is dropped and every slot stamped, which ends the
- * memories taken while it was in progress.
+ * memories taken while it was in progress. The ones recovered at the server's start count
+ * (listed first). SPI must be connected.
  */
 bool
 no_prepared_exits()
@@ -140,6 +215,8 @@ no_prepared_exits()
 	TransactionId pending[kPreparedExits];
 	bool none;
 
+	if (!recovered_prepared_listed())
+		return false;
 	if (pg_atomic_read_u32(&stamps->n_prepared) == 0)
 		return !stamps->overflow;
 	SpinLockAcquire(&stamps->mutex);
@@ -399,22 +476,10 @@ void
 key_caps_at_pre_prepare()
 {
 	TransactionId xid = GetTopTransactionIdIfAny();
-	bool kept = false;
 
 	if (!marked_any || stamps == nullptr || !TransactionIdIsValid(xid))
 		return;
-	/* Counted first: a claim that reads no pending transaction reads the sequence after it. */
-	SpinLockAcquire(&stamps->mutex);
-	for (int i = 0; i < kPreparedExits && !kept; i++)
-		if (!TransactionIdIsValid(stamps->prepared[i]))
-		{
-			stamps->prepared[i] = xid;
-			pg_atomic_fetch_add_u32(&stamps->n_prepared, 1);
-			kept = true;
-		}
-	if (!kept)
-		stamps->overflow = true;
-	SpinLockRelease(&stamps->mutex);
+	follow_prepared(xid);
 }
 
 /* PREPARE (key_caps.hpp). */
@@ -455,6 +520,7 @@ key_caps_shmem_startup()
 		pg_atomic_init_u64(&stamps->all, 0);
 		pg_atomic_init_u32(&stamps->in_use, 0);
 		pg_atomic_init_u32(&stamps->n_prepared, 0);
+		pg_atomic_init_u32(&stamps->recovered, 0);
 		SpinLockInit(&stamps->mutex);
 		stamps->overflow = false;
 		for (TransactionId &xid : stamps->prepared)
