@@ -37,6 +37,7 @@
 #include "direct_drain.hpp"
 #include "ended_places.hpp"
 #include "job_wait.hpp"
+#include "spi_util.hpp"
 
 extern "C"
 {
@@ -155,6 +156,9 @@ follow_prepared(TransactionId xid)
 	SpinLockRelease(&stamps->mutex);
 }
 
+/* The statement that lists them (kept per backend). */
+SPIPlanPtr recovered_plan = nullptr;
+
 /*
  * The prepared transactions the server recovered at its start are followed as ones that
  * ended attempts (their PREPARE told an earlier server's memory, which a restart lost): a
@@ -179,10 +183,11 @@ recovered_prepared_listed()
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "awa_shard: SPI_connect failed");
-		if (SPI_execute("SELECT transaction FROM pg_catalog.pg_prepared_xacts"
-						" WHERE prepared < pg_catalog.pg_postmaster_start_time()",
-						true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "awa_shard: the prepared transactions could not be listed");
+		exec_plan(keep_plan(&recovered_plan,
+							"SELECT transaction FROM pg_catalog.pg_prepared_xacts"
+							" WHERE prepared < pg_catalog.pg_postmaster_start_time()",
+							0, nullptr),
+				  nullptr, nullptr, true, 0, SPI_OK_SELECT, "recovered prepared transactions");
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			bool isnull;
