@@ -29,9 +29,10 @@
  * claims); for the transaction's own marked exits at once; and after kCapMemoryMs in any
  * case. A prepared transaction that ended attempts is stamped by no commit of its own: its
  * id is kept in shared memory, nothing is remembered or trusted while it is in progress, and
- * the first claim to find it ended stamps every slot. A restart loses those ids, so the
- * prepared transactions the server recovered are kept the same way (listed from
- * pg_prepared_xacts by the first claim that asks). Not preloaded, nothing is remembered.
+ * the first claim to find it ended stamps every slot. A restart (or the reset of shared
+ * memory after a backend crashed) loses those ids, so the prepared transactions recovered
+ * then are kept the same way (listed from pg_prepared_xacts by the first claim that asks).
+ * Not preloaded, nothing is remembered.
  */
 #include "key_caps.hpp"
 #include "direct_drain.hpp"
@@ -43,6 +44,7 @@ extern "C"
 {
 #include "access/transam.h"
 #include "access/twophase.h"
+#include "catalog/pg_type.h"
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "port/atomics.h"
@@ -81,10 +83,11 @@ struct ExitStamps
 	pg_atomic_uint64 all;	 /* stamp of the last commit that ended attempts it did not name */
 	pg_atomic_uint32 in_use; /* 1 once a count may be remembered: until then, commits stamp nothing */
 	pg_atomic_uint32 n_prepared;
-	/* The prepared transactions the server recovered at its start: 0 not listed yet, 1 being listed, 2 listed. */
+	/* The prepared transactions recovered when this memory began: 0 not listed yet, 1 being listed, 2 listed. */
 	pg_atomic_uint32 recovered;
-	slock_t mutex; /* of prepared[] and overflow */
-	bool overflow; /* more than kPreparedExits at once: nothing is remembered until restart */
+	TimestampTz began; /* when this memory was made (the server's start, or its restart after a crash) */
+	slock_t mutex;	   /* of prepared[] and overflow */
+	bool overflow;	   /* more than kPreparedExits at once: nothing is remembered until restart */
 	TransactionId prepared[kPreparedExits];
 	pg_atomic_uint64 slot[kExitSlots];
 	pg_atomic_uint32 pending[kExitSlots]; /* commits past PRE_COMMIT that have not stamped the slot yet */
@@ -160,10 +163,11 @@ follow_prepared(TransactionId xid)
 SPIPlanPtr recovered_plan = nullptr;
 
 /*
- * The prepared transactions the server recovered at its start are followed as ones that
- * ended attempts (their PREPARE told an earlier server's memory, which a restart lost): a
- * COMMIT PREPARED of an exit stamps nothing. Listed once, by the first backend that asks
- * (the others remember nothing meanwhile); true once listed.
+ * The prepared transactions recovered when this memory was made (at the server's start, or
+ * its restart after a backend crashed: those prepared before then) are followed as ones that
+ * ended attempts: their PREPARE told a memory that is gone, so a COMMIT PREPARED of an exit
+ * would stamp nothing. Listed once, by the first backend that asks (the others remember
+ * nothing meanwhile); true once listed.
  */
 bool
 recovered_prepared_listed()
@@ -183,11 +187,12 @@ recovered_prepared_listed()
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "awa_shard: SPI_connect failed");
-		exec_plan(keep_plan(&recovered_plan,
-							"SELECT transaction FROM pg_catalog.pg_prepared_xacts"
-							" WHERE prepared < pg_catalog.pg_postmaster_start_time()",
-							0, nullptr),
-				  nullptr, nullptr, true, 0, SPI_OK_SELECT, "recovered prepared transactions");
+		Oid types[1] = {TIMESTAMPTZOID};
+		Datum values[1] = {TimestampTzGetDatum(stamps->began)};
+
+		exec_plan(keep_plan(&recovered_plan, "SELECT transaction FROM pg_catalog.pg_prepared_xacts WHERE prepared < $1",
+							1, types),
+				  values, nullptr, true, 0, SPI_OK_SELECT, "recovered prepared transactions");
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			bool isnull;
@@ -526,6 +531,7 @@ key_caps_shmem_startup()
 		pg_atomic_init_u32(&stamps->in_use, 0);
 		pg_atomic_init_u32(&stamps->n_prepared, 0);
 		pg_atomic_init_u32(&stamps->recovered, 0);
+		stamps->began = GetCurrentTimestamp();
 		SpinLockInit(&stamps->mutex);
 		stamps->overflow = false;
 		for (TransactionId &xid : stamps->prepared)

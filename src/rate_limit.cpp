@@ -222,56 +222,65 @@ find_bucket(const BucketKey *key, int burst, TimestampTz now)
 
 /*
  * Forget the buckets of databases dropped since they were used (nothing else would: they are
- * full only at their rate). Called with the lock not held, when a table has no room; true
- * when it freed some.
+ * full only at their rate). Called with the lock not held, when a table has no room; every
+ * other database the table names is looked up (a table of at most kMaxKeyBuckets entries,
+ * and only when it is full); true when it freed some.
  */
 bool
 forget_dropped_databases(HTAB *table)
 {
-	constexpr int kChecked = 64;
-	Oid dbs[kChecked];
-	bool gone[kChecked];
+	long size = hash_get_num_entries(table);
+	Oid *dbs;
+	bool *gone;
 	int n = 0;
+	int distinct = 0;
 	int ngone = 0;
 	HASH_SEQ_STATUS scan;
 	Bucket *b;
 
+	dbs = static_cast<Oid *>(palloc(sizeof(Oid) * (size + 1)));
 	LWLockAcquire(rate_shared->lock, LW_SHARED);
 	hash_seq_init(&scan, table);
 	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
-		if (b->key.dbid != MyDatabaseId && std::find(dbs, dbs + n, b->key.dbid) == dbs + n)
+	{
+		if (n > size)
 		{
-			dbs[n++] = b->key.dbid;
-			if (n == kChecked)
-			{
-				hash_seq_term(&scan);
-				break;
-			}
+			hash_seq_term(&scan); /* grown meanwhile: the rest waits for the next claim without room */
+			break;
 		}
+		if (b->key.dbid != MyDatabaseId)
+			dbs[n++] = b->key.dbid;
+	}
 	LWLockRelease(rate_shared->lock);
+	std::sort(dbs, dbs + n);
+	distinct = static_cast<int>(std::unique(dbs, dbs + n) - dbs);
+	gone = static_cast<bool *>(palloc(sizeof(bool) * (distinct + 1)));
 	/* pg_database is a shared catalog: its syscache answers in any database, outside the lock. */
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < distinct; i++)
 	{
 		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]));
 		ngone += gone[i] ? 1 : 0;
 	}
-	if (ngone == 0)
-		return false;
-	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-	hash_seq_init(&scan, table);
-	while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
+	if (ngone > 0)
 	{
-		int i = static_cast<int>(std::find(dbs, dbs + n, b->key.dbid) - dbs);
-
-		if (i < n && gone[i])
+		LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+		hash_seq_init(&scan, table);
+		while ((b = static_cast<Bucket *>(hash_seq_search(&scan))) != nullptr)
 		{
-			BucketKey key = b->key;
+			const Oid *at = std::lower_bound(dbs, dbs + distinct, b->key.dbid);
 
-			(void)hash_search(table, &key, HASH_REMOVE, nullptr); /* the scan's current entry: allowed */
+			if (at != dbs + distinct && *at == b->key.dbid && gone[at - dbs])
+			{
+				BucketKey key = b->key;
+
+				(void)hash_search(table, &key, HASH_REMOVE, nullptr); /* the scan's current entry: allowed */
+			}
 		}
+		LWLockRelease(rate_shared->lock);
 	}
-	LWLockRelease(rate_shared->lock);
-	return true;
+	pfree(gone);
+	pfree(dbs);
+	return ngone > 0;
 }
 
 /* A change of a queue's buckets this transaction made, applied at its commit. */
