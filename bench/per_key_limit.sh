@@ -5,7 +5,8 @@
 # database pk_bench, with pgbench from PGBIN. Side by side, in alternating rounds:
 #  1. claim cost at batch 10: queue pk_none (no limit) vs pk_key (per-key concurrency limit
 #     1000, never reached) vs pk_rate (per-key rate limit of 1e9/s, burst 1000000, never
-#     reached; needs the preload), each 20000 jobs over 1000 keys on one lane; one client
+#     reached; needs the preload), each ROUNDS x CLAIMS x 10 jobs and 1000 more (never run
+#     out) over 1000 keys on one lane; one client
 #     claims 10 and completes them per transaction; reports the claim statement's median
 #     latency (pgbench -r: its commit included) over ROUNDS rounds and the ratios; where
 #     pg_stat_statements is preloaded, also the claim's own server time (its mean execution
@@ -24,15 +25,16 @@ set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 ROUNDS=${ROUNDS:-5}; TXS=${TXS:-500}; CLAIMS=${CLAIMS:-300}
 COLD=$(( (ROUNDS * 2 * TXS * 10 + 19999) / 20000 * 20000 + 20000 ))  # cold jobs per queue: never run out
+HOT=$(( ROUNDS * CLAIMS * 10 + 1000 ))  # jobs per claim-cost queue: never run out
 db=pk_bench
 psql() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 quiet() { psql "$@" >/dev/null; }
 quiet -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
-quiet -d $db -v cold=$COLD <<'SQL'
+quiet -d $db -v cold=$COLD -v hot=$HOT <<'SQL'
 CREATE EXTENSION awa_shard;
 SELECT awa.create_queue(q, 1) FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT cardinality(awa.insert_jobs(q, ARRAY['k'],
-         p_concurrency_keys => ARRAY(SELECT 'k' || (i % 1000) FROM generate_series(1, 20000) i)))
+         p_concurrency_keys => ARRAY(SELECT 'k' || (i % 1000) FROM generate_series(1, :hot) i)))
   FROM unnest(ARRAY['pk_none', 'pk_key', 'pk_rate']) q;
 SELECT awa.set_concurrency_limit('pk_key', 1000, p_per_key => true);
 SELECT awa.set_rate_limit('pk_rate', 1e9, 1000000, p_per_key => true);
@@ -62,7 +64,7 @@ SELECT count(*) FROM awa.complete_jobs(:ids::bigint[], :leases::bigint[]);
 S
 done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS, $TXS transactions per client per round, $COLD cold jobs per queue"
+echo "machine: $(nproc) cores, $(uname -r); rounds $ROUNDS, $CLAIMS claims per round, $HOT jobs per claim-cost queue, $TXS transactions per client per round, $COLD cold jobs per queue"
 for r in $(seq 1 $ROUNDS); do
   for q in pk_none pk_key pk_rate; do
     [ "$stmts" = t ] && quiet -d $db -c "SELECT pg_stat_statements_reset()"
