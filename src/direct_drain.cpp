@@ -56,6 +56,7 @@ extern "C"
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -301,22 +302,50 @@ by_lane_seq(const void *a, const void *b)
 	return x < y ? -1 : (x > y ? 1 : 0);
 }
 
+/* The first span of lane_seq a window read probes: twice the rows it wants, at least 16. */
+int64
+first_window_span(int64 limit)
+{
+	return std::max<int64>(16, std::min<int64>(limit, INT64_MAX / 8) * 2);
+}
+
 /*
  * The lane's window: up to `limit` visible rows in [from, bound) of the live ready
  * partitions (two ranges of slots), in lane order; false when a partition cannot be read
- * directly.
+ * directly. The range is read in spans from `from`, the first twice the rows wanted and
+ * each next four times the last, until the rows found reach `limit` or the spans reach
+ * `bound`: every row of a span precedes every row of the next, so the first `limit` rows
+ * found are the window's. A span's upper end stops the B-tree's page read at the rows
+ * wanted (a scan to `bound` checks every entry of the lane on its first leaf page against
+ * the keys, hundreds under a backlog).
  */
 bool
 read_window(const LaneRange &lane, const int *arc, Snapshot snapshot, int64 limit, ReadyRow **rows, int *n)
 {
 	int cap = 0;
+	LaneRange span = lane;
+	int64 width = first_window_span(limit);
 
 	*rows = nullptr;
 	*n = 0;
-	for (int range = 0; range < 2; range++)
-		for (int s = arc[2 * range]; s <= arc[2 * range + 1]; s++)
-			if (!read_partition(ring_partition_oid("ready_entries_", s), lane, snapshot, limit, rows, n, &cap))
-				return false;
+	while (span.from < lane.bound)
+	{
+		int before = *n; /* rows of earlier spans: each partition may hold all the rest */
+
+		/* [from, from + width) within [from, bound), without overflow. */
+		span.bound = static_cast<uint64>(lane.bound) - static_cast<uint64>(span.from) > static_cast<uint64>(width)
+						 ? span.from + width
+						 : lane.bound;
+		for (int range = 0; range < 2; range++)
+			for (int s = arc[2 * range]; s <= arc[2 * range + 1]; s++)
+				if (!read_partition(ring_partition_oid("ready_entries_", s), span, snapshot, limit - before, rows, n,
+									&cap))
+					return false;
+		if (*n >= limit)
+			break;
+		span.from = span.bound;
+		width = width > INT64_MAX / 4 ? INT64_MAX : width * 4;
+	}
 	if (*n > 1)
 		qsort(*rows, *n, sizeof(ReadyRow), by_lane_seq);
 	if (*n > limit)
