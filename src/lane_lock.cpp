@@ -16,11 +16,13 @@
  *
  * The cursor read does what `SELECT claim_seq FROM awa.lane_cursors` does for one lane: the
  * head's claim_seq by its primary key, the lane's latest claim mark by a backward scan of
- * the marks' primary key, the greater of the two, on one copy of the latest snapshot.
+ * the marks' primary key (down to the cursor this backend last read for the lane, when it
+ * finds one there), the greater of the two, on one copy of the latest snapshot.
  */
 #include "citus.hpp"
 #include "direct_insert.hpp"
 #include "head_wait.hpp"
+#include "lane_key.hpp"
 #include "lane_lock.hpp"
 
 extern "C"
@@ -38,10 +40,12 @@ extern "C"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
 #include <cstring>
 
 namespace awa
@@ -145,6 +149,106 @@ first_of_lane(Relation rel, Relation index, Snapshot snapshot, text *queue, int1
 	return found;
 }
 
+/* A lane's latest cursor this backend read: the floor of its next probe of the lane's marks. */
+struct MarkFloor
+{
+	LaneKey lane;
+	int64 cursor;
+};
+
+HTAB *mark_floors = nullptr;
+
+/* At most this many lanes remembered; past it the table starts again empty. */
+constexpr long kMaxMarkFloors = 1024;
+
+/* The remembered cursors, created on first use (and emptied when full). */
+HTAB *
+mark_floor_table()
+{
+	if (mark_floors != nullptr && hash_get_num_entries(mark_floors) >= kMaxMarkFloors)
+	{
+		hash_destroy(mark_floors);
+		mark_floors = nullptr;
+	}
+	if (mark_floors == nullptr)
+	{
+		HASHCTL ctl;
+
+		std::memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LaneKey);
+		ctl.entrysize = sizeof(MarkFloor);
+		ctl.hcxt = TopMemoryContext;
+		mark_floors = hash_create("awa_shard claim mark floors", 64, &ctl,
+								  HASH_ELEM | HASH_CONTEXT | use_lane_key_functions(&ctl));
+	}
+	return mark_floors;
+}
+
+/*
+ * The lane's greatest claim mark at or above `floor` on `snapshot` (a backward scan of the
+ * marks' primary key from the lane's end down to `floor`); false when there is none. The
+ * floor ends the B-tree's page read there: without it the read checks every mark of the lane
+ * on the last leaf page, up to a few hundred between two folds.
+ */
+bool
+latest_mark_from(Relation marks, Relation index, Snapshot snapshot, text *queue, int16 priority, int16 shard,
+				 int64 floor, int64 *mark)
+{
+	ScanKeyData keys[4];
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool found;
+	bool isnull;
+
+	lane_keys(index, queue, priority, shard, keys);
+	ScanKeyEntryInitialize(&keys[3], 0, 4, BTGreaterEqualStrategyNumber, InvalidOid, index->rd_indcollation[3],
+						   F_INT8GE, Int64GetDatum(floor));
+	scan = index_beginscan(marks, index, snapshot, 4, 0);
+	index_rescan(scan, keys, 4, nullptr, 0);
+	slot = table_slot_create(marks, nullptr);
+	found = index_getnext_slot(scan, BackwardScanDirection, slot);
+	if (found)
+	{
+		Datum d = slot_getattr(slot, column_of(marks, "claim_seq"), &isnull);
+
+		found = !isnull;
+		if (found)
+			*mark = DatumGetInt64(d);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	return found;
+}
+
+/*
+ * The lane's cursor from its head's claim_seq `head` and its marks: the greater of `head` and
+ * the latest mark. The marks above the cursor this backend last read for the lane are probed
+ * first (marks only grow, so the latest of those, when there is one, is the latest of all);
+ * when the fold deleted them, every mark above `head`.
+ */
+int64
+cursor_from_marks(Relation marks, Relation index, Snapshot snapshot, text *queue, int16 priority, int16 shard,
+				  int64 head)
+{
+	LaneKey lane;
+	MarkFloor *remembered;
+	bool found;
+	int64 floor;
+	int64 mark;
+	int64 cursor = head;
+
+	if (head == PG_INT64_MAX)
+		return head;
+	make_lane_key(&lane, VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), priority, shard);
+	remembered = static_cast<MarkFloor *>(hash_search(mark_floor_table(), &lane, HASH_ENTER, &found));
+	floor = found && remembered->cursor > head ? remembered->cursor : head + 1;
+	if (latest_mark_from(marks, index, snapshot, queue, priority, shard, floor, &mark) ||
+		(floor > head + 1 && latest_mark_from(marks, index, snapshot, queue, priority, shard, head + 1, &mark)))
+		cursor = std::max(cursor, mark);
+	remembered->cursor = cursor;
+	return cursor;
+}
+
 } // namespace
 
 /* Lock a lane head unless another transaction holds it (see the file comment). */
@@ -235,7 +339,6 @@ lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 
 	Relation heads_index;
 	Relation marks_index;
 	Snapshot snapshot;
-	int64 mark;
 
 	if (heads == nullptr)
 		return false;
@@ -258,11 +361,8 @@ lane_cursor_direct(text *queue, int16 priority, int16 shard, bool *found, int64 
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	*found =
 		first_of_lane(heads, heads_index, snapshot, queue, priority, shard, ForwardScanDirection, "claim_seq", cursor);
-	if (*found &&
-		first_of_lane(marks, marks_index, snapshot, queue, priority, shard, BackwardScanDirection, "claim_seq",
-					  &mark) &&
-		mark > *cursor)
-		*cursor = mark;
+	if (*found)
+		*cursor = cursor_from_marks(marks, marks_index, snapshot, queue, priority, shard, *cursor);
 	UnregisterSnapshot(snapshot);
 	index_close(marks_index, NoLock);
 	index_close(heads_index, NoLock);
