@@ -207,6 +207,10 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.sqlstate_of('SELECT awa.run_schedules()');
 ROLLBACK;
 
+-- 'fast' is paused from here: its next 5-second tick may come at any moment, and a pass that
+-- ran it too would count it with the ones below.
+SELECT awa.pause_schedule('fast') AS fast_paused;
+
 -- A schedule whose job cannot be enqueued (its stored kind made too long by hand here) does
 -- not hold back the others of the pass: it is reported (WARNING), enqueues nothing and stays
 -- due; the other one is run. A schedule made moments ago whose first tick is late gets every
