@@ -35,6 +35,7 @@
 #include "direct_insert.hpp"
 #include "direct_key_places.hpp"
 #include "ended_places.hpp"
+#include "key_places_memo.hpp"
 #include "ring.hpp"
 
 #include <algorithm>
@@ -42,13 +43,16 @@
 extern "C"
 {
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -84,13 +88,17 @@ const char *const kEntryNames[E_NCOLUMNS] = {"place",		  "job_id",	   "run_lease
 /* The leading columns of awa.key_attempts' primary key, which the count probes. */
 const char *const kEntryKey[2] = {"queue", "concurrency_key"};
 
-/* One place of awa.key_attempts: the key it is of, its number, where its row is, the row's xmin. */
+/*
+ * One place of awa.key_attempts: the key it is of, its number, where its row is, the row's
+ * xmin, and whether it came from memory (key_places_memo.hpp) rather than the table.
+ */
 struct Entry
 {
 	int key;
 	int32 place;
 	ItemPointerData tid;
 	TransactionId xmin;
+	bool remembered;
 };
 
 /* Attribute numbers of the EntryColumns in `rel`; false when one is missing. */
@@ -116,8 +124,9 @@ entry_attributes(Relation rel, AttrNumber *att)
  * Delete a free place the count found. One another transaction deleted meanwhile (the
  * maintenance's awa.prune_key_places) is gone already, whatever the isolation level: the
  * claim works on the latest committed state, and the place's absence is what it wanted.
+ * False when another transaction updated it instead (the place stays).
  */
-void
+bool
 delete_place(Relation rel, ItemPointer tid)
 {
 	TM_FailureData tmfd;
@@ -128,13 +137,14 @@ delete_place(Relation rel, ItemPointer tid)
 	{
 	case TM_Ok:
 	case TM_SelfModified: /* deleted by this transaction already */
-		break;
+	case TM_Deleted:	  /* deleted by another transaction */
+		return true;
 	case TM_Updated:
-	case TM_Deleted:
-		break; /* updated or deleted by another transaction: not this claim's to remove */
+		return false; /* updated by another transaction: not this claim's to remove */
 	default:
 		elog(ERROR, "awa_shard: unexpected table_tuple_delete status: %d", static_cast<int>(result));
 	}
+	return false;
 }
 
 /*
@@ -175,6 +185,25 @@ test_unended(Relation rel, const Entry *entries, const NamedAttempt *attempts, i
 
 } // namespace
 
+/* The attempt a place records, as the open test names it. */
+static NamedAttempt
+attempt_of(text *queue, const RememberedPlace &p)
+{
+	NamedAttempt a;
+
+	a.queue = queue;
+	a.priority = p.priority;
+	a.enqueue_shard = p.enqueue_shard;
+	a.lane_seq = p.lane_seq;
+	a.ready_slot = p.ready_slot;
+	a.ready_generation = p.ready_generation;
+	a.has_claim_slot = p.has_claim_slot;
+	a.claim_slot = p.claim_slot;
+	a.job_id = p.job_id;
+	a.run_lease = p.run_lease;
+	return a;
+}
+
 /* Count the keys' running attempts directly (see the file comment). */
 bool
 count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue_arc[4], int64 *counts,
@@ -183,11 +212,15 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	Relation rel;
 	Relation index;
 	AttrNumber att[E_NCOLUMNS];
+	MemoBasis basis;
 	Snapshot snapshot;
-	TupleTableSlot *slot;
-	IndexScanDesc scan;
+	TupleTableSlot *slot = nullptr;
+	IndexScanDesc scan = nullptr;
 	Entry *entries = nullptr;
+	RememberedPlace *found = nullptr;
 	NamedAttempt *attempts = nullptr;
+	int first_of[kMaxKeysPerClaim + 1];
+	bool from_memory[kMaxKeysPerClaim];
 	int nentries = 0;
 	int cap = 0;
 	bool leases = false;
@@ -212,16 +245,50 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 		return false;
 	}
 
-	/* 1. The keys' entries, on the latest committed state as a non-read-only statement sees it. */
+	/*
+	 * 1. The keys' entries, on the latest committed state as a non-read-only statement sees
+	 * it: from memory where a claim of the key that held its lock left them (key_places_memo.hpp,
+	 * its basis read before the snapshot), else by the primary key.
+	 */
+	basis = memo_basis(rel, queue);
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	slot = table_slot_create(rel, nullptr);
-	scan = index_beginscan(rel, index, snapshot, 2, 0);
 	for (int k = 0; k < n && !leases; k++)
 	{
+		RememberedPlace memory[kRememberedPlaces];
+		int remembered = 0;
 		ScanKeyData scankeys[2];
 
 		counts[k] = 0;
+		first_of[k] = nentries;
+		from_memory[k] = memo_lookup(basis, queue, DatumGetTextPP(keys[k]), memory, &remembered);
+		if (nentries + std::max(remembered, 1) > cap)
+		{
+			cap = std::max(cap * 2, nentries + kRememberedPlaces + 16);
+			entries = static_cast<Entry *>(entries == nullptr ? palloc(sizeof(Entry) * cap)
+															  : repalloc(entries, sizeof(Entry) * cap));
+			found = static_cast<RememberedPlace *>(found == nullptr ? palloc(sizeof(RememberedPlace) * cap)
+																	: repalloc(found, sizeof(RememberedPlace) * cap));
+			attempts =
+				static_cast<NamedAttempt *>(attempts == nullptr ? palloc(sizeof(NamedAttempt) * cap)
+																: repalloc(attempts, sizeof(NamedAttempt) * cap));
+		}
+		if (from_memory[k])
+		{
+			for (int r = 0; r < remembered; r++)
+			{
+				entries[nentries] = {k, memory[r].place, memory[r].tid, memory[r].xmin, true};
+				found[nentries] = memory[r];
+				attempts[nentries] = attempt_of(queue, memory[r]);
+				nentries++;
+			}
+			continue;
+		}
+		if (scan == nullptr)
+		{
+			slot = table_slot_create(rel, nullptr);
+			scan = index_beginscan(rel, index, snapshot, 2, 0);
+		}
 		ScanKeyEntryInitialize(&scankeys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0],
 							   F_TEXTEQ, PointerGetDatum(queue));
 		ScanKeyEntryInitialize(&scankeys[1], 0, 2, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[1],
@@ -230,7 +297,6 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 		while (index_getnext_slot(scan, ForwardScanDirection, slot))
 		{
 			bool isnull;
-			NamedAttempt *a;
 
 			(void)slot_getattr(slot, att[E_LEASE_SLOT], &isnull);
 			if (!isnull)
@@ -240,33 +306,37 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 			}
 			if (nentries == cap)
 			{
-				cap = cap == 0 ? 16 : cap * 2;
-				entries = static_cast<Entry *>(entries == nullptr ? palloc(sizeof(Entry) * cap)
-																  : repalloc(entries, sizeof(Entry) * cap));
-				attempts =
-					static_cast<NamedAttempt *>(attempts == nullptr ? palloc(sizeof(NamedAttempt) * cap)
-																	: repalloc(attempts, sizeof(NamedAttempt) * cap));
+				cap *= 2;
+				entries = static_cast<Entry *>(repalloc(entries, sizeof(Entry) * cap));
+				found = static_cast<RememberedPlace *>(repalloc(found, sizeof(RememberedPlace) * cap));
+				attempts = static_cast<NamedAttempt *>(repalloc(attempts, sizeof(NamedAttempt) * cap));
 			}
-			entries[nentries].key = k;
-			entries[nentries].place = DatumGetInt32(slot_getattr(slot, att[E_PLACE], &isnull));
-			entries[nentries].tid = slot->tts_tid;
-			entries[nentries].xmin =
-				DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
-			a = &attempts[nentries++];
-			a->queue = queue;
-			a->job_id = DatumGetInt64(slot_getattr(slot, att[E_JOB_ID], &isnull));
-			a->run_lease = DatumGetInt64(slot_getattr(slot, att[E_RUN_LEASE], &isnull));
-			a->priority = DatumGetInt16(slot_getattr(slot, att[E_PRIORITY], &isnull));
-			a->enqueue_shard = DatumGetInt16(slot_getattr(slot, att[E_ENQUEUE_SHARD], &isnull));
-			a->lane_seq = DatumGetInt64(slot_getattr(slot, att[E_LANE_SEQ], &isnull));
-			a->ready_slot = DatumGetInt32(slot_getattr(slot, att[E_READY_SLOT], &isnull));
-			a->ready_generation = DatumGetInt64(slot_getattr(slot, att[E_READY_GENERATION], &isnull));
-			a->claim_slot = DatumGetInt32(slot_getattr(slot, att[E_CLAIM_SLOT], &isnull));
-			a->has_claim_slot = !isnull;
+			RememberedPlace &q = found[nentries];
+			q.place = DatumGetInt32(slot_getattr(slot, att[E_PLACE], &isnull));
+			q.tid = slot->tts_tid;
+			q.xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull));
+			q.job_id = DatumGetInt64(slot_getattr(slot, att[E_JOB_ID], &isnull));
+			q.run_lease = DatumGetInt64(slot_getattr(slot, att[E_RUN_LEASE], &isnull));
+			q.priority = DatumGetInt16(slot_getattr(slot, att[E_PRIORITY], &isnull));
+			q.enqueue_shard = DatumGetInt16(slot_getattr(slot, att[E_ENQUEUE_SHARD], &isnull));
+			q.lane_seq = DatumGetInt64(slot_getattr(slot, att[E_LANE_SEQ], &isnull));
+			q.ready_slot = DatumGetInt32(slot_getattr(slot, att[E_READY_SLOT], &isnull));
+			q.ready_generation = DatumGetInt64(slot_getattr(slot, att[E_READY_GENERATION], &isnull));
+			q.claim_slot = DatumGetInt32(slot_getattr(slot, att[E_CLAIM_SLOT], &isnull));
+			q.has_claim_slot = !isnull;
+			if (isnull)
+				q.claim_slot = 0;
+			entries[nentries] = {k, q.place, q.tid, q.xmin, false};
+			attempts[nentries] = attempt_of(queue, q);
+			nentries++;
 		}
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
+	first_of[n] = nentries;
+	if (scan != nullptr)
+	{
+		index_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+	}
 
 	/*
 	 * 2. Which entries' attempts are still open (nothing written yet: the statement may still
@@ -289,13 +359,22 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	places->nkeys = n;
 	places->nfree = 0;
 	places->free = static_cast<FreePlace *>(palloc(sizeof(FreePlace) * (nentries + 1)));
+	places->basis = basis;
+	places->place = found;
+	places->taken = open;
+	places->key_of = static_cast<int *>(palloc(sizeof(int) * (nentries + 1)));
+	places->nplaces = nentries;
 	for (int k = 0; k < n; k++)
 	{
 		places->keys[k] = DatumGetTextPP(keys[k]);
 		places->top[k] = -1;
+		/* What the table held for a key not taken from memory is remembered for the next claim of it. */
+		if (!from_memory[k])
+			memo_fill(basis, queue, places->keys[k], found + first_of[k], first_of[k + 1] - first_of[k]);
 	}
 	for (int i = 0; i < nentries; i++)
 	{
+		places->key_of[i] = entries[i].key;
 		places->top[entries[i].key] = std::max(places->top[entries[i].key], entries[i].place);
 		if (open[i])
 		{
@@ -308,7 +387,8 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 				first_key->job_id[first_key->n++] = attempts[i].job_id;
 		}
 		else
-			places->free[places->nfree++] = {entries[i].key, entries[i].place, entries[i].tid};
+			places->free[places->nfree++] = {entries[i].key, entries[i].place, entries[i].tid, entries[i].xmin,
+											 entries[i].remembered};
 	}
 	places->known = true;
 	UnregisterSnapshot(snapshot);
@@ -345,6 +425,42 @@ const DirectColumn kPlaceColumns[K_NCOLUMNS] = {
 
 } // namespace
 
+/*
+ * Whether a place taken from memory is still the row version remembered: visible on the
+ * latest committed state at its tid with the remembered xmin. A place the maintenance's
+ * awa.prune_key_places deleted (and a vacuum may have given its tid to another row) is not.
+ * A vacuum may also have cut the table's end off since (`nblocks`: the table's length under
+ * the claim's lock, which such a cut waits for). Its page is pruned first, as the index
+ * fetch of a place read from the table prunes it, so that the update finds the room its
+ * earlier versions left (a HOT update).
+ */
+static bool
+remembered_version_current(Relation rel, BlockNumber nblocks, TupleTableSlot *check, const FreePlace &f)
+{
+	ItemPointerData tid = f.tid;
+	bool isnull;
+
+	if (ItemPointerGetBlockNumber(&tid) >= nblocks)
+		return false;
+	if (rel->rd_rel->relam == HEAP_TABLE_AM_OID)
+	{
+		Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&tid));
+
+		heap_page_prune_opt(rel, buffer);
+		ReleaseBuffer(buffer);
+	}
+	if (!table_tuple_fetch_row_version(rel, &tid, GetLatestSnapshot(), check))
+		return false;
+	return DatumGetTransactionId(slot_getsysattr(check, MinTransactionIdAttributeNumber, &isnull)) == f.xmin;
+}
+
+/* Order of places by number. */
+static bool
+place_before(const RememberedPlace &a, const RememberedPlace &b)
+{
+	return a.place < b.place;
+}
+
 /* Record a claim's keyed attempts in the places its count found (see the file comment). */
 bool
 record_key_attempts_direct(text *queue, int16 priority, int16 shard, const KeyedAttempt *attempts, int n,
@@ -353,12 +469,17 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 	int *key_of;
 	int next_free[kMaxKeysPerClaim]; /* per key: its next free place in places->free, or -1 */
 	bool recorded[kMaxKeysPerClaim] = {};
+	bool unknown[kMaxKeysPerClaim] = {}; /* a key whose places this record cannot tell (not remembered) */
+	RememberedPlace *written;			 /* the versions written, attempt i's in written[i] */
+	TupleTableSlot *check = nullptr;	 /* for remembered places' versions */
+	BlockNumber nblocks = InvalidBlockNumber;
 	DirectTarget target;
 	bool all = true;
 
 	if (!places->known)
 		return false;
 	key_of = static_cast<int *>(palloc(sizeof(int) * (n + 1)));
+	written = static_cast<RememberedPlace *>(palloc0(sizeof(RememberedPlace) * (n + 1)));
 	for (int i = 0; i < n; i++)
 	{
 		key_of[i] = -1;
@@ -398,10 +519,21 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 		values[K_LEASE_SLOT] = Int32GetDatum(a.lease_slot);
 		nulls[K_LEASE_SLOT] = !a.has_lease_slot;
 		recorded[k] = true;
+		unknown[k] = unknown[k] || a.has_lease_slot; /* leases' places are the statement's to count */
 		if (f >= 0)
 		{
-			/* A free place: its row updated in place. Changed meanwhile: the statement finishes. */
-			all = direct_target_update(&target, &places->free[f].tid, values, nulls);
+			/*
+			 * A free place: its row updated in place (one from memory only while it is the version
+			 * remembered). Changed meanwhile: the statement finishes.
+			 */
+			if (places->free[f].remembered && check == nullptr)
+			{
+				check = table_slot_create(target.rel, nullptr);
+				nblocks = RelationGetNumberOfBlocks(target.rel);
+			}
+			all = (!places->free[f].remembered ||
+				   remembered_version_current(target.rel, nblocks, check, places->free[f])) &&
+				  direct_target_update(&target, &places->free[f].tid, values, nulls);
 			next_free[k] = f + 1 < places->nfree && places->free[f + 1].key == k ? f + 1 : -1;
 		}
 		else
@@ -409,14 +541,65 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 			places->top[k]++;
 			direct_target_insert(&target, values, nulls);
 		}
+		if (!all)
+			break;
 		/* The version written, so that this backend's end of the attempt can publish it. */
-		if (all)
-			note_place_recorded(a.job_id, a.run_lease, queue, target.rel->rd_node.relNode, &target.slot->tts_tid);
+		note_place_recorded(a.job_id, a.run_lease, queue, target.rel->rd_node.relNode, &target.slot->tts_tid);
+		written[i] = {DatumGetInt32(values[K_PLACE]),
+					  target.slot->tts_tid,
+					  GetCurrentTransactionId(),
+					  priority,
+					  shard,
+					  a.has_claim_slot,
+					  a.ready_slot,
+					  a.has_claim_slot ? a.claim_slot : 0,
+					  a.lane_seq,
+					  a.ready_generation,
+					  a.job_id,
+					  a.run_lease};
 	}
 	/* The free places of the recorded keys left over (none in the steady state): removed. */
 	for (int k = 0; k < places->nkeys && all; k++)
 		for (int f = next_free[k]; recorded[k] && f >= 0 && f < places->nfree && places->free[f].key == k; f++)
-			delete_place(target.rel, &places->free[f].tid);
+		{
+			if (places->free[f].remembered)
+			{
+				if (check == nullptr)
+				{
+					check = table_slot_create(target.rel, nullptr);
+					nblocks = RelationGetNumberOfBlocks(target.rel);
+				}
+				if (!remembered_version_current(target.rel, nblocks, check, places->free[f]))
+					continue; /* gone already (or no longer that row): not this claim's to remove */
+			}
+			if (!delete_place(target.rel, &places->free[f].tid))
+				unknown[k] = true;
+		}
+	/*
+	 * What each recorded key's places now are, published when this transaction commits: its
+	 * places with an open attempt, and the ones written (the spare free ones are gone).
+	 */
+	for (int k = 0; k < places->nkeys && all; k++)
+	{
+		RememberedPlace after[kRememberedPlaces + 1];
+		int m = 0;
+
+		if (!recorded[k])
+			continue;
+		for (int p = 0; p < places->nplaces && m <= kRememberedPlaces; p++)
+			if (places->key_of[p] == k && places->taken[p])
+				after[m++] = places->place[p];
+		for (int i = 0; i < n && m <= kRememberedPlaces; i++)
+			if (key_of[i] == k)
+				after[m++] = written[i];
+		if (unknown[k])
+			m = kRememberedPlaces + 1; /* forgotten at commit */
+		if (m <= kRememberedPlaces)
+			std::sort(after, after + m, place_before);
+		memo_note_recorded(places->basis, queue, places->keys[k], after, m);
+	}
+	if (check != nullptr)
+		ExecDropSingleTupleTableSlot(check);
 	direct_target_close(&target);
 	places->known = false; /* used */
 	/* As after the statement: the claim's later statements see the rows. */

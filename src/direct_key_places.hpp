@@ -16,6 +16,7 @@ extern "C"
 
 #include "direct_drain.hpp"
 #include "key_caps.hpp"
+#include "key_places_memo.hpp"
 #include "lane_key.hpp"
 
 namespace awa
@@ -24,18 +25,25 @@ namespace awa
 /* At most this many distinct keys in the part of a window one claim takes (their locks). */
 constexpr int kMaxKeysPerClaim = 32;
 
-/* A free place a count found: its key (index into KeyPlaces::keys), number and row. */
+/*
+ * A free place a count found: its key (index into KeyPlaces::keys), number and row version,
+ * and whether it came from memory (key_places_memo.hpp: the record checks its row first).
+ */
 struct FreePlace
 {
 	int key;
 	int32 place;
 	ItemPointerData tid;
+	TransactionId xmin;
+	bool remembered;
 };
 
 /*
  * The places of the keys a claim counted (it holds their locks): per key its highest place
- * (-1: none) and its free places, in key then place order. `known` is false when the count
- * statement counted instead: the record statement then finds the places itself.
+ * (-1: none) and its free places, in key then place order; every place found (key_of[i],
+ * taken[i]: its attempt open) and the basis they were found under, for what the record
+ * publishes (key_places_memo.hpp). `known` is false when the count statement counted
+ * instead: the record statement then finds the places itself.
  */
 struct KeyPlaces
 {
@@ -45,6 +53,11 @@ struct KeyPlaces
 	int32 top[kMaxKeysPerClaim];
 	FreePlace *free;
 	int nfree;
+	MemoBasis basis;
+	RememberedPlace *place;
+	int *key_of;
+	bool *taken;
+	int nplaces;
 };
 
 /*

@@ -19,6 +19,7 @@
 #include "direct_key_places.hpp"
 #include "flow_control.hpp"
 #include "key_caps.hpp"
+#include "key_places_memo.hpp"
 #include "lane_key.hpp"
 #include "module.hpp"
 #include "rate_limit.hpp"
@@ -649,6 +650,7 @@ record_key_attempts(text *queue, int16 priority, int16 shard, const KeyedAttempt
 		keys_read = attempts[i].concurrency_key != nullptr;
 	if (keys_read && places != nullptr && record_key_attempts_direct(queue, priority, shard, attempts, n, places))
 		return;
+	memo_note_statement_write(queue); /* what is remembered of the queue's places is forgotten at commit */
 	/* The statement: the rows as arrays, in the order of kRecordKeySql's $16..$22. */
 	for (int c = 0; c < 7; c++)
 	{

@@ -10,6 +10,7 @@
 #include "head_wait.hpp"
 #include "job_wait.hpp"
 #include "ended_places.hpp"
+#include "key_places_memo.hpp"
 #include "key_caps.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
@@ -114,6 +115,7 @@ request_shmem()
 	job_wait_shmem_request();
 	key_caps_shmem_request();
 	ended_places_shmem_request();
+	key_places_memo_shmem_request();
 	launcher_shmem_request();
 	stats_shmem_request();
 	registry_shmem_request();
@@ -133,6 +135,7 @@ startup_shmem()
 	job_wait_shmem_startup();
 	key_caps_shmem_startup();
 	ended_places_shmem_startup();
+	key_places_memo_shmem_startup();
 	launcher_shmem_startup();
 	stats_shmem_startup();
 	registry_shmem_startup();
@@ -230,6 +233,7 @@ on_xact_event(XactEvent event, void *arg)
 		job_wait_at_xact_end(false);
 		key_caps_at_prepare();
 		ended_places_at_xact_end(false);
+		key_places_memo_at_prepare();
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -244,6 +248,8 @@ on_xact_event(XactEvent event, void *arg)
 		/* Exits stamped before anyone is woken: a woken claim must not trust a lane they ended. */
 		key_caps_at_xact_end(true);
 		ended_places_at_xact_end(true);
+		/* Before the locks go: the next holder of a key's lock finds what this claim left. */
+		key_places_memo_at_xact_end(true);
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
 		rate_limit_at_xact_end(true);
@@ -258,6 +264,7 @@ on_xact_event(XactEvent event, void *arg)
 		job_wait_at_xact_end(false);
 		key_caps_at_xact_end(false);
 		ended_places_at_xact_end(false);
+		key_places_memo_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -385,5 +392,6 @@ _PG_init(void)
 	awa::init_rate_limit_hooks();
 	awa::init_key_caps_hooks();
 	awa::init_ended_places_hooks();
+	awa::init_key_places_memo_hooks();
 	awa::init_enqueue_cache();
 }
