@@ -28,17 +28,13 @@ CREATE FUNCTION waiter() RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     w bigint;
     n integer;
-    s0 bigint;
-    s1 bigint;
     r awa.job_row;
 BEGIN
     SELECT job_id INTO w FROM held;
     PERFORM count(*) FROM awa.claim_ready_runtime('qr', 5);
     r := awa.wait_for_job(w, 3000);
-    s0 := pg_stat_get_xact_numscans('awa.key_attempts_pkey'::regclass);
     SELECT count(*) INTO n FROM awa.claim_ready_runtime('qr', 5);
-    s1 := pg_stat_get_xact_numscans('awa.key_attempts_pkey'::regclass);
-    RETURN format('%s %s %s', n, r.state, CASE WHEN s1 > s0 THEN 'counted' ELSE 'passed' END);
+    RETURN format('%s %s', n, r.state); -- a claim that trusted the memory would take nothing
 END $$;
 SQL
 
@@ -51,7 +47,7 @@ for i in $(seq 1 "$rounds"); do
   ( sleep 0.15; q race -c "SELECT count(*) FROM held h, awa.complete_jobs(ARRAY[h.job_id], ARRAY[h.run_lease])" >/dev/null ) &
   got=$(q race -c "SELECT waiter()")
   wait $!
-  [ "$got" = "1 completed counted" ] && right=$((right + 1)) || results="$results [$got]"
+  [ "$got" = "1 completed" ] && right=$((right + 1)) || results="$results [$got]"
   # The job the waiter took ends too, so that the next round starts with the lane free.
   q race -c "SELECT count(*) FROM awa.complete_jobs(ARRAY(SELECT c.job_id FROM awa.lease_claims c WHERE c.queue = 'qr'),
                                                     ARRAY(SELECT c.run_lease FROM awa.lease_claims c WHERE c.queue = 'qr'))" >/dev/null
