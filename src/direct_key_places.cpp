@@ -261,7 +261,7 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 
 		counts[k] = 0;
 		first_of[k] = nentries;
-		from_memory[k] = memo_lookup(basis, queue, DatumGetTextPP(keys[k]), memory, &remembered);
+		from_memory[k] = memo_lookup(basis, DatumGetTextPP(keys[k]), memory, &remembered);
 		if (nentries + std::max(remembered, 1) > cap)
 		{
 			cap = std::max(cap * 2, nentries + kRememberedPlaces + 16);
@@ -370,7 +370,7 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 		places->top[k] = -1;
 		/* What the table held for a key not taken from memory is remembered for the next claim of it. */
 		if (!from_memory[k])
-			memo_fill(basis, queue, places->keys[k], found + first_of[k], first_of[k + 1] - first_of[k]);
+			memo_fill(basis, places->keys[k], found + first_of[k], first_of[k + 1] - first_of[k]);
 	}
 	for (int i = 0; i < nentries; i++)
 	{

@@ -287,7 +287,7 @@ memo_basis(Relation rel, text *queue)
 
 /* The key's remembered places (key_places_memo.hpp). */
 bool
-memo_lookup(const MemoBasis &basis, text *queue, text *key, RememberedPlace *out, int *n)
+memo_lookup(const MemoBasis &basis, text *key, RememberedPlace *out, int *n)
 {
 	KeyId id;
 	bool hit = false;
@@ -311,7 +311,7 @@ memo_lookup(const MemoBasis &basis, text *queue, text *key, RememberedPlace *out
 
 /* Remember the places a count read (key_places_memo.hpp). */
 void
-memo_fill(const MemoBasis &basis, text *queue, text *key, const RememberedPlace *places, int n)
+memo_fill(const MemoBasis &basis, text *key, const RememberedPlace *places, int n)
 {
 	if (!basis.usable || n > kRememberedPlaces)
 		return;

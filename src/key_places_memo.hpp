@@ -59,14 +59,14 @@ struct MemoBasis
 MemoBasis memo_basis(Relation rel, text *queue);
 
 /*
- * The remembered places of the key (at most kRememberedPlaces, into out[], their number into
+ * The remembered places of the basis' queue's key (at most kRememberedPlaces, into out[], their number into
  * *n), when they were remembered under `basis` less than a while ago. The caller holds the
  * key's lock: every claim of the key that held it before has published what it wrote.
  */
-bool memo_lookup(const MemoBasis &basis, text *queue, text *key, RememberedPlace *out, int *n);
+bool memo_lookup(const MemoBasis &basis, text *key, RememberedPlace *out, int *n);
 
-/* Remember the key's places a count read from the table under the key's lock (n may be 0). */
-void memo_fill(const MemoBasis &basis, text *queue, text *key, const RememberedPlace *places, int n);
+/* Remember the places of the basis' queue's key a count read from the table under the key's lock (n may be 0). */
+void memo_fill(const MemoBasis &basis, text *key, const RememberedPlace *places, int n);
 
 /*
  * This transaction's record left the key with exactly these places (n > kRememberedPlaces:
