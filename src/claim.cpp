@@ -700,6 +700,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	int planner_level;
 	awa::QueueLimits limits = {};
 	int64 tokens = 0;						  /* taken from the rate limit's bucket */
+	int64 granted = 0;						  /* attempts granted under the concurrency limit */
 	awa::KeyTokens key_tokens = {nullptr, 0}; /* taken from the keys' buckets (per-key rate limit) */
 	awa::KeyStep key_step = {};				  /* what the per-key step kept of the lane it looked at */
 	int64 lane_batch;
@@ -719,7 +720,10 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	}
 	/* Flow control: at most the room under the concurrency limit, then the rate's tokens. */
 	if (limits.concurrency)
-		max_batch = std::min(max_batch, awa::concurrency_room(queue, limits.concurrency_limit));
+	{
+		max_batch = awa::concurrency_room(queue, limits.concurrency_limit, max_batch);
+		granted = max_batch;
+	}
 	passed_lanes.n = 0;
 	if (limits.rate && max_batch > 0)
 	{
@@ -729,6 +733,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	}
 	if (max_batch <= 0)
 	{
+		awa::concurrency_give_back(queue, granted);
 		if (SPI_finish() != SPI_OK_FINISH)
 			elog(ERROR, "awa_shard: SPI_finish failed");
 		return (Datum)0;
@@ -750,6 +755,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 			if (passed_lanes.n > 0)
 				awa::note_key_capped(queue);
 			awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst, tokens);
+			awa::concurrency_give_back(queue, granted);
 			awa::pop_hot_path_planner(planner_level);
 			if (SPI_finish() != SPI_OK_FINISH)
 				elog(ERROR, "awa_shard: SPI_finish failed");
@@ -887,6 +893,7 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 	awa::rate_give_back(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst,
 						tokens - claimed);
 	awa::key_rate_give_back(queue, limits, &key_tokens, claimed);
+	awa::concurrency_give_back(queue, granted - claimed);
 	awa::pop_hot_path_planner(planner_level);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "awa_shard: SPI_finish failed");

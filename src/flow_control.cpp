@@ -25,6 +25,7 @@
 #include "rate_limit.hpp"
 #include "receipt_sql.hpp"
 #include "ring.hpp"
+#include "running_bound.hpp"
 #include "spi_util.hpp"
 #include "validate.hpp"
 
@@ -375,13 +376,34 @@ take_limit_lock(text *queue)
 	(void)LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-/* Room left under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+/* Attempts a claim may start under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
 int64
-concurrency_room(text *queue, int limit)
+concurrency_room(text *queue, int limit, int64 want)
 {
+	std::int64_t running;
+	int64 room;
+
 	take_limit_lock(queue);
-	/* After the lock: every claim that held it before has committed or aborted. */
-	return static_cast<int64>(limit) - running_attempts(queue);
+	/*
+	 * After the lock: every claim that held it before has committed or aborted, and published
+	 * its bound. Counted only when the bound leaves less room than the claim wants.
+	 */
+	if (!running_bound_lookup(queue, &running) || running + want > limit)
+	{
+		running = running_attempts(queue);
+		running_bound_counted(queue, running);
+	}
+	room = std::max<int64>(std::min<int64>(want, static_cast<int64>(limit) - running), 0);
+	running_bound_started(queue, room);
+	return room;
+}
+
+/* Attempts a claim was granted and did not start (flow_control.hpp). */
+void
+concurrency_give_back(text *queue, int64 unstarted)
+{
+	if (unstarted > 0)
+		running_bound_started(queue, -unstarted);
 }
 
 /*
@@ -725,9 +747,18 @@ limits_hold_ms(text *queue)
 	queue_limits(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), &limits);
 	if (limits.rate)
 		hold = rate_wait_ms(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), limits.per_second, limits.burst);
-	/* No lock: a worker that sees a place claims, and its claim decides under the lock. */
-	if (hold == 0 && limits.concurrency && running_attempts(queue) >= limits.concurrency_limit)
-		hold = kCapPollMs;
+	/*
+	 * No lock: a worker that sees a place claims, and its claim decides under the lock. A bound
+	 * below the limit shows a place without a count.
+	 */
+	if (hold == 0 && limits.concurrency)
+	{
+		std::int64_t bound;
+
+		if (!(running_bound_peek(queue, &bound) && bound < limits.concurrency_limit) &&
+			running_attempts(queue) >= limits.concurrency_limit)
+			hold = kCapPollMs;
+	}
 	/* The last claim of this queue here found only keys at their cap or without a token: look again later. */
 	if (hold == 0 && (limits.key_concurrency || limits.key_rate) && key_capped &&
 		key_capped_queue == static_cast<std::uint32_t>(queue_hash(queue)))

@@ -61,12 +61,16 @@ void queue_limits(const char *queue, int queue_len, QueueLimits *out);
 void forget_queue_limits();
 
 /*
- * How many more attempts a claim of a queue with a concurrency limit may start: takes the
- * queue's limit lock (held to the end of the transaction, so claims of the queue follow one
- * another) and counts its running attempts on the latest committed state. SPI must be
+ * How many of `want` attempts a claim of a queue with a concurrency limit may start (0 and
+ * up): takes the queue's limit lock (held to the end of the transaction, so claims of the
+ * queue follow one another), then counts its running attempts on the latest committed state
+ * unless the queue's bound of them (running_bound.hpp) leaves room for `want`. SPI must be
  * connected.
  */
-int64 concurrency_room(text *queue, int limit);
+int64 concurrency_room(text *queue, int limit, int64 want);
+
+/* Of the attempts concurrency_room granted, `unstarted` were not started (the lane held fewer). */
+void concurrency_give_back(text *queue, int64 unstarted);
 
 /*
  * With a per-key limit: how many rows of a lane's window, from its start, a claim holding

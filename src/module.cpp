@@ -11,6 +11,7 @@
 #include "job_wait.hpp"
 #include "ended_places.hpp"
 #include "key_places_memo.hpp"
+#include "running_bound.hpp"
 #include "key_caps.hpp"
 #include "launcher.hpp"
 #include "module.hpp"
@@ -116,6 +117,7 @@ request_shmem()
 	key_caps_shmem_request();
 	ended_places_shmem_request();
 	key_places_memo_shmem_request();
+	running_bound_shmem_request();
 	launcher_shmem_request();
 	stats_shmem_request();
 	registry_shmem_request();
@@ -136,6 +138,7 @@ startup_shmem()
 	key_caps_shmem_startup();
 	ended_places_shmem_startup();
 	key_places_memo_shmem_startup();
+	running_bound_shmem_startup();
 	launcher_shmem_startup();
 	stats_shmem_startup();
 	registry_shmem_startup();
@@ -234,6 +237,7 @@ on_xact_event(XactEvent event, void *arg)
 		key_caps_at_prepare();
 		ended_places_at_xact_end(false);
 		key_places_memo_at_prepare();
+		running_bound_at_prepare();
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;
@@ -250,6 +254,7 @@ on_xact_event(XactEvent event, void *arg)
 		ended_places_at_xact_end(true);
 		/* Before the locks go: the next holder of a key's lock finds what this claim left. */
 		key_places_memo_at_xact_end(true);
+		running_bound_at_xact_end(true);
 		wakeup_at_xact_end(true);
 		job_wait_at_xact_end(true);
 		rate_limit_at_xact_end(true);
@@ -265,6 +270,7 @@ on_xact_event(XactEvent event, void *arg)
 		key_caps_at_xact_end(false);
 		ended_places_at_xact_end(false);
 		key_places_memo_at_xact_end(false);
+		running_bound_at_xact_end(false);
 		rate_limit_at_xact_end(false);
 		report_commit_at_xact_end();
 		break;

@@ -1,0 +1,48 @@
+/*
+ * running_bound.hpp — an upper bound of a queue's running attempts, kept in shared memory by
+ * the claims of queues with a concurrency limit, so that a claim the bound leaves room for
+ * counts nothing (running_bound.cpp; docs/design.md §4, "Flow control").
+ */
+#pragma once
+
+#include <cstdint>
+
+extern "C"
+{
+#include "postgres.h"
+}
+
+namespace awa
+{
+
+/*
+ * The caller holds the queue's limit lock. True, with *bound, when a bound of the queue's
+ * running attempts is known (this transaction's own claims of the queue included) and young
+ * enough to trust; false when the claim must count. A claim that cannot be followed makes
+ * the queue's bound unknown at once.
+ */
+bool running_bound_lookup(text *queue, std::int64_t *bound);
+
+/* The caller holds the queue's limit lock and counted `running` attempts on the latest committed state. */
+void running_bound_counted(text *queue, std::int64_t running);
+
+/* The caller holds the queue's limit lock and may start `n` more attempts (n < 0: gives back unstarted ones). */
+void running_bound_started(text *queue, std::int64_t n);
+
+/* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
+bool running_bound_peek(text *queue, std::int64_t *bound);
+
+/*
+ * Transaction end: a commit publishes each followed queue's bound (after the commit is
+ * visible, before the limit locks go); an abort publishes nothing. Never raises.
+ */
+void running_bound_at_xact_end(bool committed);
+
+/* Prepare: the followed queues' bounds become unknown (the claims commit elsewhere). Never raises. */
+void running_bound_at_prepare();
+
+/* shmem_request_hook / shmem_startup_hook of the bounds. */
+void running_bound_shmem_request();
+void running_bound_shmem_startup();
+
+} // namespace awa
