@@ -1,10 +1,11 @@
 -- running_bound: a claim of a queue with a concurrency limit counts the queue's running
--- attempts only when the bound the claims before it published (preloaded; an upper bound of
--- the running attempts, src/running_bound.cpp; docs/design.md §4, "Flow control") leaves it
--- less room than it asks for. `counted` says whether the claim counted: the count is the only
--- reader of awa.leases in a receipts-mode claim. running_bound_1.out (no preload) shows every
--- claim counting. What the bound leaves is checked by what the claims take: never more than
--- the limit, and a completed job's place is taken by the next claim that asks for it.
+-- attempts only when the bound the claims before it published, less the exits committed
+-- since (preloaded; an upper bound of the running attempts, src/running_bound.cpp;
+-- docs/design.md §4, "Flow control"), leaves it less room than it asks for. `counted` says
+-- whether the claim counted: the count is the only reader of awa.leases in a receipts-mode
+-- claim. running_bound_1.out (no preload) shows every claim counting. What the bound leaves
+-- is checked by what the claims take: never more than the limit, and a completed job's place
+-- is taken by the next claim that asks for it.
 \set VERBOSITY terse
 -- Scans of awa.leases' partitions and their indexes so far in this transaction.
 CREATE FUNCTION pg_temp.lease_scans() RETURNS bigint LANGUAGE sql AS $$
@@ -34,7 +35,7 @@ $$;
 
 SELECT awa.create_queue('rbq', 1);
 SELECT awa.create_queue('rbn', 1);
-SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbq', ARRAY(SELECT 'j' || g FROM generate_series(1, 30) g)));
+SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbq', ARRAY(SELECT 'j' || g FROM generate_series(1, 40) g)));
 SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbn', ARRAY['n1']));
 SELECT awa.set_concurrency_limit('rbq', 5);
 
@@ -49,40 +50,57 @@ SELECT * FROM pg_temp.claim('rbq', 2);
 SELECT pg_temp.running() AS running;
 -- 4. At the cap, the bound (5) leaves nothing: the claim counts and takes nothing.
 SELECT * FROM pg_temp.claim('rbq', 1);
--- 5. A completion frees its place at once: the next claim counts and takes it.
+-- 5. A completion lowers the bound when it commits (4): the next claim takes its place
+--    without a count, and the one after it, at the cap again, counts and takes nothing.
 SELECT pg_temp.done('j1') AS completed;
 SELECT * FROM pg_temp.claim('rbq', 1);
+SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
--- 6. Exits never lower the bound: after three completions the next claim counts (2 running)
---    and takes 2; the one after it, for 1, needs no count (bound 4, + 1).
-SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j2', 'j3', 'j4']) k;
+-- 6. Three completions in one transaction (bound 2): a claim of 2 and one of 1 need no count.
+SELECT count(*) AS completed FROM awa.jobs j, awa.complete_jobs(ARRAY[j.id], ARRAY[j.run_lease])
+ WHERE j.queue = 'rbq' AND j.kind IN ('j2', 'j3', 'j4') AND j.state = 'running';
 SELECT * FROM pg_temp.claim('rbq', 2);
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
--- 7. A claim rolled back publishes nothing; the bound before it still holds (5: a count).
+-- 7. A claim rolled back publishes nothing; the bound before it still holds: two completions
+--    (bound 3), a claim of 1 rolled back, and the next one takes the same job without a count.
 SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j5', 'j6']) k;
 BEGIN;
 SELECT * FROM pg_temp.claim('rbq', 1);
 ROLLBACK;
 SELECT * FROM pg_temp.claim('rbq', 1);
--- 8. The claim after it needs no count (bound 4, + 1). Then, after three completions, a
---    transaction's first claim counts (2 running), its second takes the first's job into
---    account without a count (3, + 1), and its commit publishes both (4): the next claim
---    needs no count either.
-BEGIN;
-SELECT * FROM pg_temp.claim('rbq', 1);
-COMMIT;
-SELECT pg_temp.running() AS running;
-SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j7', 'j8', 'j9']) k;
+-- 8. Two claims in one transaction: the second takes the first's job into account (bound 4,
+--    + 1, without a count; then 5, + 1: a count, nothing left), and the commit publishes both.
 BEGIN;
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT * FROM pg_temp.claim('rbq', 1);
 COMMIT;
+SELECT pg_temp.running() AS running;
+-- 9. A transaction that completes a job and then counts does not take that exit off twice:
+--    at the cap, j7 completed and a claim of 2 in one transaction (the bound, 5 before the
+--    commit, leaves nothing: a count, which no longer sees j7) takes the one place; after the
+--    commit the queue is at its cap and the next claim counts and takes nothing.
+BEGIN;
+SELECT pg_temp.done('j7') AS completed;
+SELECT * FROM pg_temp.claim('rbq', 2);
+COMMIT;
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
--- 9. A claim whose lane holds fewer jobs than it was granted gives the rest back: queue rbg
---    (limit 5, 2 jobs): a claim of 5 takes 2 and publishes 2, so after 3 more jobs a claim of
---    3 needs no count.
+-- 10. A savepoint rolled back forgets the transaction's bounds (it may have released a limit
+--     lock taken inside it, and undone exits): at the cap, j8 completed and a claim (a count:
+--     4, and j13) inside a savepoint rolled back, then the commit: the next claim counts (5
+--     running) and takes nothing.
+BEGIN;
+SAVEPOINT s;
+SELECT pg_temp.done('j8') AS completed;
+SELECT * FROM pg_temp.claim('rbq', 1);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT * FROM pg_temp.claim('rbq', 1);
+SELECT pg_temp.running() AS running;
+-- 11. A claim whose lane holds fewer jobs than it was granted gives the rest back: queue rbg
+--     (limit 5, 2 jobs): a claim of 5 takes 2 and publishes 2, so after 4 more jobs a claim of
+--     3 needs no count, and one more counts (5 running) and takes nothing.
 SELECT awa.create_queue('rbg', 1);
 SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbg', ARRAY['g1', 'g2']));
 SELECT awa.set_concurrency_limit('rbg', 5);
@@ -90,24 +108,42 @@ SELECT * FROM pg_temp.claim('rbg', 5);
 SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbg', ARRAY['g3', 'g4', 'g5', 'g6']));
 SELECT * FROM pg_temp.claim('rbg', 3);
 SELECT * FROM pg_temp.claim('rbg', 1);
--- 10. A changed limit (queue_meta's stamp moves) makes every bound unknown: raised to 6, the
---     next claim counts (5 running), which the old bound (5, + 1) would have let it skip.
+-- 12. A savepoint rolled back with an exit and a claim that gave everything back: queue rbs
+--     (limit 1, one job s1, running). Inside the savepoint s1 completed and a claim of the
+--     empty lane counts 0 and starts nothing; after the rollback s1 runs again. Nothing of it
+--     is published: after one more job, the next claim counts (1 running) and takes nothing.
+SELECT awa.create_queue('rbs', 1);
+SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbs', ARRAY['s1']));
+SELECT awa.set_concurrency_limit('rbs', 1);
+SELECT * FROM pg_temp.claim('rbs', 1);
+BEGIN;
+SAVEPOINT s;
+SELECT count(*) AS completed FROM awa.jobs j, awa.complete_jobs(ARRAY[j.id], ARRAY[j.run_lease])
+ WHERE j.queue = 'rbs' AND j.state = 'running';
+SELECT * FROM pg_temp.claim('rbs', 1);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbs', ARRAY['s2']));
+SELECT * FROM pg_temp.claim('rbs', 1);
+SELECT count(*) AS running_rbs FROM awa.jobs WHERE queue = 'rbs' AND state = 'running';
+-- 13. A changed limit (queue_meta's stamp moves) makes every bound unknown: two completions,
+--     the limit raised to 6, and the next claim counts (3 running) although the old bound
+--     (3, + 1) would have let it skip the count; the one after it needs none.
+SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j8', 'j9']) k;
 SELECT awa.set_concurrency_limit('rbq', 6);
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT * FROM pg_temp.claim('rbq', 1);
--- 11. A bound is trusted for a second after the count it started from. Three completions:
---    a claim counts (3 running) and publishes 4, the next one needs no count (4, + 1), and a
---    second later one that the bound leaves room for counts.
-SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j10', 'j11', 'j12']) k;
-SELECT * FROM pg_temp.claim('rbq', 1);
-SELECT * FROM pg_temp.claim('rbq', 1);
+-- 14. A bound is trusted for a second after the count it started from: one completion, and a
+--     second later a claim that the bound (4, + 1) leaves room for counts.
+SELECT pg_temp.done('j10') AS completed;
 SELECT pg_sleep(1.2);
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
--- 12. A transaction that changed queue_meta counts, and publishes nothing (its change moves
+-- 15. A transaction that changed queue_meta counts, and publishes nothing (its change moves
 --     the stamp at commit): after two completions, with the limit raised to 7 in the
---     transaction, both its claims count (4 running), then the claim after it counts too.
-SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j13', 'j14']) k;
+--     transaction, both its claims count (3 running, then 4), then the claim after it counts
+--     too.
+SELECT pg_temp.done(k) AS completed FROM unnest(ARRAY['j11', 'j12']) k;
 BEGIN;
 SELECT awa.set_concurrency_limit('rbq', 7);
 SELECT * FROM pg_temp.claim('rbq', 1);
@@ -115,4 +151,4 @@ SELECT * FROM pg_temp.claim('rbq', 1);
 COMMIT;
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
-SELECT awa.drop_queue(q) FROM unnest(ARRAY['rbq', 'rbn', 'rbg']) q;
+SELECT awa.drop_queue(q, true) FROM unnest(ARRAY['rbq', 'rbn', 'rbg', 'rbs']) q;

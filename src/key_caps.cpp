@@ -38,6 +38,7 @@
 #include "direct_drain.hpp"
 #include "ended_places.hpp"
 #include "job_wait.hpp"
+#include "running_bound.hpp"
 #include "spi_util.hpp"
 
 extern "C"
@@ -336,6 +337,7 @@ note_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 	int s = slot_of(job_id);
 
 	note_place_attempt_ended(job_id, run_lease, queue);
+	running_bound_note_exit(queue);
 
 	marked[s / 64] |= UINT64CONST(1) << (s % 64);
 	marked_any = true;

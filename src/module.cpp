@@ -208,6 +208,7 @@ on_xact_event(XactEvent event, void *arg)
 	case XACT_EVENT_PRE_COMMIT:
 		report_commit_at_pre_commit();
 		key_caps_at_pre_commit();
+		running_bound_at_pre_commit();
 		break;
 	case XACT_EVENT_PRE_PREPARE:
 		key_caps_at_pre_prepare();
@@ -399,5 +400,6 @@ _PG_init(void)
 	awa::init_key_caps_hooks();
 	awa::init_ended_places_hooks();
 	awa::init_key_places_memo_hooks();
+	awa::init_running_bound_hooks();
 	awa::init_enqueue_cache();
 }

@@ -2,22 +2,37 @@
  * running_bound.cpp — an upper bound of a queue's running attempts in shared memory
  * (docs/design.md §4, "Flow control", "Counting only near the cap").
  *
- * A claim of a queue with a concurrency limit takes the queue's limit lock and, until now,
- * always counted the queue's running attempts (flow_control.cpp, kRunningSql): a walk of the
- * queue's claim and completion batches in the rings, whose cost grows with the batches the
- * rings hold. Every claim of the queue holds the same lock, so the claim holding it can know
- * what the claims before it started: each one, when it commits (after the commit is visible,
- * before its locks go), publishes here `base + started`, where base is the bound it found or
- * the running attempts it counted, and started what it may have started itself. Exits never
- * lower the bound, so it only ever over-counts: a claim for which the bound leaves room takes
- * that room without counting, and one for which it does not counts, so a completion's place
- * is taken by the first claim that needs it. An entry is trusted under the queue_meta stamp
- * (set_concurrency_limit, drop_queue), for this database and queue (a 128-bit hash of both),
- * and for at most kTrustMs after the count it started from: a claim that read the queue's
- * settings before a limit was set takes no lock and publishes nothing, and its attempts are
- * counted again at most that long after. An abort publishes nothing (the bound before it still
- * holds), a savepoint rolled back keeps what it started (over-counted), a prepare or a claim
- * this backend cannot follow makes the queue's bound unknown. Not preloaded, or under Citus,
+ * A claim of a queue with a concurrency limit takes the queue's limit lock and counts the
+ * queue's running attempts (flow_control.cpp, kRunningSql): a walk of the queue's claim and
+ * completion batches in the rings, whose cost grows with the batches the rings hold. Every
+ * claim of the queue holds the same lock, so the claim holding it can know what the claims
+ * before it started: each one, when it commits (after the commit is visible, before its
+ * locks go), publishes here the bound it found, or the running attempts it counted, plus what
+ * it started. A claim the bound leaves the room it asks for takes it without counting; one
+ * it does not counts, so a freed place goes to the first claim that needs it.
+ *
+ * Exits lower the bound. An exit (completion, failure, retry, snooze, cancel, rescue through
+ * take_attempt; key_caps.cpp names them) adds to its queue's exit counter when it commits,
+ * after its end is visible, and the bound is the last publication less the exits counted
+ * since. Exactness needs no exit to be taken off twice: once by a count that no longer saw
+ * its attempt, and again by the counter. So an exit is counted as pending in its queue's slot
+ * from PRE_COMMIT until it has added itself, and a count reads, after its snapshot, first the
+ * pending exits and then the counter: an exit visible to the count's snapshot has either
+ * added itself before the counter was read (the publication starts from that value) or was
+ * still pending (then the exits since are not taken off at all, until the next count). An
+ * exit that adds nothing (the queue had no bound when the exit was noted, a savepoint rolled
+ * back, a prepared transaction, a transaction's own exits before its count) only leaves the
+ * bound higher. A claim's own exits before its count are not taken off (its count did not
+ * see those attempts).
+ *
+ * An entry is trusted under the queue_meta stamp (set_concurrency_limit, drop_queue), for
+ * this database and queue (a 128-bit hash of both), and for at most kTrustMs after the count
+ * it started from: a claim that read the queue's settings before a limit was set takes no
+ * lock and publishes nothing, and its attempts are counted again at most that long after. An
+ * abort publishes nothing (the bound before it still holds). A savepoint rolled back may have
+ * released limit locks taken inside it, so it forgets the bounds of the transaction's queues
+ * (and takes none of its exits off); a prepare forgets them too (the claims commit
+ * elsewhere). Not preloaded, or under Citus (claims of one queue may run on several nodes),
  * every claim counts.
  */
 #include "running_bound.hpp"
@@ -27,15 +42,19 @@
 
 extern "C"
 {
+#include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "storage/lwlock.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
 
 #include <algorithm>
+#include <cstring>
 
 namespace awa
 {
@@ -47,7 +66,8 @@ namespace
 constexpr int kBounds = 1024;
 /* How long a bound is trusted after the count it started from. */
 constexpr long kTrustMs = 1000;
-/* Queues one transaction follows at most (a further one's bound becomes unknown instead). */
+/* Queues one transaction follows (claims) or ends attempts of at most (more: their bounds become unknown, their exits
+ * are lost). */
 constexpr int kFollowed = 8;
 
 /* A queue's identity: 128 bits of hash over database and queue name. */
@@ -57,38 +77,67 @@ struct QueueId
 	std::uint64_t hi;
 };
 
-/* A queue's bound as published: its identity and basis, and the bound. */
+/*
+ * A queue's entry. The identity is kept while the entry is not trusted (valid false), so
+ * exits keep being counted; gen changes whenever the entry is taken for a queue.
+ */
 struct Bound
 {
 	slock_t lock;
 	bool valid;
 	Oid db;
 	QueueId id;
+	std::uint64_t gen;
 	std::uint64_t stamp;
-	TimestampTz counted; /* when the count this bound started from was made */
-	std::int64_t bound;
+	TimestampTz counted;		 /* when the count this bound started from was made */
+	std::int64_t base;			 /* the bound as last published */
+	std::uint64_t exits;		 /* exits of the queue added since the entry was taken for it */
+	std::uint64_t exits_at_base; /* ... when the count behind `base` read them */
+	bool exits_lower;			 /* whether the exits since exits_at_base lower the bound */
 };
 
-/* Shared: the bounds. */
+/* Shared: the entries, and per entry the exits past PRE_COMMIT that have not added themselves. */
 struct Bounds
 {
+	pg_atomic_uint64 gens;
+	pg_atomic_uint32 pending[kBounds];
 	Bound entry[kBounds];
 };
 
 Bounds *bounds = nullptr;
 
-/* A queue this transaction's claims hold the limit lock of: what to publish at commit. */
+/* A queue this transaction claimed under its limit lock: what to publish at commit. */
 struct Followed
 {
 	QueueId id;
 	std::uint64_t stamp;
 	TimestampTz counted;
-	std::int64_t base;
+	std::int64_t base;		/* the bound found, or the running attempts counted */
+	bool counted_here;		/* base is this transaction's count (its publication replaces) */
+	std::uint64_t gen;		/* the entry's generation it was read or counted under */
+	std::uint64_t exits_at; /* counted_here: the exit counter read after the count */
+	bool exits_lower;		/* counted_here: no exit was pending then */
 	std::int64_t started;
+};
+
+/* Exits of one queue in this transaction: how many, and how many its count (if any) already did not see. */
+struct Exits
+{
+	QueueId id;
+	text *queue; /* the name, to find the queue again (TopTransactionContext) */
+	bool taken;	 /* the queue had an entry when first noted: these exits are taken off */
+	std::int64_t n;
+	std::int64_t unseen_by_count; /* noted before this transaction's count of the queue */
+	bool raised;				  /* counted as pending (from PRE_COMMIT) */
 };
 
 Followed followed[kFollowed];
 int nfollowed = 0;
+Exits exits[kFollowed];
+int nexits = 0;
+bool exits_lost = false; /* more queues than kFollowed: the rest are not taken off */
+/* A savepoint was rolled back: until the transaction ends its claims count and it publishes and takes off nothing. */
+bool untrusted = false;
 
 /* The identity of (this database, queue). */
 QueueId
@@ -101,11 +150,41 @@ queue_id(text *queue)
 			hash_bytes_extended(bytes, len, hash_bytes_uint32_extended(MyDatabaseId, 0x6177615f72756e32ULL))};
 }
 
-/* The entry of a queue. */
-Bound &
-entry_of(const QueueId &id)
+/* The index of a queue's entry. */
+int
+index_of(const QueueId &id)
 {
-	return bounds->entry[id.lo % kBounds];
+	return static_cast<int>(id.lo % kBounds);
+}
+
+/* Whether the entry is the queue's (under its lock). */
+bool
+owned(const Bound &e, const QueueId &id)
+{
+	return e.db == MyDatabaseId && e.id.lo == id.lo && e.id.hi == id.hi;
+}
+
+/* Take the entry for a queue, untrusted and with no exits counted (under its lock). */
+void
+take_entry(Bound &e, const QueueId &id)
+{
+	e.valid = false;
+	e.db = MyDatabaseId;
+	e.id = id;
+	e.gen = pg_atomic_add_fetch_u64(&bounds->gens, 1);
+	e.exits = 0;
+	e.exits_at_base = 0;
+	e.exits_lower = false;
+	e.base = 0;
+}
+
+/* The bound an entry holds now (under its lock). */
+std::int64_t
+current_bound(const Bound &e)
+{
+	std::int64_t lowered = e.exits_lower ? static_cast<std::int64_t>(e.exits - e.exits_at_base) : 0;
+
+	return std::max<std::int64_t>(e.base - lowered, 0);
 }
 
 /* Whether bounds may be kept: preloaded, not under Citus (claims of a queue may run on several nodes). */
@@ -125,41 +204,140 @@ followed_of(const QueueId &id)
 	return nullptr;
 }
 
-/* Make the queue's published bound unknown (the caller holds its limit lock, or is preparing). */
+/* This transaction's exits of a queue, or nullptr. */
+Exits *
+exits_of(const QueueId &id)
+{
+	for (int i = 0; i < nexits; i++)
+		if (exits[i].id.lo == id.lo && exits[i].id.hi == id.hi)
+			return &exits[i];
+	return nullptr;
+}
+
+/* Make the queue's published bound untrusted (its exits keep being counted). */
 void
 forget(const QueueId &id)
 {
-	Bound &e = entry_of(id);
+	Bound &e = bounds->entry[index_of(id)];
 
 	SpinLockAcquire(&e.lock);
-	if (e.valid && e.db == MyDatabaseId && e.id.lo == id.lo && e.id.hi == id.hi)
+	if (owned(e, id))
 		e.valid = false;
 	SpinLockRelease(&e.lock);
 }
 
-/* The published bound of a queue, when it is the queue's, under the current stamp, and young enough. */
+/*
+ * The published bound of a queue, when it is the queue's, trusted, under the current stamp,
+ * and young enough: the bound, its generation and the time of its count.
+ */
 bool
-published(const QueueId &id, std::uint64_t stamp, Bound *out)
+published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint64_t *gen, TimestampTz *counted)
 {
-	Bound &e = entry_of(id);
+	Bound &e = bounds->entry[index_of(id)];
 	bool found;
 
 	SpinLockAcquire(&e.lock);
-	found = e.valid && e.db == MyDatabaseId && e.id.lo == id.lo && e.id.hi == id.hi && e.stamp == stamp;
+	found = e.valid && owned(e, id) && e.stamp == stamp;
 	if (found)
-		*out = e;
+	{
+		*bound = current_bound(e);
+		*gen = e.gen;
+		*counted = e.counted;
+	}
 	SpinLockRelease(&e.lock);
-	return found && !TimestampDifferenceExceeds(out->counted, GetCurrentTimestamp(), kTrustMs);
+	return found && !TimestampDifferenceExceeds(*counted, GetCurrentTimestamp(), kTrustMs);
 }
 
-/* Follow a queue from `base` (counted at `counted`); false when no more queues can be followed. */
-bool
-follow(const QueueId &id, std::uint64_t stamp, TimestampTz counted, std::int64_t base)
+/* Follow a queue; nullptr when no more queues can be followed. */
+Followed *
+follow(const QueueId &id)
 {
 	if (nfollowed == kFollowed)
-		return false;
-	followed[nfollowed++] = {id, stamp, counted, base, 0};
-	return true;
+		return nullptr;
+	followed[nfollowed] = {};
+	followed[nfollowed].id = id;
+	return &followed[nfollowed++];
+}
+
+/* Publish what this transaction's claims of a queue leave (at commit, under the queue's limit lock). */
+void
+publish(const Followed &f)
+{
+	Bound &e = bounds->entry[index_of(f.id)];
+
+	SpinLockAcquire(&e.lock);
+	if (!owned(e, f.id) || e.gen != f.gen)
+	{
+		/* Taken by another queue meanwhile: start again from what this transaction knew, without exits. */
+		take_entry(e, f.id);
+		e.base = f.base + f.started;
+	}
+	else if (f.counted_here)
+	{
+		e.base = f.base + f.started;
+		e.exits_at_base = f.exits_at;
+		e.exits_lower = f.exits_lower;
+	}
+	else
+		e.base += f.started; /* the exits since keep lowering it */
+	e.valid = true;
+	e.stamp = f.stamp;
+	e.counted = f.counted;
+	SpinLockRelease(&e.lock);
+}
+
+/* Add a queue's committed exits to its counter (after the commit is visible). */
+void
+add_exits(const Exits &x)
+{
+	Bound &e = bounds->entry[index_of(x.id)];
+	std::int64_t n = x.n - x.unseen_by_count;
+
+	if (n > 0)
+	{
+		SpinLockAcquire(&e.lock);
+		if (owned(e, x.id))
+			e.exits += static_cast<std::uint64_t>(n);
+		SpinLockRelease(&e.lock);
+	}
+}
+
+/* Forget this transaction's followed queues and exits (a savepoint rolled back, a prepare, an abort). */
+void
+drop_all(bool forget_bounds)
+{
+	if (bounds != nullptr)
+	{
+		if (forget_bounds)
+			for (int i = 0; i < nfollowed; i++)
+				forget(followed[i].id);
+		for (int i = 0; i < nexits; i++)
+			if (exits[i].raised)
+				pg_atomic_fetch_sub_u32(&bounds->pending[index_of(exits[i].id)], 1);
+	}
+	nfollowed = 0;
+	nexits = 0;
+	exits_lost = false;
+}
+
+/* Transaction end: forget what it did (publishing first, at a commit). */
+void
+end_transaction()
+{
+	drop_all(false);
+	untrusted = false;
+}
+
+/* Subtransaction end: a savepoint rolled back may have released limit locks and undone exits. */
+void
+on_running_bound_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransactionId parent_subid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		drop_all(true);
+		untrusted = true;
+		exits_lost = true;
+	}
 }
 
 } // namespace
@@ -171,9 +349,10 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 	QueueId id;
 	Followed *f;
 	std::uint64_t stamp;
-	Bound e;
+	std::uint64_t gen;
+	TimestampTz counted;
 
-	if (!bounds_usable())
+	if (!bounds_usable() || untrusted)
 		return false;
 	id = queue_id(queue);
 	f = followed_of(id);
@@ -183,14 +362,18 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 		return true;
 	}
 	stamp = queue_meta_stamp();
-	if ((stamp & 1) != 0 || !published(id, stamp, &e))
+	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &counted))
 		return false; /* queue_meta changed by this transaction, or nothing trusted: count */
-	if (!follow(id, stamp, e.counted, e.bound))
+	f = follow(id);
+	if (f == nullptr)
 	{
 		forget(id);
 		return false;
 	}
-	*bound = e.bound;
+	f->stamp = stamp;
+	f->counted = counted;
+	f->base = *bound;
+	f->gen = gen;
 	return true;
 }
 
@@ -200,30 +383,63 @@ running_bound_counted(text *queue, std::int64_t running)
 {
 	QueueId id;
 	Followed *f;
+	Exits *x;
 	std::uint64_t stamp;
+	std::uint64_t gen;
+	std::uint64_t exits_at = 0;
+	bool exits_lower;
+	int i;
 
 	if (!bounds_usable())
 		return;
 	id = queue_id(queue);
 	stamp = queue_meta_stamp();
 	f = followed_of(id);
-	if ((stamp & 1) != 0)
+	if (untrusted || (stamp & 1) != 0 || (f == nullptr && (f = follow(id)) == nullptr))
 	{
-		/* queue_meta changed by this transaction: its commit moves the stamp, nothing is published. */
-		forget(id);
-		return;
-	}
-	if (f != nullptr)
-	{
-		/* What this transaction started before stays counted (its own rows may be in the count too: over, never under).
+		/*
+		 * A savepoint rolled back, queue_meta changed by this transaction (its commit moves the
+		 * stamp), or too many queues: publish nothing, and no bound stays trusted meanwhile.
 		 */
-		f->stamp = stamp;
-		f->counted = GetCurrentTimestamp();
-		f->base = running;
+		forget(id);
 		return;
 	}
-	if (!follow(id, stamp, GetCurrentTimestamp(), running))
-		forget(id);
+	i = index_of(id);
+	{
+		Bound &e = bounds->entry[i];
+
+		SpinLockAcquire(&e.lock);
+		if (!owned(e, id))
+			take_entry(e, id);
+		gen = e.gen;
+		SpinLockRelease(&e.lock);
+	}
+	/* After the count's snapshot: the pending exits first, then the counter (see the file comment). */
+	pg_memory_barrier();
+	exits_lower = pg_atomic_read_u32(&bounds->pending[i]) == 0;
+	pg_memory_barrier();
+	{
+		Bound &e = bounds->entry[i];
+
+		SpinLockAcquire(&e.lock);
+		if (owned(e, id) && e.gen == gen)
+			exits_at = e.exits;
+		else
+			exits_lower = false;
+		SpinLockRelease(&e.lock);
+	}
+	/* This transaction's own exits so far: the count did not see their attempts. */
+	x = exits_of(id);
+	if (x != nullptr)
+		x->unseen_by_count = x->n;
+	/* What it started before stays counted (its own rows may be in the count too: over, never under). */
+	f->stamp = stamp;
+	f->counted = GetCurrentTimestamp();
+	f->base = running;
+	f->counted_here = true;
+	f->gen = gen;
+	f->exits_at = exits_at;
+	f->exits_lower = exits_lower;
 }
 
 /* The claim may start n more attempts of the queue, under its limit lock (see the header). */
@@ -245,52 +461,108 @@ running_bound_started(text *queue, std::int64_t n)
 	f->started = std::max<std::int64_t>(f->started + n, 0);
 }
 
+/* An attempt of the queue ends in this transaction (see the header). */
+void
+running_bound_note_exit(text *queue)
+{
+	QueueId id;
+	Exits *x;
+
+	if (!bounds_usable() || queue == nullptr || exits_lost)
+		return;
+	/* The last queue noted, by name, saves the hashing of a batch's exits. */
+	for (int i = nexits - 1; i >= 0; i--)
+		if (VARSIZE_ANY_EXHDR(exits[i].queue) == VARSIZE_ANY_EXHDR(queue) &&
+			memcmp(VARDATA_ANY(exits[i].queue), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) == 0)
+		{
+			exits[i].n++;
+			return;
+		}
+	id = queue_id(queue);
+	x = exits_of(id);
+	if (x == nullptr)
+	{
+		Bound &e = bounds->entry[index_of(id)];
+		MemoryContext old;
+
+		if (nexits == kFollowed)
+		{
+			exits_lost = true;
+			return;
+		}
+		x = &exits[nexits++];
+		*x = {};
+		x->id = id;
+		old = MemoryContextSwitchTo(TopTransactionContext);
+		x->queue = static_cast<text *>(palloc(VARSIZE_ANY_EXHDR(queue) + VARHDRSZ));
+		SET_VARSIZE(x->queue, VARSIZE_ANY_EXHDR(queue) + VARHDRSZ);
+		memcpy(VARDATA(x->queue), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+		MemoryContextSwitchTo(old);
+		/* A queue without an entry (no concurrency limit, or none claimed yet) pays nothing more. */
+		SpinLockAcquire(&e.lock);
+		x->taken = owned(e, id);
+		SpinLockRelease(&e.lock);
+	}
+	x->n++;
+}
+
 /* A bound of the queue's running attempts without its lock (see the header). */
 bool
 running_bound_peek(text *queue, std::int64_t *bound)
 {
+	std::uint64_t gen;
+	TimestampTz counted;
 	std::uint64_t stamp;
-	Bound e;
 
 	if (!bounds_usable())
 		return false;
 	stamp = queue_meta_stamp();
-	if ((stamp & 1) != 0 || !published(queue_id(queue), stamp, &e))
-		return false;
-	*bound = e.bound;
-	return true;
+	return (stamp & 1) == 0 && published(queue_id(queue), stamp, bound, &gen, &counted);
 }
 
-/* Publish or drop this transaction's followed queues (see the header). */
+/* Before the commit record: this transaction's exits count as pending (see the header). */
+void
+running_bound_at_pre_commit()
+{
+	if (bounds == nullptr)
+		return;
+	for (int i = 0; i < nexits; i++)
+		if (exits[i].taken && exits[i].n > exits[i].unseen_by_count)
+		{
+			pg_atomic_fetch_add_u32(&bounds->pending[index_of(exits[i].id)], 1);
+			exits[i].raised = true;
+		}
+}
+
+/* Publish the followed queues' bounds, then add the exits (see the header). */
 void
 running_bound_at_xact_end(bool committed)
 {
 	if (committed && bounds != nullptr)
+	{
 		for (int i = 0; i < nfollowed; i++)
-		{
-			const Followed &f = followed[i];
-			Bound &e = entry_of(f.id);
-
-			SpinLockAcquire(&e.lock);
-			e.valid = true;
-			e.db = MyDatabaseId;
-			e.id = f.id;
-			e.stamp = f.stamp;
-			e.counted = f.counted;
-			e.bound = f.base + f.started;
-			SpinLockRelease(&e.lock);
-		}
-	nfollowed = 0;
+			publish(followed[i]);
+		for (int i = 0; i < nexits; i++)
+			if (exits[i].raised)
+				add_exits(exits[i]);
+		pg_memory_barrier();
+	}
+	end_transaction(); /* takes back the pending marks, after the exits were added */
 }
 
-/* The followed queues' bounds become unknown at a prepare (see the header). */
+/* The followed queues' bounds become unknown at a prepare; its exits are not taken off (see the header). */
 void
 running_bound_at_prepare()
 {
-	if (bounds != nullptr)
-		for (int i = 0; i < nfollowed; i++)
-			forget(followed[i].id);
-	nfollowed = 0;
+	drop_all(true);
+	untrusted = false;
+}
+
+/* _PG_init: the subtransaction hook. */
+void
+init_running_bound_hooks()
+{
+	RegisterSubXactCallback(on_running_bound_subxact, nullptr);
 }
 
 /* shmem_request_hook: the bounds' space. */
@@ -309,11 +581,18 @@ running_bound_shmem_startup()
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	bounds = static_cast<Bounds *>(ShmemInitStruct("awa_shard running bounds", sizeof(Bounds), &found));
 	if (!found)
+	{
+		pg_atomic_init_u64(&bounds->gens, 0);
+		for (pg_atomic_uint32 &p : bounds->pending)
+			pg_atomic_init_u32(&p, 0);
 		for (Bound &e : bounds->entry)
 		{
 			SpinLockInit(&e.lock);
 			e.valid = false;
+			e.db = InvalidOid;
+			e.id = {0, 0};
 		}
+	}
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -29,17 +29,27 @@ void running_bound_counted(text *queue, std::int64_t running);
 /* The caller holds the queue's limit lock and may start `n` more attempts (n < 0: gives back unstarted ones). */
 void running_bound_started(text *queue, std::int64_t n);
 
+/* An attempt of the queue ends in this transaction (every exit path; key_caps.cpp). */
+void running_bound_note_exit(text *queue);
+
 /* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
 bool running_bound_peek(text *queue, std::int64_t *bound);
 
+/* PRE_COMMIT: this transaction's exits of queues with a bound count as pending until they are added. Never raises. */
+void running_bound_at_pre_commit();
+
 /*
  * Transaction end: a commit publishes each followed queue's bound (after the commit is
- * visible, before the limit locks go); an abort publishes nothing. Never raises.
+ * visible, before the limit locks go), then adds its exits; an abort publishes nothing.
+ * Never raises.
  */
 void running_bound_at_xact_end(bool committed);
 
 /* Prepare: the followed queues' bounds become unknown (the claims commit elsewhere). Never raises. */
 void running_bound_at_prepare();
+
+/* _PG_init: the subtransaction hook. */
+void init_running_bound_hooks();
 
 /* shmem_request_hook / shmem_startup_hook of the bounds. */
 void running_bound_shmem_request();
