@@ -56,6 +56,10 @@ SELECT pg_temp.sqlstate_of(format('SELECT awa.schedule(%L, %L, %L)', 'bad', c, '
                     '* * * jan-foo *', '*/0 * * * *', '30-10 * * * *', '* * * *', '@reboot', '60 seconds',
                     '0 seconds', '', '0 0 31 2 *', '0 0 30 2 *']) c;
 SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', 'k', p_timezone => 'Mars/Olympus')$$);
+-- A POSIX zone string PostgreSQL accepts but whose offset moves back 12 hours at once: the tick
+-- search allows for 4 (every zone of pg_timezone_names fits); a plain offset string is fine.
+SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '0 * * * *', 'k', p_timezone => 'AAA0BBB-12,J1/0,J341/19')$$);
+SELECT awa._cron_next('0 * * * *', 'UTC+3', '2026-01-01 00:30+00') AS plain_offset_next;
 SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', NULL, 'k')$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('', '* * * * *', 'k')$$);
 SELECT pg_temp.sqlstate_of($$SELECT awa.schedule('bad', '* * * * *', '')$$);

@@ -24,7 +24,7 @@ namespace
 
 constexpr std::int64_t kDay = 86400;
 /* The largest backward change of a zone's offset that the tick search allows for. */
-constexpr std::int64_t kMaxShift = 4 * 3600;
+constexpr std::int64_t kMaxShift = kCronMaxBackShift;
 /*
  * How far ahead a tick is searched for before the expression is taken as matching nothing:
  * the Gregorian calendar repeats every 400 years (146,097 days, a whole number of weeks), so

@@ -29,6 +29,14 @@ struct CronSpec
 	bool fixed_time = false;	/* neither the minute nor the hour field starts with '*' */
 };
 
+/*
+ * What the tick search assumes of a zone: its offset moves back by at most this many seconds
+ * at once, and no two of its changes are less than kCronChangeGap seconds apart (both hold
+ * for every zone of the tz database from now on; cron_sql.cpp refuses a zone that breaks them).
+ */
+constexpr std::int64_t kCronMaxBackShift = 4 * 3600;
+constexpr std::int64_t kCronChangeGap = 2 * 86400;
+
 /* A time zone as the offset (seconds east of UTC) in force at an instant. */
 class CronZone
 {

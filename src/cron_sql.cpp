@@ -42,7 +42,39 @@ class PgCronZone final : public awa::CronZone
 	const pg_tz *tz_;
 };
 
-/* The zone of a p_timezone argument; 22023 when PostgreSQL does not know it. */
+/*
+ * Whether the zone's offset changes, over the next century, as the tick search assumes
+ * (cron.hpp): no change back by more than kCronMaxBackShift, no two changes less than
+ * kCronChangeGap apart. A POSIX zone string (PostgreSQL accepts one where it names no file)
+ * may break either: 'AAA0BBB-12,J1/0,J341/19' moves back 12 hours.
+ */
+bool
+zone_changes_followed(const pg_tz *tz)
+{
+	constexpr int kYears = 100;
+	pg_time_t t = timestamptz_to_time_t(GetCurrentTimestamp());
+	pg_time_t end = t + static_cast<pg_time_t>(kYears) * 366 * SECS_PER_DAY;
+	pg_time_t previous = 0;
+
+	for (int i = 0; i < 4 * kYears; i++)
+	{
+		long before, after;
+		int before_dst, after_dst;
+		pg_time_t boundary;
+
+		if (pg_next_dst_boundary(&t, &before, &before_dst, &boundary, &after, &after_dst, tz) != 1 || boundary > end)
+			return true;
+		if (before - after > awa::kCronMaxBackShift || (previous != 0 && boundary - previous < awa::kCronChangeGap))
+			return false;
+		previous = t = boundary;
+	}
+	return true;
+}
+
+/*
+ * The zone of a p_timezone argument; 22023 when PostgreSQL does not know it, or when its
+ * offset changes in ways the tick search does not follow (zone_changes_followed).
+ */
 pg_tz *
 zone_arg(FunctionCallInfo fcinfo, int argno)
 {
@@ -52,6 +84,13 @@ zone_arg(FunctionCallInfo fcinfo, int argno)
 	if (tz == nullptr || !pg_tz_acceptable(tz))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("time zone \"%s\" is not recognized", name),
 						errhint("Use a name of pg_timezone_names, such as 'UTC' or 'Europe/Berlin'.")));
+	if (!zone_changes_followed(tz))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time zone \"%s\" changes its offset in ways schedules do not follow", name),
+				 errdetail("Within the next 100 years its offset moves back by more than 4 hours at once, or changes "
+						   "twice within two days."),
+				 errhint("Use a name of pg_timezone_names, such as 'UTC' or 'Europe/Berlin'.")));
 	return tz;
 }
 

@@ -109,6 +109,8 @@ constexpr int kRunsPerTick = 10;
 const Step kNextTickStep = {"SELECT awa._next_schedule_tick($1)", true};
 /* How often a sleeping worker reads the next tick again (a schedule made or resumed meanwhile). */
 constexpr long kTickReadMs = 1000;
+/* How long after a run a tick it left due (its row held, its lane locked, its enqueue failed) is tried again. */
+constexpr long kDueRetryMs = 1000;
 
 /* A statement's one value: the argument $1 (when set) and the value of its one row. */
 struct StepValue
@@ -213,19 +215,36 @@ struct TickWatch
 };
 
 /*
- * Read the next tick after the start of the last run of the schedules (awa._next_schedule_tick):
- * a tick the run left due waits for the passes, and does not hold back the others' wake.
+ * Read the next tick after the start of the last run of the schedules (awa._next_schedule_tick),
+ * and whether a tick at or before it is due: one the run left due (its row held by another
+ * transaction, its lane locked, its enqueue failed) or one committed after the run began (a
+ * schedule made or resumed meanwhile). Such a tick is tried again kDueRetryMs after the run
+ * began, not at once (so a tick that stays due does not keep the worker running) and not only
+ * at the next pass (which may be minutes away: a tick more than 10 seconds late counts as a
+ * downtime, and the ticks before the latest would be lost).
  */
 void
 read_next_tick(Oid dbid, TickWatch *w)
 {
-	StepValue io;
+	StepValue after;
+	StepValue any;
 
-	io.arg_type = TIMESTAMPTZOID;
-	io.arg = TimestampTzGetDatum(w->ran_from);
-	io.type = TIMESTAMPTZOID;
-	(void)run_step(kNextTickStep, dbid, &io);
-	w->tick = io.found ? DatumGetTimestampTz(io.value) : 0;
+	after.arg_type = TIMESTAMPTZOID;
+	after.arg = TimestampTzGetDatum(w->ran_from);
+	after.type = TIMESTAMPTZOID;
+	(void)run_step(kNextTickStep, dbid, &after);
+	w->tick = after.found ? DatumGetTimestampTz(after.value) : 0;
+	any.arg_type = TIMESTAMPTZOID;
+	any.arg = TimestampTzGetDatum(DT_NOBEGIN);
+	any.type = TIMESTAMPTZOID;
+	(void)run_step(kNextTickStep, dbid, &any);
+	if (any.found && w->ran_from != DT_NOBEGIN && DatumGetTimestampTz(any.value) <= w->ran_from)
+	{
+		TimestampTz retry = TimestampTzPlusMilliseconds(w->ran_from, kDueRetryMs);
+
+		if (w->tick == 0 || retry < w->tick)
+			w->tick = retry;
+	}
 	w->read_at = GetCurrentTimestamp();
 }
 

@@ -3,7 +3,8 @@
 # the background maintenance of a preloaded server with no settings, across a clean restart
 # and a crash (immediate stop), then with passes 15 s apart (the worker wakes for each tick
 # between its passes), beside a schedule whose enqueue always fails and one made while the
-# worker sleeps. Every tick gets at most one job, run_at on the tick; each schedule's
+# worker sleeps, and, in a database of their own, a schedule re-declared and one made in a
+# transaction held open across the worker's runs. Every tick gets at most one job, run_at on the tick; each schedule's
 # ticks follow one another second by second, except across a stop longer than the
 # documented catch-up (10 s since the schedule's previous job: only the latest tick then);
 # the schedules' last enqueue matches their jobs. Prints the enqueue delay (created_at -
@@ -18,6 +19,9 @@ start || give_up "the server did not start"
 q live -c "CREATE EXTENSION awa_shard" \
        -c "SELECT count(awa.schedule('tick-' || n, '1 second', 'tick', 'live_q', jsonb_build_object('n', n)))
              FROM generate_series(1, 100) n" >/dev/null || give_up "scheduling failed"
+"$PGBIN/createdb" -h "$dir" -p "$port" live2
+q live2 -c "CREATE EXTENSION awa_shard" -c "SELECT awa.schedule('x', '1 second', 'tick', 'solo_q')" >/dev/null \
+  || give_up "scheduling in live2 failed"
 
 jobs() { q live -c "SELECT count(*) FROM awa.jobs WHERE queue = 'live_q'" 2>/dev/null || echo 0; }
 # Wait (at most 60 s) until N more jobs than now have been enqueued.
@@ -53,6 +57,25 @@ late=$(q live -c "SELECT count(*) || '|' || (min(run_at) = date_trunc('second', 
                          || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
                     FROM (SELECT run_at, run_at - lag(run_at) OVER (ORDER BY run_at) AS gap
                             FROM awa.jobs WHERE queue = 'live_late') g")
+# In live2, whose only schedules are these (no other tick wakes its worker), right after a
+# pass: schedule x re-declared (same cron and args) and schedule held made, in a transaction
+# held open 3 s across the worker's runs (a run skips a held row and cannot see an uncommitted
+# one). Their due ticks are tried again a second after the run that left them, not at the next
+# pass 15 s later, when they would be more than 10 s late, count as a downtime, and all but
+# the latest be lost.
+passes() { q live2 -c "SELECT passes FROM awa.maintenance_status WHERE database = 'live2'"; }
+p0=$(passes)
+for i in $(seq 1 300); do [ "$(passes)" != "$p0" ] && break; sleep 0.1; done
+held=$(q live2 -c "BEGIN" -c "SELECT awa.schedule('x', '1 second', 'tick', 'solo_q')" \
+         -c "SELECT awa.schedule('held', '1 second', 'tick', 'solo_q')" -c "SELECT pg_sleep(3)" -c "COMMIT") \
+  || give_up "the held transaction failed"
+held_first=$(echo "$held" | sed -n 2p)
+sleep 16
+solo=$(q live2 -c "SELECT ((SELECT min(run_at) FROM awa.jobs WHERE queue = 'solo_q' AND metadata->>'awa_schedule' = 'held')
+                           = '$held_first'::timestamptz)
+                          || '|' || count(*) FILTER (WHERE gap IS NULL) || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
+                     FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
+                             FROM awa.jobs WHERE queue = 'solo_q' AND run_at >= '$held_first'::timestamptz - interval '3 seconds') g")
 sparse=$(q live -c "SELECT count(*) || '|' || count(*) FILTER (WHERE gap <> interval '1 second')
                       FROM (SELECT run_at - lag(run_at) OVER (PARTITION BY metadata->>'awa_schedule' ORDER BY run_at) AS gap
                               FROM awa.jobs WHERE queue = 'live_q' AND run_at >= '$sparse_from') g WHERE gap IS NOT NULL")
@@ -80,6 +103,8 @@ check "passes 15 s apart: consecutive ticks one second apart (ticks after the fi
   "$([ "${sparse%%|*}" -ge 200 ] && echo "${sparse#*|}" || echo "only ${sparse%%|*} ticks")" "0"
 check "a schedule made between two passes: its first tick and every one after (jobs|first tick|gaps)" \
   "$([ "${late%%|*}" -ge 2 ] && echo "${late#*|}" || echo "$late")" "true|0"
+check "held open across runs: held's first tick is the one it was given, x and held tick every second (first tick|schedules|gaps)" \
+  "$solo" "true|2|0"
 check "the broken schedule enqueued nothing and stays due" \
   "$(q live -c "SELECT count(*) FROM awa.cron_schedules WHERE name = 'broken' AND last_job_id IS NULL AND next_run_at <= now()")" "1"
 check "each schedule's last enqueue is its latest job" \
