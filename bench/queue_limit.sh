@@ -5,8 +5,8 @@
 # pgbench from PGBIN. Four queues of one lane, ROUNDS x CLAIMS x 10 jobs each and 1000 more
 # (never run out): q_none (no limit), q_conc (concurrency limit 1000, never reached), q_rate
 # (rate limit 1e9/s, burst 1000000, never reached; needs the preload), q_cap (concurrency
-# limit 10: one client claiming 10 and completing them keeps it at its cap, so every claim
-# meets the cap and counts the queue's running attempts). In alternating rounds one client
+# limit 10: every claim of 10 fills it, so the queue is at its cap until the completion that
+# follows). In alternating rounds one client
 # claims 10 and completes them per transaction, CLAIMS times per queue; reports the claim
 # statement's median latency (pgbench -r: its commit included) over ROUNDS rounds and the
 # ratios to q_none; where pg_stat_statements is preloaded, also the claim's own server time
