@@ -620,7 +620,7 @@ key_rate_room(text *queue, int16 priority, int16 shard, int64 claim_seq, int64 b
 void
 key_rate_give_back(text *queue, const QueueLimits &limits, KeyTokens *taken, int64 handed_out)
 {
-	if (taken->n > handed_out)
+	if (taken->n > 0)
 		rate_give_back_keys(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), taken->keys, std::max<int64>(handed_out, 0),
 							taken->n, limits.key_per_second, limits.key_burst);
 	taken->n = 0;

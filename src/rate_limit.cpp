@@ -11,6 +11,12 @@
  * gives back those of the jobs its drain did not hand out. Buckets are named by 64-bit
  * hashes of the queue name and the key (names that collide share a bucket: stricter, never
  * looser). Tokens of a claim that aborts are not given back: the limit is an upper bound.
+ * Tokens a claim holds between its take and its end (a claim may wait for a held lane head,
+ * awa_shard.claim_wait) keep their room in the bucket: a bucket refills only up to burst less
+ * the tokens its claims in progress hold, so tokens given back late never stack on a bucket
+ * that refilled meanwhile (which handed out up to twice the burst in a short window). A
+ * backend remembers what its claim in progress took, so an error ending the claim consumes
+ * those tokens at the transaction's end and frees their room.
  * A bucket seen for the first time (after a restart, or after it was evicted) starts full;
  * a full bucket is the same as no bucket, so only full buckets are evicted when a table is
  * full (full at the queue's current limit), and buckets of databases dropped since; both
@@ -75,6 +81,7 @@ struct Bucket
 {
 	BucketKey key;
 	double tokens;
+	double held;	   /* tokens taken by claims in progress (given back or consumed at their end) */
 	TimestampTz at;	   /* when tokens was last brought up to date */
 	double per_second; /* the limit it holds to: the last change's, or the last claim's */
 	int burst;
@@ -117,6 +124,17 @@ struct Change
 Change *changes = nullptr;
 int n_changes = 0;
 int changes_cap = 0;
+
+/*
+ * The tokens this backend's claim in progress holds: the queue bucket's (rate_take) and the
+ * keys' buckets' (rate_take_keys), until the claim gives back or consumes them, or its
+ * transaction ends (an error: consumed). In TopMemoryContext, grown as needed.
+ */
+BucketKey held_queue;
+int64 held_queue_tokens = 0;
+BucketKey *held_keys = nullptr;
+int n_held_keys = 0;
+int held_keys_cap = 0;
 
 /* The table a bucket lives in. */
 HTAB *
@@ -162,8 +180,61 @@ refill(Bucket *b, double per_second, int burst, TimestampTz now)
 	}
 	if (now > b->at)
 		b->tokens += per_second * static_cast<double>(now - b->at) / USECS_PER_SEC;
-	b->tokens = std::min(b->tokens, static_cast<double>(burst));
+	b->tokens = std::min(b->tokens, static_cast<double>(burst) - b->held);
 	b->at = std::max(b->at, now);
+}
+
+/* End the hold of n tokens on a bucket, giving back `back` of them (the rest are consumed). The lock is held. */
+void
+release_held(Bucket *b, double n, double back)
+{
+	b->held = std::max(b->held - n, 0.0);
+	b->tokens = std::min(b->tokens + back, static_cast<double>(b->burst) - b->held);
+}
+
+/* Consume the queue bucket's tokens this backend's claim still holds (an error ended it). The lock is held exclusively.
+ */
+void
+consume_held_queue()
+{
+	Bucket *b;
+
+	if (held_queue_tokens > 0 &&
+		(b = static_cast<Bucket *>(hash_search(queue_buckets, &held_queue, HASH_FIND, nullptr))) != nullptr)
+		release_held(b, static_cast<double>(held_queue_tokens), 0);
+	held_queue_tokens = 0;
+}
+
+/* Consume the keys' buckets' tokens this backend's claim still holds (an error ended it). The lock is held exclusively.
+ */
+void
+consume_held_keys()
+{
+	Bucket *b;
+
+	for (int i = 0; i < n_held_keys; i++)
+		if ((b = static_cast<Bucket *>(hash_search(key_buckets, &held_keys[i], HASH_FIND, nullptr))) != nullptr)
+			release_held(b, 1, 0);
+	n_held_keys = 0;
+}
+
+/* Remember one more key bucket this backend's claim holds a token of. */
+void
+note_held_key(const BucketKey &key)
+{
+	if (n_held_keys == held_keys_cap)
+	{
+		int cap = std::max(16, held_keys_cap * 2);
+		BucketKey *grown = static_cast<BucketKey *>(MemoryContextAlloc(TopMemoryContext, sizeof(BucketKey) * cap));
+
+		if (n_held_keys > 0)
+			memcpy(grown, held_keys, sizeof(BucketKey) * n_held_keys);
+		if (held_keys != nullptr)
+			pfree(held_keys);
+		held_keys = grown;
+		held_keys_cap = cap;
+	}
+	held_keys[n_held_keys++] = key;
 }
 
 /*
@@ -182,7 +253,7 @@ evict_full_bucket(HTAB *table, TimestampTz now)
 	{
 		double elapsed = static_cast<double>(now - b->at) / USECS_PER_SEC;
 
-		if (b->tokens + b->per_second * elapsed >= static_cast<double>(b->burst))
+		if (b->held == 0 && b->tokens + b->per_second * elapsed >= static_cast<double>(b->burst))
 		{
 			BucketKey key = b->key;
 
@@ -212,6 +283,7 @@ find_bucket(const BucketKey *key, int burst, TimestampTz now)
 	if (!found)
 	{
 		b->tokens = burst;
+		b->held = 0;
 		b->at = now;
 		b->burst = burst;
 		b->per_second = 0;
@@ -418,11 +490,15 @@ rate_take(const char *queue, int queue_len, double per_second, int burst, int64 
 						errdetail("Every token bucket is still refilling."),
 						errhint("Remove rate limits that are no longer needed with awa.set_rate_limit(queue, NULL).")));
 	}
+	consume_held_queue(); /* a claim of this transaction that an error ended */
 	refill(b, per_second, burst, now);
 	/* A token is whole: a bucket at 2.9999999 after a refill of exactly 3 tokens still gives 3. */
 	took = std::min(want, static_cast<int64>(std::floor(b->tokens + 1e-9)));
 	took = std::max<int64>(took, 0);
 	b->tokens -= static_cast<double>(took);
+	b->held += static_cast<double>(took);
+	held_queue = key;
+	held_queue_tokens = took;
 	LWLockRelease(rate_shared->lock);
 	return took;
 }
@@ -443,7 +519,9 @@ rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
 	b = static_cast<const Bucket *>(hash_search(queue_buckets, &key, HASH_FIND, nullptr));
 	tokens = b == nullptr
 				 ? static_cast<double>(burst)
-				 : b->tokens + per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) / USECS_PER_SEC;
+				 : std::min(b->tokens +
+								per_second * static_cast<double>(std::max<TimestampTz>(now - b->at, 0)) / USECS_PER_SEC,
+							static_cast<double>(burst) - b->held);
 	LWLockRelease(rate_shared->lock);
 	if (tokens + 1e-9 >= 1.0)
 		return 0;
@@ -451,7 +529,7 @@ rate_wait_ms(const char *queue, int queue_len, double per_second, int burst)
 	return static_cast<long>(std::clamp(std::ceil((1.0 - tokens) / per_second * 1000.0), 1.0, 3600.0 * 1000.0));
 }
 
-/* Give back tokens taken and not handed out (never more than the bucket holds). */
+/* End the claim's hold: give back n of the tokens it took, the rest handed out (see rate_limit.hpp). */
 void
 rate_give_back(const char *queue, int queue_len, double per_second, int burst, int64 n)
 {
@@ -459,16 +537,20 @@ rate_give_back(const char *queue, int queue_len, double per_second, int burst, i
 	TimestampTz now = GetCurrentTimestamp();
 	Bucket *b;
 
-	if (rate_shared == nullptr || n <= 0)
+	if (rate_shared == nullptr || held_queue_tokens == 0)
 		return;
 	bucket_key(&key, queue, queue_len);
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-	b = static_cast<Bucket *>(hash_search(queue_buckets, &key, HASH_FIND, nullptr));
+	b = static_cast<Bucket *>(hash_search(queue_buckets, &held_queue, HASH_FIND, nullptr));
 	if (b != nullptr)
 	{
 		refill(b, per_second, burst, now);
-		b->tokens = std::min(b->tokens + static_cast<double>(n), static_cast<double>(burst));
+		release_held(b, static_cast<double>(held_queue_tokens),
+					 memcmp(&key, &held_queue, sizeof(key)) == 0
+						 ? static_cast<double>(std::clamp<int64>(n, 0, held_queue_tokens))
+						 : 0);
 	}
+	held_queue_tokens = 0;
 	LWLockRelease(rate_shared->lock);
 }
 
@@ -490,6 +572,7 @@ rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, dou
 			 errhint(
 				 "Preload the library, or remove the limit with awa.set_rate_limit(queue, NULL, p_per_key => true).")));
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+	consume_held_keys(); /* a claim of this transaction that an error ended */
 	for (; rows < n; rows++)
 	{
 		BucketKey key;
@@ -513,35 +596,41 @@ rate_take_keys(const char *queue, int queue_len, text *const *keys, int64 n, dou
 		if (b->tokens + 1e-9 < 1.0)
 			break;
 		b->tokens -= 1.0;
+		b->held += 1.0;
+		note_held_key(key);
 	}
 	LWLockRelease(rate_shared->lock);
 	return rows;
 }
 
-/* Give back the tokens of a window's keyed jobs [from, n) (see rate_limit.hpp). */
+/*
+ * End the hold of the tokens of a window's keyed jobs: those of [from, n) go back, those of
+ * [0, from) were handed out (see rate_limit.hpp). The keys are the ones rate_take_keys took
+ * for, in the same order.
+ */
 void
 rate_give_back_keys(const char *queue, int queue_len, text *const *keys, int64 from, int64 n, double per_second,
 					int burst)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	int held = 0;
 
-	if (rate_shared == nullptr || from >= n)
+	if (rate_shared == nullptr || n_held_keys == 0)
 		return;
 	LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
-	for (int64 i = from; i < n; i++)
+	for (int64 i = 0; i < n && held < n_held_keys; i++)
 	{
-		BucketKey key;
 		Bucket *b;
 
 		if (keys[i] == nullptr)
 			continue;
-		key_bucket_key(&key, queue, queue_len, keys[i]);
-		b = static_cast<Bucket *>(hash_search(key_buckets, &key, HASH_FIND, nullptr));
+		b = static_cast<Bucket *>(hash_search(key_buckets, &held_keys[held++], HASH_FIND, nullptr));
 		if (b == nullptr)
 			continue;
 		refill(b, per_second, burst, now);
-		b->tokens = std::min(b->tokens + 1.0, static_cast<double>(burst));
+		release_held(b, 1, i >= from ? 1 : 0);
 	}
+	n_held_keys = 0;
 	LWLockRelease(rate_shared->lock);
 }
 
@@ -623,6 +712,13 @@ rate_limit_row_changed(TriggerData *trigdata)
 void
 rate_limit_at_xact_end(bool committed)
 {
+	if (rate_shared != nullptr && (held_queue_tokens > 0 || n_held_keys > 0))
+	{
+		LWLockAcquire(rate_shared->lock, LW_EXCLUSIVE);
+		consume_held_queue(); /* a claim that an error ended */
+		consume_held_keys();
+		LWLockRelease(rate_shared->lock);
+	}
 	if (committed && rate_shared != nullptr && n_changes > 0)
 	{
 		TimestampTz now = GetCurrentTimestamp();
