@@ -27,6 +27,17 @@ BEGIN
     probes := pg_stat_get_xact_numscans('awa.key_attempts_pkey'::regclass) - before;
 END
 $$;
+-- Wait (at most 10 s) until no other backend of this database holds a snapshot (an
+-- autovacuum ANALYZE would keep the next VACUUM from removing the place deleted before it).
+CREATE FUNCTION pg_temp.wait_horizon() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..100 LOOP
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+                                 AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL);
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
 -- Complete the running job of kind k.
 CREATE FUNCTION pg_temp.done(k text) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM awa.jobs j, awa.complete_jobs(ARRAY[j.id], ARRAY[j.run_lease])
@@ -93,6 +104,7 @@ SELECT * FROM pg_temp.claim('kpm', 1);
 SELECT pg_temp.done('a11') AS completed;
 SELECT ctid AS kpm_tid FROM awa.key_attempts WHERE queue = 'kpm' \gset
 DELETE FROM awa.key_attempts WHERE queue = 'kpm';
+SELECT pg_temp.wait_horizon();
 VACUUM awa.key_attempts;
 SELECT claimed FROM pg_temp.claim('kpm', 1);
 SELECT pg_temp.done('a12') AS completed;
@@ -103,6 +115,7 @@ SELECT claimed FROM pg_temp.claim('kpm', 1);
 SELECT pg_temp.done('a13') AS completed;
 SELECT ctid AS kpm_tid FROM awa.key_attempts WHERE queue = 'kpm' \gset
 DELETE FROM awa.key_attempts WHERE queue = 'kpm';
+SELECT pg_temp.wait_horizon();
 VACUUM awa.key_attempts;
 SELECT claimed FROM pg_temp.claim('kpo', 1);
 SELECT ctid = :'kpm_tid' AS same_tid FROM awa.key_attempts WHERE queue = 'kpo';
