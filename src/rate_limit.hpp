@@ -50,7 +50,8 @@ void rate_give_back_keys(const char *queue, int queue_len, text *const *keys, in
  * queue's buckets when this transaction commits. A row deleted (drop_queue) or a limit
  * removed forgets them, so that a queue created again under its name, or a limit set again,
  * starts full; a limit set or changed becomes the one they hold to. A savepoint rolled back
- * takes its changes with it; a prepared transaction's are not applied.
+ * takes its changes with it (preloaded, a transaction that changed queue_meta cannot be
+ * prepared: module.cpp).
  */
 void rate_limit_row_changed(TriggerData *trigdata);
 /* _PG_init: register the subtransaction hook of the changes. */
