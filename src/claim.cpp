@@ -37,6 +37,8 @@
 #include "head_wait.hpp"
 #include "lane_lock.hpp"
 #include "limits.hpp"
+#include "module.hpp"
+#include "running_bound.hpp"
 #include "pg_boundary.hpp"
 #include "promote.hpp"
 #include "rate_limit.hpp"
@@ -715,8 +717,13 @@ awa::claim_ready_runtime(FunctionCallInfo fcinfo, Catalog catalog)
 		elog(ERROR, "awa_shard: SPI_connect failed");
 	if (catalog == Catalog::V1_1)
 	{
+		std::uint64_t stamp_before = awa::queue_meta_stamp();
+
 		promote_own_queue(queue);
 		awa::queue_limits(VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue), &limits);
+		/* A limit set before this claim commits must not miss its attempts (running_bound.cpp). */
+		if (!limits.concurrency)
+			awa::running_bound_note_unlimited(queue, stamp_before);
 	}
 	/* Flow control: at most the room under the concurrency limit, then the rate's tokens. */
 	if (limits.concurrency)

@@ -27,13 +27,15 @@
  *
  * An entry is trusted under the queue_meta stamp (set_concurrency_limit, drop_queue), for
  * this database and queue (a 128-bit hash of both), and for at most kTrustMs after the count
- * it started from: a claim that read the queue's settings before a limit was set takes no
- * lock and publishes nothing, and its attempts are counted again at most that long after. An
- * abort publishes nothing (the bound before it still holds). A savepoint rolled back may have
- * released limit locks taken inside it, so it forgets the bounds of the transaction's queues
- * (and takes none of its exits off); a prepare forgets them too (the claims commit
- * elsewhere). Not preloaded, or under Citus (claims of one queue may run on several nodes),
- * every claim counts.
+ * it started from. A claim that read the queue's settings before a limit was set takes no
+ * lock and publishes nothing: it notes the stamp it read them under, and if the stamp moved
+ * before its commit, its commit (once visible) forgets the queue's bound, so the next claim
+ * counts its attempts; a publication begun before a forget is not trusted (the entry's
+ * forget sequence moved). Such a claim prepared commits elsewhere: its attempts are counted
+ * again at most kTrustMs later. An abort publishes nothing (the bound before it still holds). A savepoint rolled back
+ * may have released limit locks taken inside it, so it forgets the bounds of the transaction's queues (and takes none
+ * of its exits off); a prepare forgets them too (the claims commit elsewhere). Not preloaded, or under Citus (claims of
+ * one queue may run on several nodes), every claim counts.
  */
 #include "running_bound.hpp"
 #include "citus.hpp"
@@ -64,8 +66,8 @@ namespace
 
 /* Queues with a known bound (direct-mapped by their identity: a newer one replaces an older one). */
 constexpr int kBounds = 1024;
-/* How long a bound is trusted after the count it started from. */
-constexpr long kTrustMs = 1000;
+/* How long a bound is trusted after the count it started from (the bound on a prepared claim that read no limit). */
+constexpr long kTrustMs = 10 * 1000;
 /* Queues one transaction follows (claims) or ends attempts of at most (more: their bounds become unknown, their exits
  * are lost). */
 constexpr int kFollowed = 8;
@@ -88,6 +90,7 @@ struct Bound
 	Oid db;
 	QueueId id;
 	std::uint64_t gen;
+	std::uint64_t forgets; /* moved by every forget: a publication begun before one is not trusted */
 	std::uint64_t stamp;
 	TimestampTz counted;		 /* when the count this bound started from was made */
 	std::int64_t base;			 /* the bound as last published */
@@ -115,6 +118,7 @@ struct Followed
 	std::int64_t base;		/* the bound found, or the running attempts counted */
 	bool counted_here;		/* base is this transaction's count (its publication replaces) */
 	std::uint64_t gen;		/* the entry's generation it was read or counted under */
+	std::uint64_t forgets;	/* the entry's forget sequence then */
 	std::uint64_t exits_at; /* counted_here: the exit counter read after the count */
 	bool exits_lower;		/* counted_here: no exit was pending then */
 	std::int64_t started;
@@ -136,6 +140,11 @@ int nfollowed = 0;
 Exits exits[kFollowed];
 int nexits = 0;
 bool exits_lost = false; /* more queues than kFollowed: the rest are not taken off */
+/* Queues this transaction claimed from having read no concurrency limit, and the stamp before the first read. */
+text *unlimited[kFollowed];
+int nunlimited = 0;
+bool unlimited_lost = false; /* more of them than kFollowed */
+std::uint64_t unlimited_stamp = 0;
 /* A savepoint was rolled back: until the transaction ends its claims count and it publishes and takes off nothing. */
 bool untrusted = false;
 
@@ -172,6 +181,7 @@ take_entry(Bound &e, const QueueId &id)
 	e.db = MyDatabaseId;
 	e.id = id;
 	e.gen = pg_atomic_add_fetch_u64(&bounds->gens, 1);
+	e.forgets = 0;
 	e.exits = 0;
 	e.exits_at_base = 0;
 	e.exits_lower = false;
@@ -222,8 +232,27 @@ forget(const QueueId &id)
 
 	SpinLockAcquire(&e.lock);
 	if (owned(e, id))
+	{
 		e.valid = false;
+		e.forgets++;
+	}
 	SpinLockRelease(&e.lock);
+}
+
+/* Make every bound of this database untrusted (a transaction claimed from more queues than it follows). */
+void
+forget_database()
+{
+	for (Bound &e : bounds->entry)
+	{
+		SpinLockAcquire(&e.lock);
+		if (e.db == MyDatabaseId)
+		{
+			e.valid = false;
+			e.forgets++;
+		}
+		SpinLockRelease(&e.lock);
+	}
 }
 
 /*
@@ -231,7 +260,8 @@ forget(const QueueId &id)
  * and young enough: the bound, its generation and the time of its count.
  */
 bool
-published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint64_t *gen, TimestampTz *counted)
+published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint64_t *gen, std::uint64_t *forgets,
+		  TimestampTz *counted)
 {
 	Bound &e = bounds->entry[index_of(id)];
 	bool found;
@@ -242,6 +272,7 @@ published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint
 	{
 		*bound = current_bound(e);
 		*gen = e.gen;
+		*forgets = e.forgets;
 		*counted = e.counted;
 	}
 	SpinLockRelease(&e.lock);
@@ -266,6 +297,12 @@ publish(const Followed &f)
 	Bound &e = bounds->entry[index_of(f.id)];
 
 	SpinLockAcquire(&e.lock);
+	if (owned(e, f.id) && e.gen == f.gen && e.forgets != f.forgets)
+	{
+		/* Forgotten since it was read: a claim that read no limit committed, or this one may miss attempts. */
+		SpinLockRelease(&e.lock);
+		return;
+	}
 	if (!owned(e, f.id) || e.gen != f.gen)
 	{
 		/* Taken by another queue meanwhile: start again from what this transaction knew, without exits. */
@@ -326,6 +363,8 @@ end_transaction()
 {
 	drop_all(false);
 	untrusted = false;
+	nunlimited = 0;
+	unlimited_lost = false;
 }
 
 /* Subtransaction end: a savepoint rolled back may have released limit locks and undone exits. */
@@ -350,6 +389,7 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 	Followed *f;
 	std::uint64_t stamp;
 	std::uint64_t gen;
+	std::uint64_t forgets;
 	TimestampTz counted;
 
 	if (!bounds_usable() || untrusted)
@@ -362,7 +402,7 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 		return true;
 	}
 	stamp = queue_meta_stamp();
-	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &counted))
+	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &forgets, &counted))
 		return false; /* queue_meta changed by this transaction, or nothing trusted: count */
 	f = follow(id);
 	if (f == nullptr)
@@ -374,6 +414,7 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 	f->counted = counted;
 	f->base = *bound;
 	f->gen = gen;
+	f->forgets = forgets;
 	return true;
 }
 
@@ -386,6 +427,7 @@ running_bound_counted(text *queue, std::int64_t running)
 	Exits *x;
 	std::uint64_t stamp;
 	std::uint64_t gen;
+	std::uint64_t forgets;
 	std::uint64_t exits_at = 0;
 	bool exits_lower;
 	int i;
@@ -412,6 +454,7 @@ running_bound_counted(text *queue, std::int64_t running)
 		if (!owned(e, id))
 			take_entry(e, id);
 		gen = e.gen;
+		forgets = e.forgets;
 		SpinLockRelease(&e.lock);
 	}
 	/* After the count's snapshot: the pending exits first, then the counter (see the file comment). */
@@ -438,6 +481,7 @@ running_bound_counted(text *queue, std::int64_t running)
 	f->base = running;
 	f->counted_here = true;
 	f->gen = gen;
+	f->forgets = forgets;
 	f->exits_at = exits_at;
 	f->exits_lower = exits_lower;
 }
@@ -506,18 +550,46 @@ running_bound_note_exit(text *queue)
 	x->n++;
 }
 
+/* A claim of the queue read no concurrency limit (see the header). */
+void
+running_bound_note_unlimited(text *queue, std::uint64_t stamp_before)
+{
+	MemoryContext old;
+
+	if (!bounds_usable())
+		return;
+	if (nunlimited == 0 && !unlimited_lost)
+		unlimited_stamp = stamp_before;
+	for (int i = 0; i < nunlimited; i++)
+		if (VARSIZE_ANY_EXHDR(unlimited[i]) == VARSIZE_ANY_EXHDR(queue) &&
+			memcmp(VARDATA_ANY(unlimited[i]), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) == 0)
+			return;
+	if (nunlimited == kFollowed)
+	{
+		unlimited_lost = true;
+		return;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	unlimited[nunlimited] = static_cast<text *>(palloc(VARSIZE_ANY_EXHDR(queue) + VARHDRSZ));
+	SET_VARSIZE(unlimited[nunlimited], VARSIZE_ANY_EXHDR(queue) + VARHDRSZ);
+	memcpy(VARDATA(unlimited[nunlimited]), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
+	nunlimited++;
+	MemoryContextSwitchTo(old);
+}
+
 /* A bound of the queue's running attempts without its lock (see the header). */
 bool
 running_bound_peek(text *queue, std::int64_t *bound)
 {
 	std::uint64_t gen;
+	std::uint64_t forgets;
 	TimestampTz counted;
 	std::uint64_t stamp;
 
 	if (!bounds_usable())
 		return false;
 	stamp = queue_meta_stamp();
-	return (stamp & 1) == 0 && published(queue_id(queue), stamp, bound, &gen, &counted);
+	return (stamp & 1) == 0 && published(queue_id(queue), stamp, bound, &gen, &forgets, &counted);
 }
 
 /* Before the commit record: this transaction's exits count as pending (see the header). */
@@ -545,6 +617,14 @@ running_bound_at_xact_end(bool committed)
 		for (int i = 0; i < nexits; i++)
 			if (exits[i].raised)
 				add_exits(exits[i]);
+		/* Claims that read no limit, and queue_meta changed since: their queues' bounds may miss them. */
+		if ((nunlimited > 0 || unlimited_lost) && queue_meta_stamp() != unlimited_stamp)
+		{
+			if (unlimited_lost)
+				forget_database();
+			for (int i = 0; i < nunlimited; i++)
+				forget(queue_id(unlimited[i]));
+		}
 		pg_memory_barrier();
 	}
 	end_transaction(); /* takes back the pending marks, after the exits were added */
@@ -556,6 +636,8 @@ running_bound_at_prepare()
 {
 	drop_all(true);
 	untrusted = false;
+	nunlimited = 0;
+	unlimited_lost = false;
 }
 
 /* _PG_init: the subtransaction hook. */

@@ -29,6 +29,13 @@ void running_bound_counted(text *queue, std::int64_t running);
 /* The caller holds the queue's limit lock and may start `n` more attempts (n < 0: gives back unstarted ones). */
 void running_bound_started(text *queue, std::int64_t n);
 
+/*
+ * A claim of the queue read no concurrency limit, with the queue_meta stamp read before
+ * (stamp_before): if the stamp has moved when this transaction commits (a limit may have been
+ * set meanwhile), the queue's bound is forgotten once the commit is visible.
+ */
+void running_bound_note_unlimited(text *queue, std::uint64_t stamp_before);
+
 /* An attempt of the queue ends in this transaction (every exit path; key_caps.cpp). */
 void running_bound_note_exit(text *queue);
 
