@@ -1,7 +1,9 @@
 -- running_bound: a claim of a queue with a concurrency limit counts the queue's running
 -- attempts only when the bound the claims before it published, less the exits committed
 -- since (preloaded; an upper bound of the running attempts, src/running_bound.cpp;
--- docs/design.md §4, "Flow control"), leaves it less room than it asks for. `counted` says
+-- docs/design.md §4, "Flow control"), leaves it less room than it asks for and is not
+-- exact: a bound that started from a count, with every exit since taken off, is what a
+-- count would find, so a claim takes the room it leaves (none at the cap) without one. `counted` says
 -- whether the claim counted: the count is the only reader of awa.leases in a receipts-mode
 -- claim. running_bound_1.out (no preload) shows every claim counting. What the bound leaves
 -- is checked by what the claims take: never more than the limit, and a completed job's place
@@ -45,13 +47,14 @@ SELECT * FROM pg_temp.claim('rbn', 1);
 SELECT * FROM pg_temp.claim('rbq', 2);
 -- 2. The bound (2) leaves room for 2 more: taken without a count; the bound is now 4.
 SELECT * FROM pg_temp.claim('rbq', 2);
--- 3. 4 + 2 is over the limit: the claim counts (4 running) and takes the one place left.
+-- 3. 4 + 2 is over the limit, but the bound is exact (the count of 1, and what the claims
+--    since started): the claim takes the one place left without a count.
 SELECT * FROM pg_temp.claim('rbq', 2);
 SELECT pg_temp.running() AS running;
--- 4. At the cap, the bound (5) leaves nothing: the claim counts and takes nothing.
+-- 4. At the cap, the exact bound (5) leaves nothing: the claim takes nothing, without a count.
 SELECT * FROM pg_temp.claim('rbq', 1);
 -- 5. A completion lowers the bound when it commits (4): the next claim takes its place
---    without a count, and the one after it, at the cap again, counts and takes nothing.
+--    without a count, and the one after it, at the cap again, takes nothing without one.
 SELECT pg_temp.done('j1') AS completed;
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT * FROM pg_temp.claim('rbq', 1);
@@ -78,8 +81,9 @@ COMMIT;
 SELECT pg_temp.running() AS running;
 -- 9. A transaction that completes a job and then counts does not take that exit off twice:
 --    at the cap, j7 completed and a claim of 2 in one transaction (the bound, 5 before the
---    commit, leaves nothing: a count, which no longer sees j7) takes the one place; after the
---    commit the queue is at its cap and the next claim counts and takes nothing.
+--    commit, leaves nothing and is not exact, the transaction's own exit not taken off yet:
+--    a count, which no longer sees j7) takes the one place; after the commit the queue is at
+--    its cap (the count's exact bound, 4 + 1) and the next claim takes nothing without one.
 BEGIN;
 SELECT pg_temp.done('j7') AS completed;
 SELECT * FROM pg_temp.claim('rbq', 2);
@@ -100,7 +104,7 @@ SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
 -- 11. A claim whose lane holds fewer jobs than it was granted gives the rest back: queue rbg
 --     (limit 5, 2 jobs): a claim of 5 takes 2 and publishes 2, so after 4 more jobs a claim of
---     3 needs no count, and one more counts (5 running) and takes nothing.
+--     3 needs no count, and one more, at the cap, takes nothing without one.
 SELECT awa.create_queue('rbg', 1);
 SELECT count(*) AS enqueued FROM unnest(awa.insert_jobs('rbg', ARRAY['g1', 'g2']));
 SELECT awa.set_concurrency_limit('rbg', 5);
@@ -147,6 +151,21 @@ SELECT awa.set_concurrency_limit('rbq', 7);
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT * FROM pg_temp.claim('rbq', 1);
 COMMIT;
+SELECT * FROM pg_temp.claim('rbq', 1);
+SELECT pg_temp.running() AS running;
+-- 16. The count of 15 made an exact bound (5, + 1): a claim of 2 takes the one place left
+--     (limit 7) without a count, and the next one, at the cap, takes nothing without one.
+SELECT * FROM pg_temp.claim('rbq', 2);
+SELECT * FROM pg_temp.claim('rbq', 1);
+-- 17. An exit before a savepoint rolled back is taken off no bound (the savepoint dropped
+--     the transaction's exits): its commit ends the exact bounds, so at the cap, after j13
+--     completed that way, the next claim counts (6 running) and takes the freed place.
+BEGIN;
+SELECT pg_temp.done('j13') AS completed;
+SAVEPOINT s;
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT * FROM pg_temp.claim('rbq', 1);
 SELECT pg_temp.running() AS running;
 SELECT awa.drop_queue(q, true) FROM unnest(ARRAY['rbq', 'rbn', 'rbg', 'rbs']) q;

@@ -42,6 +42,7 @@ extern "C"
 #include "utils/lsyscache.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 }
 
 #include <algorithm>
@@ -350,16 +351,16 @@ queue_statement_plan(SPIPlanPtr *plan, const char *sql, text *queue, int nargs, 
 	return *plan;
 }
 
-/* The queue's running attempts on the latest committed state. SPI is connected. */
+/* The queue's running attempts on the latest committed state (`snapshot`, or one taken now). SPI is connected. */
 int64
-running_attempts(text *queue)
+running_attempts(text *queue, Snapshot snapshot)
 {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {PointerGetDatum(queue)};
 	Datum running;
 
-	exec_plan_latest(queue_statement_plan(&running_plan, kRunningSql, queue, 1, types), values, nullptr, true, 1,
-					 SPI_OK_SELECT, "queue running attempts");
+	exec_plan_snapshot(queue_statement_plan(&running_plan, kRunningSql, queue, 1, types), values, nullptr, true, 1,
+					   SPI_OK_SELECT, "queue running attempts", snapshot != nullptr ? snapshot : GetLatestSnapshot());
 	if (!spi_single_value(&running))
 		elog(ERROR, "awa_shard: running attempts of a queue counted no row");
 	return DatumGetInt64(running);
@@ -381,17 +382,23 @@ int64
 concurrency_room(text *queue, int limit, int64 want)
 {
 	std::int64_t running;
+	bool exact;
 	int64 room;
 
 	take_limit_lock(queue);
 	/*
 	 * After the lock: every claim that held it before has committed or aborted, and published
-	 * its bound. Counted only when the bound leaves less room than the claim wants.
+	 * its bound. Counted only when the bound leaves less room than the claim wants and is not
+	 * exact (a queue at its cap answers without a count while no exit is left untaken).
 	 */
-	if (!running_bound_lookup(queue, &running) || running + want > limit)
+	if (!running_bound_lookup(queue, &running, &exact) || (running + want > limit && !exact))
 	{
-		running = running_attempts(queue);
-		running_bound_counted(queue, running);
+		RunningCountTicket ticket = running_bound_count_ticket(queue);
+		/* Kept past the count: the bound tells the exits it saw from those it did not by it. */
+		Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+		running = running_bound_counted(queue, running_attempts(queue, snapshot), ticket, snapshot);
+		UnregisterSnapshot(snapshot);
 	}
 	room = std::max<int64>(std::min<int64>(want, static_cast<int64>(limit) - running), 0);
 	running_bound_started(queue, room);
@@ -756,7 +763,7 @@ limits_hold_ms(text *queue)
 		std::int64_t bound;
 
 		if (!(running_bound_peek(queue, &bound) && bound < limits.concurrency_limit) &&
-			running_attempts(queue) >= limits.concurrency_limit)
+			running_attempts(queue, nullptr) >= limits.concurrency_limit)
 			hold = kCapPollMs;
 	}
 	/* The last claim of this queue here found only keys at their cap or without a token: look again later. */

@@ -349,6 +349,7 @@ note_attempts_ended_all()
 {
 	marked_all = true;
 	marked_any = true;
+	running_bound_note_exits_unknown();
 }
 
 /* The exit sequence, or 0 when nothing may be remembered (key_caps.hpp). */
@@ -368,6 +369,13 @@ attempt_exit_seq()
 		pg_memory_barrier();
 	}
 	return pg_atomic_read_u64(&stamps->seq);
+}
+
+/* Whether a prepared transaction's exits may be in progress (key_caps.hpp). */
+bool
+prepared_exits_pending()
+{
+	return stamps == nullptr || !no_prepared_exits();
 }
 
 /* Remember a lane passed over at a key's cap (key_caps.hpp). */

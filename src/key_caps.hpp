@@ -45,6 +45,12 @@ void note_attempts_ended_all();
 std::uint64_t attempt_exit_seq();
 
 /*
+ * Whether a prepared transaction that ended attempts may be in progress (its COMMIT PREPARED
+ * tells no memory): then no count is exact. SPI must be connected.
+ */
+bool prepared_exits_pending();
+
+/*
  * Remember that the lane (queue, priority, shard) with its cursor at claim_seq begins with
  * the row first_seq, whose key is at its cap `limit` with the witnessed running attempts, as
  * a count taken after reading `seq` found it. Nothing is remembered when seq is 0, the

@@ -14,16 +14,30 @@
  * Exits lower the bound. An exit (completion, failure, retry, snooze, cancel, rescue through
  * take_attempt; key_caps.cpp names them) adds to its queue's exit counter when it commits,
  * after its end is visible, and the bound is the last publication less the exits counted
- * since. Exactness needs no exit to be taken off twice: once by a count that no longer saw
- * its attempt, and again by the counter. So an exit is counted as pending in its queue's slot
- * from PRE_COMMIT until it has added itself, and a count reads, after its snapshot, first the
- * pending exits and then the counter: an exit visible to the count's snapshot has either
- * added itself before the counter was read (the publication starts from that value) or was
- * still pending (then the exits since are not taken off at all, until the next count). An
- * exit that adds nothing (the queue had no bound when the exit was noted, a savepoint rolled
- * back, a prepared transaction, a transaction's own exits before its count) only leaves the
- * bound higher. A claim's own exits before its count are not taken off (its count did not
- * see those attempts).
+ * since. No exit may be taken off twice: once by a count that no longer saw its attempt, and
+ * again by the counter. So an exit is pending in its queue's entry from PRE_COMMIT until it
+ * has added itself, and a count reads, after its snapshot, the pending exits and the counter
+ * together: an exit visible to the count's snapshot has either added itself before (the
+ * publication starts from that value) or was still pending (then, unless the count can tell
+ * the exits apart, see below, the exits since are not taken off at all until the next
+ * count). An exit that adds nothing (the queue had no entry when it committed, a savepoint
+ * rolled back, a prepared transaction) only leaves the bound higher. A claim's own exits
+ * before its count are not taken off (its count did not see those attempts).
+ *
+ * A bound is exact when it is what a count would find now. Each exit is listed in its entry
+ * with its transaction from PRE_COMMIT (pending) and then among the entry's recent additions
+ * (added), moved from one to the other in one step. A count reads a ticket before its
+ * snapshot (the counter, the entry taken if need be) and, after it, the additions since the
+ * ticket and the pending exits: an exit added whose transaction the snapshot did not see was
+ * counted running and is in the counter already (taken off the count now); one pending whose
+ * committed transaction it saw was not counted and will still be taken off (put back now). If
+ * every such exit is known (none unlisted, none of the additions overwritten), no prepared
+ * transaction that ended attempts was in progress and the exactness epoch did not move, the
+ * bound is exact, and claims and exits since keep it so: a claim then takes the room it
+ * leaves, none at the cap, without counting. The epoch moves when attempts end that no bound
+ * takes off (a PREPARE that ended attempts, a commit of unnamed or dropped exits); an exact
+ * bound is trusted for kExactTrustMs. Otherwise the old rule holds: an upper bound, whose
+ * exits since lower nothing if any was pending.
  *
  * An entry is trusted under the queue_meta stamp (set_concurrency_limit, drop_queue), for
  * this database and queue (a 128-bit hash of both), and for at most kTrustMs after the count
@@ -39,11 +53,13 @@
  */
 #include "running_bound.hpp"
 #include "citus.hpp"
+#include "key_caps.hpp"
 #include "module.hpp"
 #include "pg_boundary.hpp"
 
 extern "C"
 {
+#include "access/transam.h"
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -52,6 +68,7 @@ extern "C"
 #include "storage/spin.h"
 #include "storage/lwlock.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
 
@@ -68,6 +85,12 @@ namespace
 constexpr int kBounds = 1024;
 /* How long a bound is trusted after the count it started from (the bound on a prepared claim that read no limit). */
 constexpr long kTrustMs = 10 * 1000;
+/* How long an exact bound stands in for a count that would find less room than asked (an exit no path names). */
+constexpr long kExactTrustMs = 1000;
+/* Exits past PRE_COMMIT listed per entry with their transaction (more: pending, unlisted). */
+constexpr int kPendingListed = 8;
+/* The last exits added to an entry's counter, with their transactions. */
+constexpr int kRecentAdds = 16;
 /* Queues one transaction follows (claims) or ends attempts of at most (more: their bounds become unknown, their exits
  * are lost). */
 constexpr int kFollowed = 8;
@@ -79,9 +102,26 @@ struct QueueId
 	std::uint64_t hi;
 };
 
+/* An exit past PRE_COMMIT that has not added itself yet: its transaction, queue and attempts (xid invalid: free). */
+struct PendingExit
+{
+	TransactionId xid;
+	QueueId id;
+	std::uint32_t n;
+};
+
+/* An exit added to an entry's counter: its transaction, attempts, and the counter after it. */
+struct AddedExit
+{
+	TransactionId xid;
+	std::uint32_t n;
+	std::uint64_t upto;
+};
+
 /*
  * A queue's entry. The identity is kept while the entry is not trusted (valid false), so
- * exits keep being counted; gen changes whenever the entry is taken for a queue.
+ * exits keep being counted; gen changes whenever the entry is taken for a queue. The pending
+ * exits belong to the index, whatever queue holds the entry.
  */
 struct Bound
 {
@@ -97,13 +137,23 @@ struct Bound
 	std::uint64_t exits;		 /* exits of the queue added since the entry was taken for it */
 	std::uint64_t exits_at_base; /* ... when the count behind `base` read them */
 	bool exits_lower;			 /* whether the exits since exits_at_base lower the bound */
+	bool exact;					 /* the bound is the running attempts, under `epoch` */
+	std::uint64_t epoch;		 /* the exactness epoch read before the count behind `base` */
+	std::uint64_t nadds;		 /* exits added since the entry was taken (recent: the last kRecentAdds) */
+	AddedExit recent[kRecentAdds];
+	PendingExit pending[kPendingListed];
+	std::uint32_t pending_unlisted; /* exits past PRE_COMMIT of this index not listed (no xid, or no room) */
 };
 
-/* Shared: the entries, and per entry the exits past PRE_COMMIT that have not added themselves. */
+/* Shared: the entries, with per entry the exits past PRE_COMMIT that have not added themselves. */
 struct Bounds
 {
 	pg_atomic_uint64 gens;
-	pg_atomic_uint32 pending[kBounds];
+	/* Moved when attempts end that no bound takes off (unnamed, lost or prepared exits): exact bounds made before end.
+	 */
+	pg_atomic_uint64 epoch;
+	/* Transactions past PRE_COMMIT whose exits no bound takes off, until they have moved the epoch. */
+	pg_atomic_uint32 pending_unknown;
 	Bound entry[kBounds];
 };
 
@@ -121,6 +171,8 @@ struct Followed
 	std::uint64_t forgets;	/* the entry's forget sequence then */
 	std::uint64_t exits_at; /* counted_here: the exit counter read after the count */
 	bool exits_lower;		/* counted_here: no exit was pending then */
+	bool exact;				/* counted_here: the count is exact (see running_bound_counted) */
+	std::uint64_t epoch;	/* counted_here: the exactness epoch read before the count */
 	std::int64_t started;
 };
 
@@ -129,10 +181,10 @@ struct Exits
 {
 	QueueId id;
 	text *queue; /* the name, to find the queue again (TopTransactionContext) */
-	bool taken;	 /* the queue had an entry when first noted: these exits are taken off */
 	std::int64_t n;
 	std::int64_t unseen_by_count; /* noted before this transaction's count of the queue */
-	bool raised;				  /* counted as pending (from PRE_COMMIT) */
+	bool raised;				  /* counted as pending (from PRE_COMMIT) until added or dropped */
+	int listed;					  /* its slot in the entry's pending list, or -1 (unlisted) */
 };
 
 Followed followed[kFollowed];
@@ -147,6 +199,9 @@ bool unlimited_lost = false; /* more of them than kFollowed */
 std::uint64_t unlimited_stamp = 0;
 /* A savepoint was rolled back: until the transaction ends its claims count and it publishes and takes off nothing. */
 bool untrusted = false;
+/* This transaction ends attempts that no bound will take off (unnamed, or lost): exact bounds end at its commit. */
+bool exits_unknown = false;
+bool unknown_raised = false; /* counted in pending_unknown (from PRE_COMMIT) */
 
 /* The identity of (this database, queue). */
 QueueId
@@ -185,7 +240,21 @@ take_entry(Bound &e, const QueueId &id)
 	e.exits = 0;
 	e.exits_at_base = 0;
 	e.exits_lower = false;
+	e.exact = false;
+	e.epoch = 0;
+	e.nadds = 0;
 	e.base = 0;
+}
+
+/* An exit is no longer pending in its entry (under the entry's lock). */
+void
+unlist(Bound &e, Exits &x)
+{
+	if (x.listed >= 0)
+		e.pending[x.listed].xid = InvalidTransactionId;
+	else
+		e.pending_unlisted--;
+	x.raised = false;
 }
 
 /* The bound an entry holds now (under its lock). */
@@ -261,10 +330,11 @@ forget_database()
  */
 bool
 published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint64_t *gen, std::uint64_t *forgets,
-		  TimestampTz *counted)
+		  TimestampTz *counted, bool *exact)
 {
 	Bound &e = bounds->entry[index_of(id)];
 	bool found;
+	std::uint64_t epoch = 0;
 
 	SpinLockAcquire(&e.lock);
 	found = e.valid && owned(e, id) && e.stamp == stamp;
@@ -274,9 +344,20 @@ published(const QueueId &id, std::uint64_t stamp, std::int64_t *bound, std::uint
 		*gen = e.gen;
 		*forgets = e.forgets;
 		*counted = e.counted;
+		*exact = e.exact;
+		epoch = e.epoch;
 	}
 	SpinLockRelease(&e.lock);
-	return found && !TimestampDifferenceExceeds(*counted, GetCurrentTimestamp(), kTrustMs);
+	if (!found || TimestampDifferenceExceeds(*counted, GetCurrentTimestamp(), kTrustMs))
+		return false;
+	/*
+	 * Exact only under its epoch, with no unnamed exit past its commit record. An exit that
+	 * is visible and has not added itself yet counts as running a moment longer.
+	 */
+	if (*exact)
+		*exact = epoch == pg_atomic_read_u64(&bounds->epoch) && pg_atomic_read_u32(&bounds->pending_unknown) == 0 &&
+				 !TimestampDifferenceExceeds(*counted, GetCurrentTimestamp(), kExactTrustMs);
+	return true;
 }
 
 /* Follow a queue; nullptr when no more queues can be followed. */
@@ -314,6 +395,8 @@ publish(const Followed &f)
 		e.base = f.base + f.started;
 		e.exits_at_base = f.exits_at;
 		e.exits_lower = f.exits_lower;
+		e.exact = f.exact;
+		e.epoch = f.epoch;
 	}
 	else
 		e.base += f.started; /* the exits since keep lowering it */
@@ -323,20 +406,25 @@ publish(const Followed &f)
 	SpinLockRelease(&e.lock);
 }
 
-/* Add a queue's committed exits to its counter (after the commit is visible). */
+/*
+ * Add a queue's committed exits to its counter (after the commit is visible), no longer
+ * pending in the same step, so a count finds each exit either pending or added.
+ */
 void
-add_exits(const Exits &x)
+add_exits(Exits &x, TransactionId xid)
 {
 	Bound &e = bounds->entry[index_of(x.id)];
 	std::int64_t n = x.n - x.unseen_by_count;
 
-	if (n > 0)
+	SpinLockAcquire(&e.lock);
+	unlist(e, x);
+	if (owned(e, x.id))
 	{
-		SpinLockAcquire(&e.lock);
-		if (owned(e, x.id))
-			e.exits += static_cast<std::uint64_t>(n);
-		SpinLockRelease(&e.lock);
+		e.exits += static_cast<std::uint64_t>(n);
+		e.recent[e.nadds % kRecentAdds] = {xid, static_cast<std::uint32_t>(n), e.exits};
+		e.nadds++;
 	}
+	SpinLockRelease(&e.lock);
 }
 
 /* Forget this transaction's followed queues and exits (a savepoint rolled back, a prepare, an abort). */
@@ -350,8 +438,17 @@ drop_all(bool forget_bounds)
 				forget(followed[i].id);
 		for (int i = 0; i < nexits; i++)
 			if (exits[i].raised)
-				pg_atomic_fetch_sub_u32(&bounds->pending[index_of(exits[i].id)], 1);
+			{
+				Bound &e = bounds->entry[index_of(exits[i].id)];
+
+				SpinLockAcquire(&e.lock);
+				unlist(e, exits[i]);
+				SpinLockRelease(&e.lock);
+			}
+		if (unknown_raised)
+			pg_atomic_fetch_sub_u32(&bounds->pending_unknown, 1);
 	}
+	unknown_raised = false;
 	nfollowed = 0;
 	nexits = 0;
 	exits_lost = false;
@@ -363,6 +460,7 @@ end_transaction()
 {
 	drop_all(false);
 	untrusted = false;
+	exits_unknown = false;
 	nunlimited = 0;
 	unlimited_lost = false;
 }
@@ -373,6 +471,9 @@ on_running_bound_subxact(SubXactEvent event, SubTransactionId my_subid, SubTrans
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
+		/* Exits of the transaction before the savepoint stand, and are no longer taken off. */
+		if (nexits > 0)
+			exits_unknown = true;
 		drop_all(true);
 		untrusted = true;
 		exits_lost = true;
@@ -383,27 +484,34 @@ on_running_bound_subxact(SubXactEvent event, SubTransactionId my_subid, SubTrans
 
 /* A trusted bound of the queue's running attempts, under its limit lock (see the header). */
 bool
-running_bound_lookup(text *queue, std::int64_t *bound)
+running_bound_lookup(text *queue, std::int64_t *bound, bool *exact)
 {
 	QueueId id;
 	Followed *f;
+	Exits *x;
 	std::uint64_t stamp;
 	std::uint64_t gen;
 	std::uint64_t forgets;
 	TimestampTz counted;
 
+	*exact = false;
 	if (!bounds_usable() || untrusted)
 		return false;
 	id = queue_id(queue);
 	f = followed_of(id);
 	if (f != nullptr)
 	{
+		/* Exits committed since this transaction read or made it are not in it: an upper bound only. */
 		*bound = f->base + f->started;
 		return true;
 	}
 	stamp = queue_meta_stamp();
-	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &forgets, &counted))
+	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &forgets, &counted, exact))
 		return false; /* queue_meta changed by this transaction, or nothing trusted: count */
+	/* This transaction's own exits are visible to a count, not yet taken off the bound. */
+	x = exits_of(id);
+	if (exits_unknown || exits_lost || (x != nullptr && x->n > 0))
+		*exact = false;
 	f = follow(id);
 	if (f == nullptr)
 	{
@@ -418,9 +526,43 @@ running_bound_lookup(text *queue, std::int64_t *bound)
 	return true;
 }
 
+/* Read before a count's snapshot: what tells whether the count can be exact (see the header). */
+RunningCountTicket
+running_bound_count_ticket(text *queue)
+{
+	RunningCountTicket t = {};
+	QueueId id;
+
+	if (!bounds_usable())
+		return t;
+	id = queue_id(queue);
+	/* The epoch first: a prepare with exits moves it after it has been listed as pending. */
+	t.epoch = pg_atomic_read_u64(&bounds->epoch);
+	pg_memory_barrier();
+	if (prepared_exits_pending())
+	{
+		t.epoch = 0;
+		return t;
+	}
+	{
+		Bound &e = bounds->entry[index_of(id)];
+
+		/* Taken now if need be: the exits that add themselves during the count must be kept. */
+		SpinLockAcquire(&e.lock);
+		if (!owned(e, id))
+			take_entry(e, id);
+		t.owned = true;
+		t.gen = e.gen;
+		t.exits = e.exits;
+		SpinLockRelease(&e.lock);
+	}
+	pg_memory_barrier();
+	return t;
+}
+
 /* The claim counted the queue's running attempts under its limit lock (see the header). */
-void
-running_bound_counted(text *queue, std::int64_t running)
+std::int64_t
+running_bound_counted(text *queue, std::int64_t running, const RunningCountTicket &ticket, Snapshot snapshot)
 {
 	QueueId id;
 	Followed *f;
@@ -430,10 +572,20 @@ running_bound_counted(text *queue, std::int64_t running)
 	std::uint64_t forgets;
 	std::uint64_t exits_at = 0;
 	bool exits_lower;
+	bool unknown_pending;
+	bool same = false;
+	bool adds_known = false;
+	bool pending_any;
+	AddedExit added[kRecentAdds];
+	int nadded = 0;
+	PendingExit pending[kPendingListed];
+	int npending = 0;
+	std::int64_t correction = 0;
+	std::int64_t started_before;
 	int i;
 
 	if (!bounds_usable())
-		return;
+		return running;
 	id = queue_id(queue);
 	stamp = queue_meta_stamp();
 	f = followed_of(id);
@@ -444,7 +596,7 @@ running_bound_counted(text *queue, std::int64_t running)
 		 * stamp), or too many queues: publish nothing, and no bound stays trusted meanwhile.
 		 */
 		forget(id);
-		return;
+		return running;
 	}
 	i = index_of(id);
 	{
@@ -457,33 +609,88 @@ running_bound_counted(text *queue, std::int64_t running)
 		forgets = e.forgets;
 		SpinLockRelease(&e.lock);
 	}
-	/* After the count's snapshot: the pending exits first, then the counter (see the file comment). */
+	/*
+	 * After the count's snapshot, in one step: the counter, the exits added since the ticket
+	 * and the queue's exits still pending (each exit is one or the other).
+	 */
 	pg_memory_barrier();
-	exits_lower = pg_atomic_read_u32(&bounds->pending[i]) == 0;
-	pg_memory_barrier();
+	unknown_pending = pg_atomic_read_u32(&bounds->pending_unknown) != 0;
 	{
 		Bound &e = bounds->entry[i];
 
 		SpinLockAcquire(&e.lock);
-		if (owned(e, id) && e.gen == gen)
+		same = owned(e, id) && e.gen == gen;
+		if (same)
+		{
+			std::uint64_t sum = 0;
+
 			exits_at = e.exits;
-		else
-			exits_lower = false;
+			for (std::uint64_t j = 0; j < std::min<std::uint64_t>(e.nadds, kRecentAdds); j++)
+			{
+				const AddedExit &a = e.recent[(e.nadds - 1 - j) % kRecentAdds];
+
+				if (a.upto > ticket.exits && a.upto <= exits_at)
+				{
+					added[nadded++] = a;
+					sum += a.n;
+				}
+			}
+			adds_known = ticket.owned && ticket.gen == gen && sum == exits_at - ticket.exits;
+		}
+		pending_any = e.pending_unlisted > 0;
+		for (const PendingExit &p : e.pending)
+			if (TransactionIdIsValid(p.xid) && p.id.lo == id.lo && p.id.hi == id.hi)
+			{
+				pending[npending++] = p;
+				pending_any = true;
+			}
+		adds_known = adds_known && e.pending_unlisted == 0;
 		SpinLockRelease(&e.lock);
 	}
+	/*
+	 * Which of them the count saw, by their transactions against its snapshot: an exit added
+	 * that the snapshot did not see was counted running and is already in the counter (taken
+	 * off now); one pending that it saw committed was not counted and will still be taken off
+	 * (put back now). Then the exits since lower the bound, and it is exact.
+	 */
+	if (adds_known && snapshot != nullptr)
+	{
+		for (int k = 0; k < nadded && adds_known; k++)
+			if (!TransactionIdIsValid(added[k].xid))
+				adds_known = false;
+			else if (XidInMVCCSnapshot(added[k].xid, snapshot))
+				correction -= added[k].n;
+		for (int k = 0; k < npending && adds_known; k++)
+			if (!XidInMVCCSnapshot(pending[k].xid, snapshot) && TransactionIdDidCommit(pending[k].xid))
+				correction += pending[k].n;
+	}
+	else
+		adds_known = false;
+	/* Otherwise the exits since the count lower nothing if any was pending (see the file comment). */
+	exits_lower = same && (adds_known || !pending_any);
 	/* This transaction's own exits so far: the count did not see their attempts. */
 	x = exits_of(id);
 	if (x != nullptr)
 		x->unseen_by_count = x->n;
 	/* What it started before stays counted (its own rows may be in the count too: over, never under). */
+	started_before = f->started;
+	/*
+	 * Exact when every exit the count did not see will be taken off, and every one it saw is
+	 * taken off no more (all known), none unnamed, lost or prepared since the ticket; and
+	 * nothing is counted twice.
+	 */
+	f->exact =
+		ticket.epoch != 0 && adds_known && !unknown_pending && started_before == 0 && !exits_unknown && !exits_lost;
+	f->epoch = ticket.epoch;
 	f->stamp = stamp;
 	f->counted = GetCurrentTimestamp();
-	f->base = running;
+	f->base = std::max<std::int64_t>(running + (adds_known ? correction : 0), 0);
 	f->counted_here = true;
 	f->gen = gen;
 	f->forgets = forgets;
 	f->exits_at = exits_at;
 	f->exits_lower = exits_lower;
+	return f->base;
 }
 
 /* The claim may start n more attempts of the queue, under its limit lock (see the header). */
@@ -512,8 +719,13 @@ running_bound_note_exit(text *queue)
 	QueueId id;
 	Exits *x;
 
-	if (!bounds_usable() || queue == nullptr || exits_lost)
+	if (!bounds_usable())
 		return;
+	if (queue == nullptr || exits_lost)
+	{
+		exits_unknown = true;
+		return;
+	}
 	/* The last queue noted, by name, saves the hashing of a batch's exits. */
 	for (int i = nexits - 1; i >= 0; i--)
 		if (VARSIZE_ANY_EXHDR(exits[i].queue) == VARSIZE_ANY_EXHDR(queue) &&
@@ -526,12 +738,12 @@ running_bound_note_exit(text *queue)
 	x = exits_of(id);
 	if (x == nullptr)
 	{
-		Bound &e = bounds->entry[index_of(id)];
 		MemoryContext old;
 
 		if (nexits == kFollowed)
 		{
 			exits_lost = true;
+			exits_unknown = true;
 			return;
 		}
 		x = &exits[nexits++];
@@ -542,12 +754,16 @@ running_bound_note_exit(text *queue)
 		SET_VARSIZE(x->queue, VARSIZE_ANY_EXHDR(queue) + VARHDRSZ);
 		memcpy(VARDATA(x->queue), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue));
 		MemoryContextSwitchTo(old);
-		/* A queue without an entry (no concurrency limit, or none claimed yet) pays nothing more. */
-		SpinLockAcquire(&e.lock);
-		x->taken = owned(e, id);
-		SpinLockRelease(&e.lock);
 	}
 	x->n++;
+}
+
+/* This transaction ends attempts it does not name (see the header). */
+void
+running_bound_note_exits_unknown()
+{
+	if (bounds_usable())
+		exits_unknown = true;
 }
 
 /* A claim of the queue read no concurrency limit (see the header). */
@@ -585,11 +801,12 @@ running_bound_peek(text *queue, std::int64_t *bound)
 	std::uint64_t forgets;
 	TimestampTz counted;
 	std::uint64_t stamp;
+	bool exact;
 
 	if (!bounds_usable())
 		return false;
 	stamp = queue_meta_stamp();
-	return (stamp & 1) == 0 && published(queue_id(queue), stamp, bound, &gen, &forgets, &counted);
+	return (stamp & 1) == 0 && published(queue_id(queue), stamp, bound, &gen, &forgets, &counted, &exact);
 }
 
 /* Before the commit record: this transaction's exits count as pending (see the header). */
@@ -598,12 +815,37 @@ running_bound_at_pre_commit()
 {
 	if (bounds == nullptr)
 		return;
+	/*
+	 * Every queue's, whether or not it has an entry now: a count that takes an entry for the
+	 * queue before this commit is visible must not take these exits off itself.
+	 */
+	TransactionId xid = GetTopTransactionIdIfAny();
+
 	for (int i = 0; i < nexits; i++)
-		if (exits[i].taken && exits[i].n > exits[i].unseen_by_count)
+		if (exits[i].n > exits[i].unseen_by_count)
 		{
-			pg_atomic_fetch_add_u32(&bounds->pending[index_of(exits[i].id)], 1);
+			Bound &e = bounds->entry[index_of(exits[i].id)];
+
+			exits[i].listed = -1;
+			SpinLockAcquire(&e.lock);
+			for (int k = 0; k < kPendingListed && TransactionIdIsValid(xid); k++)
+				if (!TransactionIdIsValid(e.pending[k].xid))
+				{
+					e.pending[k] = {xid, exits[i].id,
+									static_cast<std::uint32_t>(exits[i].n - exits[i].unseen_by_count)};
+					exits[i].listed = k;
+					break;
+				}
+			if (exits[i].listed < 0)
+				e.pending_unlisted++;
 			exits[i].raised = true;
+			SpinLockRelease(&e.lock);
 		}
+	if (exits_unknown)
+	{
+		pg_atomic_fetch_add_u32(&bounds->pending_unknown, 1);
+		unknown_raised = true;
+	}
 }
 
 /* Publish the followed queues' bounds, then add the exits (see the header). */
@@ -614,9 +856,14 @@ running_bound_at_xact_end(bool committed)
 	{
 		for (int i = 0; i < nfollowed; i++)
 			publish(followed[i]);
+		TransactionId xid = GetTopTransactionIdIfAny();
+
 		for (int i = 0; i < nexits; i++)
 			if (exits[i].raised)
-				add_exits(exits[i]);
+				add_exits(exits[i], xid);
+		/* Attempts ended that no bound takes off: the exact bounds made before end (visible now). */
+		if (unknown_raised)
+			pg_atomic_fetch_add_u64(&bounds->epoch, 1);
 		/* Claims that read no limit, and queue_meta changed since: their queues' bounds may miss them. */
 		if ((nunlimited > 0 || unlimited_lost) && queue_meta_stamp() != unlimited_stamp)
 		{
@@ -634,6 +881,10 @@ running_bound_at_xact_end(bool committed)
 void
 running_bound_at_prepare()
 {
+	/* Its exits end at COMMIT PREPARED, which takes nothing off: exact bounds made before end. */
+	if (bounds != nullptr && (nexits > 0 || exits_unknown))
+		pg_atomic_fetch_add_u64(&bounds->epoch, 1);
+	exits_unknown = false;
 	drop_all(true);
 	untrusted = false;
 	nunlimited = 0;
@@ -665,14 +916,18 @@ running_bound_shmem_startup()
 	if (!found)
 	{
 		pg_atomic_init_u64(&bounds->gens, 0);
-		for (pg_atomic_uint32 &p : bounds->pending)
-			pg_atomic_init_u32(&p, 0);
+		pg_atomic_init_u64(&bounds->epoch, 1); /* 0 is no epoch (running_bound_count_ticket) */
+		pg_atomic_init_u32(&bounds->pending_unknown, 0);
 		for (Bound &e : bounds->entry)
 		{
 			SpinLockInit(&e.lock);
 			e.valid = false;
 			e.db = InvalidOid;
 			e.id = {0, 0};
+			e.nadds = 0;
+			e.pending_unlisted = 0;
+			for (PendingExit &p : e.pending)
+				p.xid = InvalidTransactionId;
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);

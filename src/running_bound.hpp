@@ -10,6 +10,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "utils/snapshot.h"
 }
 
 namespace awa
@@ -18,13 +19,37 @@ namespace awa
 /*
  * The caller holds the queue's limit lock. True, with *bound, when a bound of the queue's
  * running attempts is known (this transaction's own claims of the queue included) and young
- * enough to trust; false when the claim must count. A claim that cannot be followed makes
- * the queue's bound unknown at once.
+ * enough to trust; false when the claim must count. *exact: the bound is what a count would
+ * find now (every exit since the count it started from taken off, none pending), so the
+ * claim may take the room it leaves, however little, without counting. A claim that cannot
+ * be followed makes the queue's bound unknown at once. SPI must be connected.
  */
-bool running_bound_lookup(text *queue, std::int64_t *bound);
+bool running_bound_lookup(text *queue, std::int64_t *bound, bool *exact);
 
-/* The caller holds the queue's limit lock and counted `running` attempts on the latest committed state. */
-void running_bound_counted(text *queue, std::int64_t running);
+/*
+ * What a count can be exact under, read before its snapshot: the epoch of exact bounds (0:
+ * none can be, a prepared transaction that ended attempts is in progress) and the queue's
+ * exit counter then.
+ */
+struct RunningCountTicket
+{
+	std::uint64_t epoch;
+	bool owned; /* the queue had an entry */
+	std::uint64_t gen;
+	std::uint64_t exits;
+};
+
+/* The ticket of a count about to be made, under the queue's limit lock. SPI must be connected. */
+RunningCountTicket running_bound_count_ticket(text *queue);
+
+/*
+ * The caller holds the queue's limit lock and counted `running` attempts on the latest
+ * committed state under `snapshot` (nullptr: not known; the bound is then not exact), with
+ * `ticket` read before the snapshot was taken. Returns the running attempts now: the count
+ * less the exits that committed after its snapshot and have taken themselves off already.
+ */
+std::int64_t running_bound_counted(text *queue, std::int64_t running, const RunningCountTicket &ticket,
+								   Snapshot snapshot);
 
 /* The caller holds the queue's limit lock and may start `n` more attempts (n < 0: gives back unstarted ones). */
 void running_bound_started(text *queue, std::int64_t n);
@@ -38,6 +63,9 @@ void running_bound_note_unlimited(text *queue, std::uint64_t stamp_before);
 
 /* An attempt of the queue ends in this transaction (every exit path; key_caps.cpp). */
 void running_bound_note_exit(text *queue);
+
+/* This transaction ends attempts it does not name (purge, drop): no bound made before its commit stays exact. */
+void running_bound_note_exits_unknown();
 
 /* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
 bool running_bound_peek(text *queue, std::int64_t *bound);

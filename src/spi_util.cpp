@@ -102,11 +102,19 @@ void
 exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 				 const char *what)
 {
+	exec_plan_snapshot(plan, values, nulls, read_only, count, expected, what, GetLatestSnapshot());
+}
+
+/* A planned statement under the caller's snapshot, as exec_plan_latest (spi_util.hpp). */
+void
+exec_plan_snapshot(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
+				   const char *what, Snapshot snapshot)
+{
 	int rc;
 
 	pin_statement_settings();
-	rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(), InvalidSnapshot, read_only,
-							  true, count);
+	rc = SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, snapshot, InvalidSnapshot, read_only, true,
+							  count);
 
 	if (rc != expected)
 		elog(ERROR, "awa_shard: %s returned %s, expected %s", what, SPI_result_code_string(rc),

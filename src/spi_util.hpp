@@ -28,6 +28,10 @@ void exec_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool rea
 void exec_plan_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count, int expected,
 					  const char *what);
 
+/* exec_plan_latest under a snapshot the caller took (and keeps, to test what it saw). */
+void exec_plan_snapshot(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
+						int expected, const char *what, Snapshot snapshot);
+
 /* The first column of the last statement's single row (false: no row, or NULL). */
 bool spi_single_value(Datum *value);
 

@@ -9,15 +9,7 @@
 # and take the job. Run as the postgres user; prints "key_cap_race: N passed, M failed".
 TEST=key_cap_race; . "$(dirname "$0")/lib.sh"
 new_server keyrace 58000
-cat >> "$dir/data/postgresql.conf" <<EOF
-shared_preload_libraries = 'awa_shard'
-awa_shard.maintenance = off
-fsync = off
-lc_messages = 'C'
-EOF
-start_server || give_up "the server did not start"
-
-q postgres -c "CREATE DATABASE race" >/dev/null || exit 1
+start_preloaded race
 q race <<'SQL' >/dev/null || exit 1
 CREATE EXTENSION awa_shard;
 SELECT awa.create_queue('qr', 1);

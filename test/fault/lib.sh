@@ -38,6 +38,19 @@ drop_server() {
   if [ -n "${KEEP_DIR:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
 
+# start_preloaded DB: start the server preloaded with the extension (maintenance off, fsync off)
+# and create the database DB.
+start_preloaded() {
+  cat >> "$dir/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'awa_shard'
+awa_shard.maintenance = off
+fsync = off
+lc_messages = 'C'
+EOF
+  start_server || give_up "the server did not start"
+  q postgres -c "CREATE DATABASE $1" >/dev/null || give_up "CREATE DATABASE $1 failed"
+}
+
 # Background processes a test started and wants ended at exit: bg+=($!).
 bg=()
 stop_background() { [ ${#bg[@]} -gt 0 ] || return 0; local p; for p in "${bg[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }

@@ -25,7 +25,7 @@ STATEMENT_CALLS = re.compile(r'\b(SPI_prepare(?:_cursor|_params|_extended)?|SPI_
                              r'|SPI_exec|SPI_execp|SPI_cursor_open(?:_with_args|_with_paramlist)?|SPI_cursor_parse_open'
                              r'|OidFunctionCall\d|fmgr_info(?:_cxt)?)\s*\(')
 ALLOWED = {
-    'spi_util.cpp': {'keep_plan', 'keep_generic_plan', 'exec_plan', 'exec_plan_latest'},
+    'spi_util.cpp': {'keep_plan', 'keep_generic_plan', 'exec_plan', 'exec_plan_latest', 'exec_plan_snapshot'},
     'citus.cpp': {'keep_shard_plan'},
     'reserve.cpp': {'create_lane_sequence', 'drop_stale_lane_sequence'},
     'worker.cpp': None,  # the background worker's own transactions (any function of the file)
