@@ -497,7 +497,8 @@ key_caps_at_pre_prepare()
 {
 	TransactionId xid = GetTopTransactionIdIfAny();
 
-	if (!marked_any || stamps == nullptr || !TransactionIdIsValid(xid))
+	/* Claims that read no limit too: their attempts' exits may commit while a count runs. */
+	if ((!marked_any && !running_bound_claimed_unlimited()) || stamps == nullptr || !TransactionIdIsValid(xid))
 		return;
 	follow_prepared(xid);
 }

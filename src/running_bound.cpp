@@ -540,10 +540,7 @@ running_bound_count_ticket(text *queue)
 	t.epoch = pg_atomic_read_u64(&bounds->epoch);
 	pg_memory_barrier();
 	if (prepared_exits_pending())
-	{
 		t.epoch = 0;
-		return t;
-	}
 	{
 		Bound &e = bounds->entry[index_of(id)];
 
@@ -554,6 +551,7 @@ running_bound_count_ticket(text *queue)
 		t.owned = true;
 		t.gen = e.gen;
 		t.exits = e.exits;
+		t.forgets = e.forgets;
 		SpinLockRelease(&e.lock);
 	}
 	pg_memory_barrier();
@@ -610,6 +608,12 @@ running_bound_counted(text *queue, std::int64_t running, const RunningCountTicke
 		SpinLockRelease(&e.lock);
 	}
 	/*
+	 * The publication begins at the ticket, before the count's snapshot: a claim that read no
+	 * limit and committed during the count (its attempts unseen by it) forgets the bound then.
+	 */
+	if (ticket.owned && ticket.gen == gen)
+		forgets = ticket.forgets;
+	/*
 	 * After the count's snapshot, in one step: the counter, the exits added since the ticket
 	 * and the queue's exits still pending (each exit is one or the other).
 	 */
@@ -635,7 +639,12 @@ running_bound_counted(text *queue, std::int64_t running, const RunningCountTicke
 					sum += a.n;
 				}
 			}
-			adds_known = ticket.owned && ticket.gen == gen && sum == exits_at - ticket.exits;
+			/*
+			 * Known only when no claim that read no limit committed during the count (it
+			 * forgot the bound first): an exit of its attempts was not counted running.
+			 */
+			adds_known =
+				ticket.owned && ticket.gen == gen && sum == exits_at - ticket.exits && e.forgets == ticket.forgets;
 		}
 		pending_any = e.pending_unlisted > 0;
 		for (const PendingExit &p : e.pending)
@@ -653,7 +662,11 @@ running_bound_counted(text *queue, std::int64_t running, const RunningCountTicke
 	 * off now); one pending that it saw committed was not counted and will still be taken off
 	 * (put back now). Then the exits since lower the bound, and it is exact.
 	 */
-	if (adds_known && snapshot != nullptr)
+	/*
+	 * Not while a prepared transaction that ended attempts or claimed without a limit was in
+	 * progress at the ticket: its exits, or the exits of its attempts, may commit unseen.
+	 */
+	if (adds_known && snapshot != nullptr && ticket.epoch != 0)
 	{
 		for (int k = 0; k < nadded && adds_known; k++)
 			if (!TransactionIdIsValid(added[k].xid))
@@ -793,6 +806,13 @@ running_bound_note_unlimited(text *queue, std::uint64_t stamp_before)
 	MemoryContextSwitchTo(old);
 }
 
+/* Whether this transaction claimed a queue that had no concurrency limit (see the header). */
+bool
+running_bound_claimed_unlimited()
+{
+	return nunlimited > 0 || unlimited_lost;
+}
+
 /* A bound of the queue's running attempts without its lock (see the header). */
 bool
 running_bound_peek(text *queue, std::int64_t *bound)
@@ -854,6 +874,17 @@ running_bound_at_xact_end(bool committed)
 {
 	if (committed && bounds != nullptr)
 	{
+		/*
+		 * Claims that read no limit, and queue_meta changed since: their queues' bounds may
+		 * miss them. First: a count that sees this transaction's exits added sees the forget.
+		 */
+		if ((nunlimited > 0 || unlimited_lost) && queue_meta_stamp() != unlimited_stamp)
+		{
+			if (unlimited_lost)
+				forget_database();
+			for (int i = 0; i < nunlimited; i++)
+				forget(queue_id(unlimited[i]));
+		}
 		for (int i = 0; i < nfollowed; i++)
 			publish(followed[i]);
 		TransactionId xid = GetTopTransactionIdIfAny();
@@ -864,14 +895,6 @@ running_bound_at_xact_end(bool committed)
 		/* Attempts ended that no bound takes off: the exact bounds made before end (visible now). */
 		if (unknown_raised)
 			pg_atomic_fetch_add_u64(&bounds->epoch, 1);
-		/* Claims that read no limit, and queue_meta changed since: their queues' bounds may miss them. */
-		if ((nunlimited > 0 || unlimited_lost) && queue_meta_stamp() != unlimited_stamp)
-		{
-			if (unlimited_lost)
-				forget_database();
-			for (int i = 0; i < nunlimited; i++)
-				forget(queue_id(unlimited[i]));
-		}
 		pg_memory_barrier();
 	}
 	end_transaction(); /* takes back the pending marks, after the exits were added */

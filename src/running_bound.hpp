@@ -37,6 +37,7 @@ struct RunningCountTicket
 	bool owned; /* the queue had an entry */
 	std::uint64_t gen;
 	std::uint64_t exits;
+	std::uint64_t forgets; /* the entry's forget sequence */
 };
 
 /* The ticket of a count about to be made, under the queue's limit lock. SPI must be connected. */
@@ -66,6 +67,12 @@ void running_bound_note_exit(text *queue);
 
 /* This transaction ends attempts it does not name (purge, drop): no bound made before its commit stays exact. */
 void running_bound_note_exits_unknown();
+
+/*
+ * Whether this transaction claimed a queue that had no concurrency limit (its attempts may
+ * escape a limit set meanwhile): a prepare of it is followed as one that ends attempts.
+ */
+bool running_bound_claimed_unlimited();
 
 /* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
 bool running_bound_peek(text *queue, std::int64_t *bound);
