@@ -45,8 +45,10 @@
  * lock and publishes nothing: it notes the stamp it read them under, and if the stamp moved
  * before its commit, its commit (once visible) forgets the queue's bound, so the next claim
  * counts its attempts; a publication begun before a forget is not trusted (the entry's
- * forget sequence moved). Such a claim prepared commits elsewhere: its attempts are counted
- * again at most kTrustMs later. An abort publishes nothing (the bound before it still holds). A savepoint rolled back
+ * forget sequence, kept per index whoever holds the entry, moved). Such a claim prepared
+ * forgets the bound at its PREPARE and is followed like a prepared exit (key_caps.cpp): no
+ * count publishes while it is in progress, so the first count after its COMMIT PREPARED sees
+ * its attempts. An abort publishes nothing (the bound before it still holds). A savepoint rolled back
  * may have released limit locks taken inside it, so it forgets the bounds of the transaction's queues (and takes none
  * of its exits off); a prepare forgets them too (the claims commit elsewhere). Not preloaded, or under Citus (claims of
  * one queue may run on several nodes), every claim counts.
@@ -130,7 +132,8 @@ struct Bound
 	Oid db;
 	QueueId id;
 	std::uint64_t gen;
-	std::uint64_t forgets; /* moved by every forget: a publication begun before one is not trusted */
+	std::uint64_t forgets; /* moved by every forget at this index, whoever holds it: a publication begun before one is
+							  not trusted */
 	std::uint64_t stamp;
 	TimestampTz counted;		 /* when the count this bound started from was made */
 	std::int64_t base;			 /* the bound as last published */
@@ -172,6 +175,7 @@ struct Followed
 	std::uint64_t exits_at; /* counted_here: the exit counter read after the count */
 	bool exits_lower;		/* counted_here: no exit was pending then */
 	bool exact;				/* counted_here: the count is exact (see running_bound_counted) */
+	bool unpublished;		/* counted while a followed prepared transaction was in progress: publish nothing */
 	std::uint64_t epoch;	/* counted_here: the exactness epoch read before the count */
 	std::int64_t started;
 };
@@ -236,7 +240,6 @@ take_entry(Bound &e, const QueueId &id)
 	e.db = MyDatabaseId;
 	e.id = id;
 	e.gen = pg_atomic_add_fetch_u64(&bounds->gens, 1);
-	e.forgets = 0;
 	e.exits = 0;
 	e.exits_at_base = 0;
 	e.exits_lower = false;
@@ -299,16 +302,15 @@ forget(const QueueId &id)
 {
 	Bound &e = bounds->entry[index_of(id)];
 
+	/* Whoever holds the entry: a claim of the queue that began publishing may take it back. */
 	SpinLockAcquire(&e.lock);
 	if (owned(e, id))
-	{
 		e.valid = false;
-		e.forgets++;
-	}
+	e.forgets++;
 	SpinLockRelease(&e.lock);
 }
 
-/* Make every bound of this database untrusted (a transaction claimed from more queues than it follows). */
+/* Make every bound untrusted (a transaction claimed from more queues than it follows). */
 void
 forget_database()
 {
@@ -316,10 +318,8 @@ forget_database()
 	{
 		SpinLockAcquire(&e.lock);
 		if (e.db == MyDatabaseId)
-		{
 			e.valid = false;
-			e.forgets++;
-		}
+		e.forgets++;
 		SpinLockRelease(&e.lock);
 	}
 }
@@ -378,9 +378,15 @@ publish(const Followed &f)
 	Bound &e = bounds->entry[index_of(f.id)];
 
 	SpinLockAcquire(&e.lock);
-	if (owned(e, f.id) && e.gen == f.gen && e.forgets != f.forgets)
+	if (e.forgets != f.forgets || f.unpublished)
 	{
-		/* Forgotten since it was read: a claim that read no limit committed, or this one may miss attempts. */
+		/*
+		 * Forgotten since it was read (a claim that read no limit committed or was prepared), or
+		 * counted while a prepared claim's attempts were unseen: nothing trusted is published.
+		 */
+		if (owned(e, f.id))
+			e.valid = false;
+		e.forgets++;
 		SpinLockRelease(&e.lock);
 		return;
 	}
@@ -611,8 +617,8 @@ running_bound_counted(text *queue, std::int64_t running, const RunningCountTicke
 	 * The publication begins at the ticket, before the count's snapshot: a claim that read no
 	 * limit and committed during the count (its attempts unseen by it) forgets the bound then.
 	 */
-	if (ticket.owned && ticket.gen == gen)
-		forgets = ticket.forgets;
+	if (ticket.owned)
+		forgets = ticket.forgets; /* the index's sequence, whoever held the entry meanwhile */
 	/*
 	 * After the count's snapshot, in one step: the counter, the exits added since the ticket
 	 * and the queue's exits still pending (each exit is one or the other).
@@ -692,6 +698,8 @@ running_bound_counted(text *queue, std::int64_t running, const RunningCountTicke
 	 * taken off no more (all known), none unnamed, lost or prepared since the ticket; and
 	 * nothing is counted twice.
 	 */
+	/* A prepared claim that read no limit may commit unseen by this count: nothing of it is trusted. */
+	f->unpublished = f->unpublished || ticket.epoch == 0;
 	f->exact =
 		ticket.epoch != 0 && adds_known && !unknown_pending && started_before == 0 && !exits_unknown && !exits_lost;
 	f->epoch = ticket.epoch;
@@ -904,6 +912,11 @@ running_bound_at_xact_end(bool committed)
 void
 running_bound_at_prepare()
 {
+	/* Its claims that read no limit commit elsewhere: their queues' bounds may miss them from now on. */
+	if (bounds != nullptr && unlimited_lost)
+		forget_database();
+	for (int i = 0; bounds != nullptr && i < nunlimited; i++)
+		forget(queue_id(unlimited[i]));
 	/* Its exits end at COMMIT PREPARED, which takes nothing off: exact bounds made before end. */
 	if (bounds != nullptr && (nexits > 0 || exits_unknown))
 		pg_atomic_fetch_add_u64(&bounds->epoch, 1);
