@@ -458,15 +458,19 @@ cron_parse(const char *expr, CronSpec *spec, char *error, std::size_t error_size
 		set_error(error, error_size, "unknown cron alias \"" + words[0] + "\"");
 		return false;
 	}
-	/* pg_cron's interval form: "N seconds" (or "N second"), N in 1..59. */
+	/*
+	 * pg_cron's interval form: "N seconds" (or "N second", or the number and the unit without
+	 * the space), N in 1..59. Of two words the first is the whole number and the second the
+	 * whole unit: "1 2seconds" is no interval.
+	 */
 	{
-		std::string joined = words.size() <= 2 ? words[0] + (words.size() == 2 ? words[1] : "") : "";
-
-		std::string l = lower(joined);
+		std::string l = lower(words.size() <= 2 ? words[0] : "");
 		std::size_t digits = 0;
 
 		while (digits < l.size() && l[digits] >= '0' && l[digits] <= '9')
 			digits++;
+		if (words.size() == 2 && digits == l.size())
+			l += lower(words[1]);
 		if (digits > 0 && (l.substr(digits) == "seconds" || l.substr(digits) == "second"))
 		{
 			std::string n = l.substr(0, digits);

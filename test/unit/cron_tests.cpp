@@ -232,13 +232,18 @@ test_errors()
 		{"@often", "unknown cron alias \"@often\""},
 		{"0 seconds", "seconds field: 0 is out of range 1-59"},
 		{"60 seconds", "seconds field: 60 is out of range 1-59"},
+		/* Two words are a number and the unit: never glued into one number. */
+		{"1 2seconds", "cron expression must have 5 fields (minute hour day-of-month month day-of-week), not 2"},
+		{"5 5seconds", "cron expression must have 5 fields (minute hour day-of-month month day-of-week), not 2"},
+		{"5 x", "cron expression must have 5 fields (minute hour day-of-month month day-of-week), not 2"},
 	};
 	for (const Case &c : cases)
 	{
 		std::string got = error_of(c.expr);
 		check(got == c.message, std::string("error for \"") + c.expr + "\": got \"" + got + "\"");
 	}
-	check(error_of("0 0 * * sun") == "" && error_of("5/10 * * * *") == "" && error_of("1 seconds") == "",
+	check(error_of("0 0 * * sun") == "" && error_of("5/10 * * * *") == "" && error_of("1 seconds") == "" &&
+			  error_of("7seconds") == "" && error_of("1 second") == "",
 		  "good expressions parse");
 }
 
