@@ -5127,8 +5127,11 @@ COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next 
 -- one commits, so every tick gets at most one job, whatever crashes or concurrent passes.
 -- Which due ticks: if the schedule's previous job (or, before its first, its creation) is
 -- less than 10 seconds old, the maintenance kept up and the ticks only came while a pass ran
--- late (a 1-second schedule, a pass a little longer than its interval), so each gets its job
--- (at most 60, then the latest); otherwise (downtime) only the latest tick that has come.
+-- late (a 1-second schedule, a pass a little longer than its interval); if its next tick came
+-- after the last background pass of the database began (awa._maintenance_served_since: one
+-- that ended less than ten minutes ago), the ticks since only waited for the database's turn
+-- (more databases than maintenance workers). Either way each gets its job (at most 600, then
+-- the latest); otherwise (downtime) only the latest tick that has come.
 -- Each schedule runs in a subtransaction: one whose enqueue fails is reported (WARNING) and
 -- stays due, and the pass goes on with the others. In lane-lock mode each enqueue keeps its
 -- lane locked to the commit, so the pass runs its schedules in lane order (queue bytes, then
@@ -5140,6 +5143,13 @@ COMMENT ON FUNCTION awa._next_schedule_tick(timestamptz) IS 'Internal: the next 
 -- node runs the schedules of the queues whose shards it holds (awa._due_schedules): the
 -- schedule's row is on the queue's worker, so a tick is one transaction on that worker.
 -- Every statement names the schedule by queue and name. Returns how many jobs it enqueued.
+CREATE FUNCTION awa._maintenance_served_since() RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'awa_maintenance_served_since'
+    LANGUAGE C VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION awa._maintenance_served_since() FROM PUBLIC;
+COMMENT ON FUNCTION awa._maintenance_served_since() IS 'Internal: when the last background pass of this database that has ended began, if it ended less than ten minutes ago (NULL: none; periodic jobs).';
+
 CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -5147,6 +5157,7 @@ CREATE FUNCTION awa.run_schedules(p_limit bigint DEFAULT 1000)
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
+    v_served_since timestamptz := awa._maintenance_served_since();
     v_tick timestamptz;
     v_latest timestamptz;
     v_job bigint;
@@ -5192,7 +5203,8 @@ BEGIN
               FROM awa.cron_schedules c
              WHERE c.queue = d.queue AND c.name = d.name;
             v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
-            v_tick := CASE WHEN s.last_news > v_now - interval '10 seconds' THEN s.next_run_at ELSE v_latest END;
+            v_tick := CASE WHEN s.last_news > v_now - interval '10 seconds' OR s.next_run_at >= v_served_since
+                           THEN s.next_run_at ELSE v_latest END;
             v_ticks := 0;
             LOOP
                 SELECT j.id INTO v_job
@@ -5200,7 +5212,7 @@ BEGIN
                                              s.metadata || jsonb_build_object('awa_schedule', s.name), s.tags) j;
                 v_ticks := v_ticks + 1;
                 EXIT WHEN v_tick >= v_latest;
-                v_tick := CASE WHEN v_ticks < 60 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
+                v_tick := CASE WHEN v_ticks < 600 THEN coalesce(awa._cron_next(s.cron, s.timezone, v_tick), v_latest)
                                ELSE v_latest END;
             END LOOP;
             v_enqueued_at := clock_timestamp();

@@ -75,6 +75,8 @@ constexpr int kMaxDatabases = 1024;
 constexpr long kAbsentRecheckMs = 60 * 1000;
 constexpr int kErrorLength = 256;
 constexpr int kTurnPasses = 10; /* passes of a turn before a worker yields to a waiting database */
+/* A database whose last pass ended this recently is served: the wait since is for its turn, not downtime. */
+constexpr long kServedWithinMs = 10 * 60 * 1000;
 
 /*
  * Per database, in shared memory (under the launcher lock): when a worker last found no
@@ -95,6 +97,7 @@ struct DatabaseMark
 	int turn_passes; /* passes of the current turn */
 	pg_atomic_uint64 pass_started_at;
 	pg_atomic_uint64 last_pass_at;
+	pg_atomic_uint64 completed_pass_started_at; /* when the last pass that ended began */
 	uint64 passes;
 	TimestampTz last_error_at;
 	char last_error[kErrorLength];
@@ -191,6 +194,7 @@ mark_of(Oid dbid)
 		free_mark->turn_passes = 0;
 		pg_atomic_write_u64(&free_mark->pass_started_at, 0);
 		pg_atomic_write_u64(&free_mark->last_pass_at, 0);
+		pg_atomic_write_u64(&free_mark->completed_pass_started_at, 0);
 		free_mark->passes = 0;
 		free_mark->last_error_at = 0;
 		free_mark->last_error[0] = '\0';
@@ -679,6 +683,7 @@ end_pass(Oid dbid)
 	m = mark_find(dbid);
 	if (m != nullptr)
 	{
+		pg_atomic_write_u64(&m->completed_pass_started_at, pg_atomic_read_u64(&m->pass_started_at));
 		pg_atomic_write_u64(&m->last_pass_at, static_cast<uint64>(GetCurrentTimestamp()));
 		m->passes++;
 		m->turn_passes++;
@@ -766,6 +771,32 @@ database_has_worker()
 					   static_cast<TimestampTz>(pg_atomic_read_u64(&m->pass_started_at)), now);
 }
 
+/*
+ * When the last background pass of this backend's database that has ended began, if that pass
+ * ended less than kServedWithinMs ago; 0 otherwise (not preloaded, no pass since the server
+ * started, or none lately). The periodic-jobs step enqueues every tick that came after it.
+ */
+TimestampTz
+database_served_since()
+{
+	TimestampTz since = 0;
+	DatabaseMark *m;
+
+	if (launcher_shared == nullptr)
+		return 0;
+	LWLockAcquire(launcher_shared->lock, LW_SHARED);
+	m = mark_find(MyDatabaseId);
+	if (m != nullptr)
+	{
+		TimestampTz ended = static_cast<TimestampTz>(pg_atomic_read_u64(&m->last_pass_at));
+
+		if (ended != 0 && !TimestampDifferenceExceeds(ended, GetCurrentTimestamp(), kServedWithinMs))
+			since = static_cast<TimestampTz>(pg_atomic_read_u64(&m->completed_pass_started_at));
+	}
+	LWLockRelease(launcher_shared->lock);
+	return since;
+}
+
 /* shmem_request_hook: room for the launcher's marks, and their lock. */
 void
 launcher_shmem_request()
@@ -793,6 +824,7 @@ launcher_shmem_startup()
 			m.dbid = InvalidOid;
 			pg_atomic_init_u64(&m.pass_started_at, 0);
 			pg_atomic_init_u64(&m.last_pass_at, 0);
+			pg_atomic_init_u64(&m.completed_pass_started_at, 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -942,4 +974,19 @@ AWA_SQL_FUNCTION(awa_maintenance_status)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum)0;
+}
+
+/*
+ * awa._maintenance_served_since(): when the last background pass of this database that has
+ * ended began, if it ended less than ten minutes ago; NULL otherwise (not preloaded, no pass
+ * since the server started, none lately). Ticks of periodic jobs that came since were
+ * waiting for the database's turn, not lost to downtime (awa.run_schedules).
+ */
+AWA_SQL_FUNCTION(awa_maintenance_served_since)
+{
+	TimestampTz since = awa::database_served_since();
+
+	if (since == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(since);
 }

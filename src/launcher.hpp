@@ -9,6 +9,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "datatype/timestamp.h"
 }
 
 namespace awa
@@ -46,6 +47,12 @@ void note_pass_error(Oid dbid, const char *step, const char *message);
 
 /* Whether a maintenance worker is in this backend's database now, its passes recent (claims promote otherwise). */
 bool database_has_worker();
+
+/*
+ * When the last background pass of this backend's database that has ended began, if it ended
+ * less than ten minutes ago; 0 otherwise (periodic jobs: ticks since then waited for a turn).
+ */
+TimestampTz database_served_since();
 
 /* shmem_request_hook: request the shared memory of the launcher's marks. */
 void launcher_shmem_request();
