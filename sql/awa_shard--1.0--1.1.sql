@@ -5453,6 +5453,16 @@ COMMENT ON COLUMN awa.queue_meta.concurrency_limit IS 'Most running attempts of 
 COMMENT ON COLUMN awa.queue_meta.key_concurrency_limit IS 'Most running attempts of each concurrency key of the queue (awa.set_concurrency_limit p_per_key => true, 1..1000000); NULL: no per-key cap.';
 COMMENT ON COLUMN awa.queue_meta.key_rate_per_second IS 'Per-key rate limit (awa.set_rate_limit p_per_key => true): claims hand out at most key_rate_burst + key_rate_per_second x t jobs of each concurrency key in t seconds; NULL: none.';
 COMMENT ON COLUMN awa.queue_meta.key_rate_burst IS 'Bucket size of each key''s rate limit (1..1000000); NULL when the queue has none.';
+REVOKE INSERT, UPDATE ON awa.queue_meta FROM awa_admin;
+-- awa_admin writes every column but key_concurrency_limit: a per-key limit set by hand would
+-- not record the keyed attempts already running (awa.set_concurrency_limit does), and they
+-- would escape it until they end.
+GRANT INSERT (queue, paused, paused_at, paused_by, enqueue_shards, dlq_enabled, completed_retention, failed_retention,
+    rate_per_second, rate_burst, concurrency_limit, key_rate_per_second, key_rate_burst)
+    ON awa.queue_meta TO awa_admin;
+GRANT UPDATE (queue, paused, paused_at, paused_by, enqueue_shards, dlq_enabled, completed_retention, failed_retention,
+    rate_per_second, rate_burst, concurrency_limit, key_rate_per_second, key_rate_burst)
+    ON awa.queue_meta TO awa_admin;
 
 -- The places of the keys of queues with a per-key concurrency limit (docs/design.md §4,
 -- "Flow control"): a place holds the last attempt a claim of its key started there, taken

@@ -56,7 +56,16 @@ CREATE TABLE awa.queue_meta (
     CONSTRAINT queue_meta_key_rate_limit CHECK ((key_rate_per_second IS NULL) = (key_rate_burst IS NULL)
         AND key_rate_per_second > 0 AND key_rate_per_second <= 1e9 AND key_rate_burst BETWEEN 1 AND 1000000));
 SELECT pg_catalog.pg_extension_config_dump('awa.queue_meta', '');
-GRANT SELECT, INSERT, UPDATE, DELETE ON awa.queue_meta TO awa_admin;
+GRANT SELECT, DELETE ON awa.queue_meta TO awa_admin;
+-- awa_admin writes every column but key_concurrency_limit: a per-key limit set by hand would
+-- not record the keyed attempts already running (awa.set_concurrency_limit does), and they
+-- would escape it until they end.
+GRANT INSERT (queue, paused, paused_at, paused_by, enqueue_shards, dlq_enabled, completed_retention, failed_retention,
+    rate_per_second, rate_burst, concurrency_limit, key_rate_per_second, key_rate_burst)
+    ON awa.queue_meta TO awa_admin;
+GRANT UPDATE (queue, paused, paused_at, paused_by, enqueue_shards, dlq_enabled, completed_retention, failed_retention,
+    rate_per_second, rate_burst, concurrency_limit, key_rate_per_second, key_rate_burst)
+    ON awa.queue_meta TO awa_admin;
 COMMENT ON TABLE awa.queue_meta IS 'Per-queue settings. No row: one shard, not paused, install-default DLQ setting.';
 COMMENT ON COLUMN awa.queue_meta.queue IS 'Queue name (1..200 characters).';
 COMMENT ON COLUMN awa.queue_meta.paused IS 'Paused queues are neither claimed nor promoted; producers still enqueue.';

@@ -4,7 +4,7 @@
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
 BEGIN;
-SELECT plan(75);
+SELECT plan(86);
 
 CREATE TEMP TABLE ops_admin_fns (sig text);
 INSERT INTO ops_admin_fns VALUES
@@ -58,9 +58,19 @@ SELECT ok(has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), 
 SELECT ok(NOT has_function_privilege(r, 'awa.queue_counts_exact(text)', 'EXECUTE'), r || ' may not count')
   FROM unnest(ARRAY['awa_producer', 'awa_worker', 'public']) r;
 
--- queue_meta (pause, shard count): only awa_admin writes it.
-SELECT ok(has_table_privilege('awa_admin', 'awa.queue_meta', p), 'awa_admin may ' || p || ' queue_meta')
+-- queue_meta (pause, shard count): only awa_admin writes it, every column but the per-key
+-- concurrency limit (set_concurrency_limit records the attempts already running; by hand they
+-- would escape it).
+SELECT ok(has_column_privilege('awa_admin', 'awa.queue_meta', c, p), 'awa_admin may ' || p || ' queue_meta.' || c)
+  FROM unnest(ARRAY['INSERT', 'UPDATE']) p, unnest(ARRAY['queue', 'paused', 'enqueue_shards', 'concurrency_limit']) c;
+SELECT ok(has_table_privilege('awa_admin', 'awa.queue_meta', 'DELETE'), 'awa_admin may DELETE queue_meta');
+SELECT ok(NOT has_column_privilege('awa_admin', 'awa.queue_meta', 'key_concurrency_limit', p),
+          'awa_admin may not ' || p || ' queue_meta.key_concurrency_limit')
   FROM unnest(ARRAY['INSERT', 'UPDATE']) p;
+SELECT throws_ok($$SET LOCAL ROLE awa_admin; UPDATE awa.queue_meta SET key_concurrency_limit = 1$$, '42501', NULL,
+                 'awa_admin cannot set a per-key limit by hand');
+SELECT throws_ok($$SET LOCAL ROLE awa_admin; INSERT INTO awa.queue_meta (queue, key_concurrency_limit) VALUES ('x', 1)$$,
+                 '42501', NULL, 'awa_admin cannot insert a per-key limit by hand');
 SELECT ok(NOT has_table_privilege(r, 'awa.queue_meta', p), r || ' may not ' || p || ' queue_meta')
   FROM unnest(ARRAY['awa_producer', 'awa_worker', 'pg_monitor']) r, unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) p;
 
