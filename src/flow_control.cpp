@@ -377,7 +377,8 @@ take_limit_lock(text *queue)
 	(void)LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-/* Attempts a claim may start under a concurrency limit, after taking the queue's limit lock (flow_control.hpp). */
+/* Attempts a claim may start under a concurrency limit: none at the cap by an exact bound, else after taking the
+ * queue's limit lock (flow_control.hpp). */
 int64
 concurrency_room(text *queue, int limit, int64 want)
 {
@@ -385,6 +386,9 @@ concurrency_room(text *queue, int limit, int64 want)
 	bool exact;
 	int64 room;
 
+	/* At the cap by an exact bound: no room, and no wait for the claims holding the lock. */
+	if (running_bound_at_cap(queue, limit))
+		return 0;
 	take_limit_lock(queue);
 	/*
 	 * After the lock: every claim that held it before has committed or aborted, and published

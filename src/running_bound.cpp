@@ -821,6 +821,35 @@ running_bound_claimed_unlimited()
 	return nunlimited > 0 || unlimited_lost;
 }
 
+/*
+ * Whether the queue is at its cap by an exact bound, without the limit lock (see the header).
+ * The bound only leaves out claims in flight (they add) and exits not yet added (counted
+ * running a moment longer), as under the lock: a claim the lock would give no room gets none
+ * here either, and one that ends its wait after an exit's commit sees the freed place.
+ */
+bool
+running_bound_at_cap(text *queue, int limit)
+{
+	std::int64_t bound;
+	std::uint64_t gen;
+	std::uint64_t forgets;
+	std::uint64_t stamp;
+	TimestampTz counted;
+	bool exact;
+	QueueId id;
+	Exits *x;
+
+	if (!bounds_usable() || untrusted || exits_unknown || exits_lost)
+		return false;
+	id = queue_id(queue);
+	x = exits_of(id);
+	if (followed_of(id) != nullptr || (x != nullptr && x->n > 0))
+		return false;
+	stamp = queue_meta_stamp();
+	return (stamp & 1) == 0 && published(id, stamp, &bound, &gen, &forgets, &counted, &exact) && exact &&
+		   bound >= limit;
+}
+
 /* A bound of the queue's running attempts without its lock (see the header). */
 bool
 running_bound_peek(text *queue, std::int64_t *bound)

@@ -74,6 +74,14 @@ void running_bound_note_exits_unknown();
  */
 bool running_bound_claimed_unlimited();
 
+/*
+ * Without the limit lock: whether the queue is at its cap by an exact bound (at least `limit`
+ * running, every exit since its count taken off), so that a claim takes nothing and need not
+ * wait for the lock. False when this transaction follows the queue (it claimed it already) or
+ * ended attempts of it, or no exact bound is known: the claim then takes the lock.
+ */
+bool running_bound_at_cap(text *queue, int limit);
+
 /* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
 bool running_bound_peek(text *queue, std::int64_t *bound);
 
