@@ -42,11 +42,13 @@ namespace awa
 namespace
 {
 
-/* Published versions (direct-mapped: a newer one replaces an older one in its entry). */
+/* Published versions, in sets of kWays: a version goes to one set, where the oldest is replaced. */
 constexpr int kPublished = 65536;
-/* Spinlocks over the published entries (entry i under lock i % kStripes). */
+constexpr int kWays = 4;
+constexpr int kSets = kPublished / kWays;
+/* Spinlocks over the published sets (set i under lock i % kStripes). */
 constexpr int kStripes = 64;
-/* Places a backend remembers recording (direct-mapped by attempt). */
+/* Places a backend remembers recording (in sets of kWays chosen by attempt). */
 constexpr int kRecorded = 4096;
 /* Ended places one transaction publishes at most (more: the rest are tested as before). */
 constexpr int kPending = 1024;
@@ -68,22 +70,24 @@ struct PlaceVersion
 	int64 run_lease;
 };
 
+/* A set of versions, and the way its next version replaces (the oldest). */
+struct VersionSet
+{
+	PlaceVersion way[kWays];
+	uint32 next;
+};
+
 /* Shared: the published versions. */
 struct EndedPlaces
 {
 	slock_t stripe[kStripes];
-	PlaceVersion entry[kPublished];
+	VersionSet set[kSets];
 };
 
 EndedPlaces *shared_ended = nullptr;
 
-/* A place this backend recorded: the version it wrote, with its attempt. */
-struct RecordedPlace
-{
-	PlaceVersion version;
-};
-
-RecordedPlace recorded[kRecorded];
+/* The places this backend recorded: the version it wrote, with its attempt. */
+VersionSet recorded[kRecorded / kWays];
 /* Whether this backend has recorded a place: until then an exit looks nothing up. */
 bool recorded_any = false;
 
@@ -104,18 +108,18 @@ queue_hash_of(text *queue)
 	return hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
 }
 
-/* The entry of an attempt in `recorded`. */
-int
-recorded_index(int64 job_id, int64 run_lease, uint32 queue_hash)
+/* The set of an attempt in `recorded`. */
+VersionSet &
+recorded_set(int64 job_id, int64 run_lease, uint32 queue_hash)
 {
 	int64 key[3] = {job_id, run_lease, queue_hash};
 
-	return static_cast<int>(hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % kRecorded);
+	return recorded[hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % (kRecorded / kWays)];
 }
 
-/* The entry of a version in the published table (every field hashed, no padding). */
+/* The set of a version in the published table (every field hashed, no padding). */
 int
-published_index(const PlaceVersion &v)
+published_set(const PlaceVersion &v)
 {
 	int64 key[7] = {v.db,
 					v.relfile,
@@ -125,7 +129,7 @@ published_index(const PlaceVersion &v)
 					v.job_id ^ (static_cast<int64>(v.queue_hash) << 32),
 					v.run_lease};
 
-	return static_cast<int>(hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % kPublished);
+	return static_cast<int>(hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % kSets);
 }
 
 /* Whether two versions are the same. */
@@ -136,6 +140,33 @@ same_version(const PlaceVersion &a, const PlaceVersion &b)
 		   a.job_id == b.job_id && a.run_lease == b.run_lease &&
 		   ItemPointerGetBlockNumberNoCheck(&a.tid) == ItemPointerGetBlockNumberNoCheck(&b.tid) &&
 		   ItemPointerGetOffsetNumberNoCheck(&a.tid) == ItemPointerGetOffsetNumberNoCheck(&b.tid);
+}
+
+/* Whether two versions hold the same attempt of the same database. */
+bool
+same_attempt(const PlaceVersion &a, const PlaceVersion &b)
+{
+	return a.db == b.db && a.queue_hash == b.queue_hash && a.job_id == b.job_id && a.run_lease == b.run_lease;
+}
+
+/*
+ * Put a version in its set (the shared ones under the set's lock): over the way that `same`
+ * matches, else over the oldest. Sets rather than one entry per version: a count meets a
+ * version long after its publication (the key's next claim), and with one entry per version
+ * about one in sixty-five of a thousand keys' versions was overwritten by then, each miss
+ * costing a test.
+ */
+void
+put_in(VersionSet &set, const PlaceVersion &v, bool (*same)(const PlaceVersion &, const PlaceVersion &))
+{
+	for (PlaceVersion &w : set.way)
+		if (same(w, v))
+		{
+			w = v;
+			return;
+		}
+	set.way[set.next % kWays] = v;
+	set.next++;
 }
 
 /* Subtransaction end: a savepoint rolled back takes back the ends noted in it and below it. */
@@ -158,36 +189,43 @@ on_ended_places_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransa
 void
 note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, ItemPointer tid)
 {
-	uint32 qh = queue_hash_of(queue);
-	PlaceVersion &v = recorded[recorded_index(job_id, run_lease, qh)].version;
+	PlaceVersion v;
 
 	if (shared_ended == nullptr)
 		return;
 	recorded_any = true;
+	memset(&v, 0, sizeof(v));
 	v.db = MyDatabaseId;
 	v.relfile = relfile;
 	v.tid = *tid;
 	v.xmin = GetCurrentTransactionId();
-	v.queue_hash = qh;
+	v.queue_hash = queue_hash_of(queue);
 	v.job_id = job_id;
 	v.run_lease = run_lease;
+	put_in(recorded_set(job_id, run_lease, v.queue_hash), v, same_attempt);
 }
 
 /* Note the end of an attempt whose place this backend recorded (ended_places.hpp). */
 void
 note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 {
-	uint32 qh;
+	PlaceVersion a;
 
 	if (!recorded_any || queue == nullptr || npending == kPending)
 		return;
-	qh = queue_hash_of(queue);
-	const PlaceVersion &v = recorded[recorded_index(job_id, run_lease, qh)].version;
-	if (v.db != MyDatabaseId || v.job_id != job_id || v.run_lease != run_lease || v.queue_hash != qh)
-		return;
-	pending[npending].version = v;
-	pending[npending].subid = GetCurrentSubTransactionId();
-	npending++;
+	memset(&a, 0, sizeof(a));
+	a.db = MyDatabaseId;
+	a.queue_hash = queue_hash_of(queue);
+	a.job_id = job_id;
+	a.run_lease = run_lease;
+	for (const PlaceVersion &v : recorded_set(job_id, run_lease, a.queue_hash).way)
+		if (same_attempt(v, a))
+		{
+			pending[npending].version = v;
+			pending[npending].subid = GetCurrentSubTransactionId();
+			npending++;
+			return;
+		}
 }
 
 /* Whether a place version's attempt has ended (ended_places.hpp). */
@@ -208,9 +246,11 @@ place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_
 	v.queue_hash = queue_hash_of(queue);
 	v.job_id = job_id;
 	v.run_lease = run_lease;
-	i = published_index(v);
+	i = published_set(v);
 	SpinLockAcquire(&shared_ended->stripe[i % kStripes]);
-	ended = same_version(shared_ended->entry[i], v);
+	ended = false;
+	for (const PlaceVersion &w : shared_ended->set[i].way)
+		ended = ended || same_version(w, v);
 	SpinLockRelease(&shared_ended->stripe[i % kStripes]);
 	return ended;
 }
@@ -222,10 +262,10 @@ ended_places_at_xact_end(bool committed)
 	if (committed && shared_ended != nullptr)
 		for (int p = 0; p < npending; p++)
 		{
-			int i = published_index(pending[p].version);
+			int i = published_set(pending[p].version);
 
 			SpinLockAcquire(&shared_ended->stripe[i % kStripes]);
-			shared_ended->entry[i] = pending[p].version;
+			put_in(shared_ended->set[i], pending[p].version, same_version);
 			SpinLockRelease(&shared_ended->stripe[i % kStripes]);
 		}
 	npending = 0;
@@ -257,7 +297,7 @@ ended_places_shmem_startup()
 	{
 		for (slock_t &s : shared_ended->stripe)
 			SpinLockInit(&s);
-		memset(shared_ended->entry, 0, sizeof(shared_ended->entry));
+		memset(shared_ended->set, 0, sizeof(shared_ended->set));
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
