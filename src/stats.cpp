@@ -1,6 +1,6 @@
 /*
- * stats.cpp — per-(queue, enqueue_shard) live counters since server start: enqueued,
- * claimed, completed, failed. Kept in shared memory when the library is preloaded
+ * stats.cpp — per-(queue, enqueue_shard) live counters since server start or the database's
+ * last reset: enqueued, claimed, completed, failed. Kept in shared memory when the library is preloaded
  * (awa.shard_stats, like pg_stat_statements); without preload nothing is counted and
  * the view falls back to what the tables can tell (see awa.shard_stats in the install scripts).
  */
@@ -36,6 +36,8 @@ namespace
 
 constexpr int kMaxStatEntries = 2048;
 constexpr int kStatKinds = 4;
+/* Databases whose counters were reset since the server started, remembered with the time. */
+constexpr int kResetRecords = 256;
 
 /* Key: database, queue bytes (zero padded) and shard: one database never sees another's. */
 struct StatKey
@@ -70,18 +72,65 @@ stat_key_match(const void *a, const void *b, Size keysize)
 struct StatEntry
 {
 	StatKey key;
+	TimestampTz since; /* its counters count what happened since then */
 	pg_atomic_uint64 counters[kStatKinds];
+};
+
+/* When a database's counters were last reset. */
+struct ResetRecord
+{
+	Oid dbid; /* InvalidOid: free */
+	TimestampTz at;
 };
 
 struct StatShared
 {
 	LWLock *lock;
 	pg_atomic_uint64 dropped; /* increments that found the table full */
-	TimestampTz reset_at;
+	TimestampTz started_at;	  /* when counting began: the server's start */
+	bool record_lost;		  /* a reset record was overwritten (more databases reset than kResetRecords) */
+	ResetRecord resets[kResetRecords];
 };
 
 StatShared *stat_shared = nullptr;
 HTAB *stat_hash = nullptr;
+
+/*
+ * Since when the database's new counters count (under the lock): its last reset, else the
+ * server's start; once a reset record was lost, a database without one counts from now.
+ */
+TimestampTz
+counting_since(Oid dbid)
+{
+	for (const ResetRecord &r : stat_shared->resets)
+		if (r.dbid == dbid)
+			return r.at;
+	return stat_shared->record_lost ? GetCurrentTimestamp() : stat_shared->started_at;
+}
+
+/* Remember that the database's counters were reset now (under the exclusive lock). */
+void
+note_reset(Oid dbid)
+{
+	ResetRecord *slot = nullptr;
+
+	for (ResetRecord &r : stat_shared->resets)
+		if (r.dbid == dbid)
+			slot = &r;
+	for (ResetRecord &r : stat_shared->resets)
+		if (slot == nullptr && r.dbid == InvalidOid)
+			slot = &r;
+	if (slot == nullptr)
+	{
+		slot = &stat_shared->resets[0];
+		for (ResetRecord &r : stat_shared->resets)
+			if (r.at < slot->at)
+				slot = &r;
+		stat_shared->record_lost = true;
+	}
+	slot->dbid = dbid;
+	slot->at = GetCurrentTimestamp();
+}
 
 } // namespace
 
@@ -114,8 +163,11 @@ stats_add(const char *queue, int queue_len, int shard, StatKind kind, int64 n)
 			return;
 		}
 		if (!found)
+		{
+			entry->since = counting_since(MyDatabaseId);
 			for (int k = 0; k < kStatKinds; k++)
 				pg_atomic_init_u64(&entry->counters[k], 0);
+		}
 	}
 	pg_atomic_fetch_add_u64(&entry->counters[static_cast<int>(kind)], static_cast<std::uint64_t>(n));
 	LWLockRelease(stat_shared->lock);
@@ -143,7 +195,9 @@ stats_shmem_startup()
 	{
 		stat_shared->lock = &(GetNamedLWLockTranche("awa_shard"))->lock;
 		pg_atomic_init_u64(&stat_shared->dropped, 0);
-		stat_shared->reset_at = GetCurrentTimestamp();
+		stat_shared->started_at = GetCurrentTimestamp();
+		stat_shared->record_lost = false;
+		std::memset(stat_shared->resets, 0, sizeof(stat_shared->resets));
 	}
 	std::memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(StatKey);
@@ -181,7 +235,7 @@ AWA_SQL_FUNCTION(awa_shard_stats)
 			values[1] = Int16GetDatum(entry->key.shard);
 			for (int k = 0; k < awa::kStatKinds; k++)
 				values[2 + k] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&entry->counters[k])));
-			values[6] = TimestampTzGetDatum(awa::stat_shared->reset_at);
+			values[6] = TimestampTzGetDatum(entry->since);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
@@ -202,7 +256,7 @@ AWA_SQL_FUNCTION(awa_reset_shard_stats)
 	while ((entry = static_cast<awa::StatEntry *>(hash_seq_search(&status))) != nullptr)
 		if (entry->key.dbid == MyDatabaseId)
 			hash_search(awa::stat_hash, &entry->key, HASH_REMOVE, nullptr);
-	awa::stat_shared->reset_at = GetCurrentTimestamp();
+	awa::note_reset(MyDatabaseId);
 	LWLockRelease(awa::stat_shared->lock);
 	PG_RETURN_BOOL(true);
 }
