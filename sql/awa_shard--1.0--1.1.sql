@@ -61,16 +61,63 @@ BEGIN
 END
 $awa_schema_check$;
 
+-- An object of the database's own that depends on awa.lease_claims (a table in 1.0, a view
+-- in 1.1) would stop the update deep inside, naming a table the user never saw: say so first.
+DO $awa_dependents_check$
+DECLARE
+    v_objects text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT o.name, ', ') INTO v_objects
+      FROM pg_catalog.pg_depend d
+     CROSS JOIN LATERAL (
+           SELECT CASE WHEN d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                       THEN 'pg_catalog.pg_class'::pg_catalog.regclass ELSE d.classid END AS classid,
+                  CASE WHEN d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                       THEN (SELECT r.ev_class FROM pg_catalog.pg_rewrite r WHERE r.oid = d.objid) ELSE d.objid END AS objid) x
+     CROSS JOIN LATERAL (SELECT pg_catalog.pg_describe_object(x.classid, x.objid, 0) AS name) o
+     WHERE d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND d.refobjid = 'awa.lease_claims'::pg_catalog.regclass AND d.deptype = 'n'
+       AND NOT (x.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND x.objid = 'awa.lease_claims'::pg_catalog.regclass)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend e
+                        WHERE e.classid = x.classid AND e.objid = x.objid AND e.deptype = 'e');
+    IF v_objects IS NOT NULL THEN
+        RAISE EXCEPTION 'objects of this database depend on awa.lease_claims, which the update replaces by a view: %', v_objects
+            USING ERRCODE = '2BP01',
+                  HINT = 'Drop them, update the extension, then create them again (docs/upgrade.md).';
+    END IF;
+END
+$awa_dependents_check$;
+
+-- Grants of the database's own roles on what this update replaces by DROP and CREATE (the
+-- functions whose arguments or result changed, and awa.lease_claims) are noted now and
+-- listed at the end in a WARNING, with the statements that give them again. The update does
+-- not give them itself: a grant made by an extension's script becomes one of its initial
+-- privileges, which pg_dump leaves out, so a restore would lose it without a word.
+SELECT pg_catalog.set_config('awa_update.grants', coalesce(pg_catalog.jsonb_agg(g)::text, '[]'), true)
+  FROM (SELECT 'function' AS kind, p.oid, p.proname::text AS name, p.proowner AS owner, a.grantee,
+               a.privilege_type, a.is_grantable
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace = 'awa'::pg_catalog.regnamespace
+        UNION ALL
+        SELECT 'table', c.oid, c.relname::text, c.relowner, a.grantee, a.privilege_type, a.is_grantable
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace = 'awa'::pg_catalog.regnamespace) g
+ WHERE g.grantee <> g.owner
+   AND g.grantee NOT IN (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname IN ('awa_producer', 'awa_worker', 'awa_admin'));
+
 -- Every table lock this update needs, taken at once before anything changes: producers and
 -- workers then wait for the update instead of deadlocking with it. A try that has to wait
 -- behind an open transaction gives up after 200 ms, releases what it took and tries again, so
 -- the update never holds one table while queueing for another. Its deadlock check runs
 -- first (50 ms), so in a cycle with a client that waits for one of its tables the update is
--- the one that gives up and tries again, whatever the server's deadlock_timeout.
+-- the one that gives up and tries again, whatever the server's deadlock_timeout. The
+-- caller's lock_timeout, when set, bounds the whole: past it the update fails (55P03).
 DO $$
 DECLARE
     v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
     v_deadlock_timeout text := pg_catalog.current_setting('deadlock_timeout');
+    v_give_up timestamptz := CASE WHEN v_lock_timeout::interval > interval '0'
+                                  THEN pg_catalog.clock_timestamp() + v_lock_timeout::interval END;
 BEGIN
     LOOP
         BEGIN
@@ -84,6 +131,11 @@ BEGIN
                 IN ACCESS EXCLUSIVE MODE;
             EXIT;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            IF pg_catalog.clock_timestamp() > v_give_up THEN
+                RAISE EXCEPTION 'the update could not take its table locks within lock_timeout (%)', v_lock_timeout
+                    USING ERRCODE = '55P03',
+                          HINT = 'A transaction holds one of the extension''s tables: end it, or update in a quieter moment.';
+            END IF;
             PERFORM pg_catalog.pg_sleep(0.02 + random() * 0.05);
         END;
     END LOOP;
@@ -119,11 +171,13 @@ DELETE FROM awa.lease_claim_closures WHERE queue IS NULL;
 ALTER TABLE awa.lease_claim_closures ALTER COLUMN queue SET NOT NULL, DROP CONSTRAINT lease_claim_closures_pkey,
     ADD CONSTRAINT lease_claim_closures_pkey PRIMARY KEY (claim_slot, job_id, run_lease, queue);
 ALTER TABLE awa.job_unique_claims ADD COLUMN queue text;
+-- A claim goes with its job's queue now, as awa.jobs (1.0) shows it: a job dead-lettered and
+-- retried into another queue, or moved, left its first ready rows behind in the old one.
+-- One read of the view, not one per claim.
 UPDATE awa.job_unique_claims u
-   SET queue = coalesce((SELECT r.queue FROM awa.ready_entries r WHERE r.job_id = u.job_id LIMIT 1),
-                        (SELECT d.queue FROM awa.deferred_jobs d WHERE d.job_id = u.job_id),
-                        (SELECT d.queue FROM awa.done_entries d WHERE d.job_id = u.job_id LIMIT 1),
-                        (SELECT e.queue FROM awa.dlq_entries e WHERE e.job_id = u.job_id));
+   SET queue = j.queue
+  FROM (SELECT DISTINCT ON (v.id) v.id, v.queue FROM awa.jobs v ORDER BY v.id) j
+ WHERE j.id = u.job_id;
 DELETE FROM awa.job_unique_claims WHERE queue IS NULL;
 ALTER TABLE awa.job_unique_claims ALTER COLUMN queue SET NOT NULL;
 DROP INDEX awa.idx_awa_jobs_unique;
@@ -6756,3 +6810,33 @@ COMMENT ON FUNCTION awa._citus_local_shard_stats_rows() IS 'Internal: the awa.sh
 CREATE OR REPLACE VIEW awa.shard_stats AS
     SELECT queue, enqueue_shard, enqueued, claimed, completed, failed, since, source
       FROM awa._shard_stats_rows();
+
+-- The grants noted at the start on objects the update replaced (see there).
+DO $awa_update_grants$
+DECLARE
+    v_statements text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('GRANT %s ON %s %s TO %s%s;', g->>'privilege_type',
+                                  CASE g->>'kind' WHEN 'function' THEN 'FUNCTION' ELSE 'TABLE' END, n.name,
+                                  CASE WHEN (g->>'grantee')::oid = 0 THEN 'PUBLIC'
+                                       ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid((g->>'grantee')::oid)) END,
+                                  CASE WHEN (g->>'is_grantable')::boolean THEN ' WITH GRANT OPTION' ELSE '' END), E'\n')
+      INTO v_statements
+      FROM pg_catalog.jsonb_array_elements(pg_catalog.current_setting('awa_update.grants')::jsonb) g
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.format('awa.%I(%s)', p.proname, pg_catalog.oidvectortypes(p.proargtypes)) AS name
+             FROM pg_catalog.pg_proc p
+            WHERE g->>'kind' = 'function' AND p.pronamespace = 'awa'::pg_catalog.regnamespace AND p.proname = g->>'name'
+              AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc o WHERE o.oid = (g->>'oid')::oid)
+           UNION ALL
+           SELECT 'awa.' || pg_catalog.quote_ident(c.relname)
+             FROM pg_catalog.pg_class c
+            WHERE g->>'kind' = 'table' AND c.relnamespace = 'awa'::pg_catalog.regnamespace AND c.relname = g->>'name'
+              AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class o WHERE o.oid = (g->>'oid')::oid)) n;
+    IF v_statements IS NOT NULL THEN
+        RAISE WARNING 'the update replaced functions or tables on which roles of this database held grants; it does not give them again'
+            USING DETAIL = E'To give them again, run:\n' || v_statements,
+                  HINT = 'See docs/upgrade.md, "Grants of your own roles".';
+    END IF;
+END
+$awa_update_grants$;

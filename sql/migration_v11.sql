@@ -63,6 +63,18 @@ BEGIN
     PERFORM awa.insert_job_compat('uniq', 'v11_b', p_unique_key => '\x0b11');
     PERFORM awa.heartbeat_jobs(ARRAY(SELECT job_id FROM public.v11_jobs WHERE name LIKE 'run\_%' ORDER BY name),
                                ARRAY(SELECT run_lease FROM public.v11_jobs WHERE name LIKE 'run\_%' ORDER BY name));
+    -- Unique jobs that changed queue: one dead-lettered, then retried into v11_f; one failed
+    -- for a retry, then moved to v11_g. Their first ready rows stay behind in v11_c.
+    PERFORM awa.insert_job_compat('uniq_dlq', 'v11_c', p_unique_key => '\x0c01', p_unique_states => B'11111111');
+    FOR c IN SELECT * FROM awa.claim_ready_runtime('v11_c', 1, 0, 0) LOOP
+        PERFORM awa.fail_job_to_dlq(c.job_id, c.run_lease, 'poison');
+        PERFORM awa.retry_from_dlq(c.job_id, 'v11_f');
+    END LOOP;
+    PERFORM awa.insert_job_compat('uniq_moved', 'v11_c', p_unique_key => '\x0c02');
+    FOR c IN SELECT * FROM awa.claim_ready_runtime('v11_c', 1, 0, 0) LOOP
+        PERFORM awa.fail_job(c.job_id, c.run_lease, 'later', interval '1 hour');
+        PERFORM awa.move_queue(c.job_id, 'v11_g');
+    END LOOP;
 END
 $$;
 CREATE TABLE public.v11_before AS
@@ -70,6 +82,22 @@ SELECT id, state::text, kind, queue, priority, enqueue_shard, lane_seq, args, or
 SELECT state, count(*) FROM public.v11_before GROUP BY 1 ORDER BY 1;
 SELECT generation >= 0 AS live, count(*) FROM awa.queue_ring_slots GROUP BY 1 ORDER BY 1;
 
+-- Grants of the database's own roles on what the update replaces (functions whose arguments
+-- or result change, the table lease_claims that becomes a view), and an object of its own
+-- on that table: the update first refuses, naming the view; then it lists the grants it did
+-- not carry over, with the statements that give them again.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'awa_v11_app') THEN
+        CREATE ROLE awa_v11_app NOLOGIN;
+    END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION awa.pause_queue(text), awa.move_queue(bigint, text, smallint) TO awa_v11_app;
+GRANT SELECT ON awa.lease_claims TO awa_v11_app WITH GRANT OPTION;
+CREATE VIEW public.v11_my_claims AS SELECT job_id FROM awa.lease_claims;
+ALTER EXTENSION awa_shard UPDATE TO '1.1';
+DROP VIEW public.v11_my_claims;
 ALTER EXTENSION awa_shard UPDATE TO '1.1';
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'awa_shard';
 
@@ -82,15 +110,29 @@ SELECT 'now', * FROM (SELECT id, state::text, kind, queue, priority, enqueue_sha
                         FROM awa.jobs EXCEPT ALL SELECT * FROM public.v11_before) y;
 
 -- The rows that gained a queue column carry their job's queue: heartbeats, closures and
--- unique claims (none dropped: every one belongs to a job that exists).
+-- unique claims (none dropped: every one belongs to a job that exists); the closures of the
+-- two attempts whose jobs changed queue after them keep the queue of their claim (v11_c).
 SELECT 'attempt_state' AS tbl, count(*) AS rows_, count(*) FILTER (WHERE a.queue = j.queue) AS of_job_queue
   FROM awa.attempt_state a LEFT JOIN awa.jobs j ON j.id = a.job_id
 UNION ALL
-SELECT 'lease_claim_closures', count(*), count(*) FILTER (WHERE x.queue = j.queue)
+SELECT 'lease_claim_closures', count(*),
+       count(*) FILTER (WHERE x.queue = CASE WHEN j.kind IN ('uniq_dlq', 'uniq_moved') THEN 'v11_c' ELSE j.queue END)
   FROM awa.lease_claim_closures x LEFT JOIN awa.jobs j ON j.id = x.job_id
 UNION ALL
 SELECT 'job_unique_claims', count(*), count(*) FILTER (WHERE u.queue = j.queue)
   FROM awa.job_unique_claims u LEFT JOIN awa.jobs j ON j.id = u.job_id;
+SELECT u.unique_key, u.queue, j.kind FROM awa.job_unique_claims u JOIN awa.jobs j ON j.id = u.job_id ORDER BY 1;
+-- A moved job's key holds in its new queue, and is free in the queue it left.
+DO $$
+BEGIN
+    PERFORM awa.insert_job_compat('uniq_moved', 'v11_g', p_unique_key => '\x0c02');
+    RAISE NOTICE 'the key is free in the new queue';
+EXCEPTION WHEN unique_violation THEN
+    RAISE NOTICE 'the key is held in the new queue';
+END
+$$;
+SELECT (awa.insert_job_compat('uniq_moved', 'v11_c', p_unique_key => '\x0c02')).state AS key_free_in_old_queue;
+SELECT awa.delete_job(id) AS removed FROM awa.jobs WHERE queue = 'v11_c' AND kind = 'uniq_moved';
 -- The key still holds in its queue; another queue may use it (unique keys are per queue).
 DO $$
 BEGIN
@@ -119,7 +161,9 @@ BEGIN
         INSERT INTO public.v11_claimed (queue, enqueue_shard, lane_seq, job_id)
         SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_a', 3, 0, 0)
         UNION ALL
-        SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_b', 3, 0, 0);
+        SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_b', 3, 0, 0)
+        UNION ALL
+        SELECT queue, enqueue_shard, lane_seq, job_id FROM awa.claim_ready_runtime('v11_f', 3, 0, 0);
         EXIT WHEN NOT FOUND;
     END LOOP;
 END
@@ -147,3 +191,4 @@ SELECT count(*) > 3000 AS described FROM fresh_lines;
 \c :home
 DROP DATABASE migration_v11_fresh;
 DROP DATABASE migration_v11;
+DROP ROLE awa_v11_app;
