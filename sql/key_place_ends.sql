@@ -1,5 +1,5 @@
 -- key_place_ends: a per-key count passes as free, without testing it, a place whose attempt
--- was recorded and then ended by this backend, once that end has committed (preloaded; docs/design.md §4,
+-- was recorded and then ended, by this backend or another one, once both have committed (preloaded; docs/design.md §4,
 -- "Flow control"; src/ended_places.cpp). Shown by the index probes of awa.completion_batches
 -- in the claim's transaction, beyond those of a claim whose key has no place: the
 -- open-receipt test of a place probes it, a known end does not, so this output shows fewer
@@ -100,3 +100,29 @@ COMMIT;
 SELECT count(*) AS claimed_while_t2_runs FROM awa.claim_ready_runtime('kpe3', 1);
 SELECT kind, state FROM awa.jobs WHERE queue = 'kpe3' ORDER BY kind;
 SELECT awa.drop_queue('kpe3', p_force => true);
+
+-- 9. A place recorded by one backend and ended by another (a worker behind a connection pool):
+--    known ended too, once the record and the end have committed. Each \c is a new backend;
+--    the third one measures a claim of a key without places (b) after a first claim (c).
+SELECT awa.create_queue('kpe4', 1);
+SELECT awa.set_concurrency_limit('kpe4', 1, p_per_key => true);
+SELECT count(*) AS enqueued
+  FROM unnest(awa.insert_jobs('kpe4', ARRAY['p1', 'c1', 'b1', 'p2'], p_concurrency_keys => ARRAY['p', 'c', 'b', 'p']));
+CREATE TABLE public.kpe4_running (kind text, job_id bigint, run_lease bigint);
+INSERT INTO public.kpe4_running SELECT kind, job_id, run_lease FROM awa.claim_ready_runtime('kpe4', 1);
+\c
+SELECT count(*) AS completed FROM awa.complete_jobs(ARRAY(SELECT job_id FROM public.kpe4_running WHERE kind = 'p1'),
+                                                    ARRAY(SELECT run_lease FROM public.kpe4_running WHERE kind = 'p1'));
+\c
+INSERT INTO public.kpe4_running SELECT kind, job_id, run_lease FROM awa.claim_ready_runtime('kpe4', 1);
+BEGIN;
+INSERT INTO public.kpe4_running SELECT kind, job_id, run_lease FROM awa.claim_ready_runtime('kpe4', 1);
+SELECT (:probes) AS probes_no_place \gset
+COMMIT;
+BEGIN;
+INSERT INTO public.kpe4_running SELECT kind, job_id, run_lease FROM awa.claim_ready_runtime('kpe4', 1);
+SELECT (:probes) - :probes_no_place AS completion_batch_probes;
+COMMIT;
+SELECT string_agg(kind, ' ' ORDER BY kind) AS claimed FROM public.kpe4_running;
+SELECT awa.drop_queue('kpe4', p_force => true);
+DROP TABLE public.kpe4_running;

@@ -9,19 +9,25 @@
  * names an attempt that ended long ago, and a worker usually ends the attempts it claimed.
  * So the backend that records an attempt in a place remembers the place's new row version
  * (relation file, tid, and its own transaction id, the version's xmin) with the attempt
- * (job id, run_lease, a hash of the queue), and when that backend commits the end of that
- * attempt of that queue it publishes the whole in shared memory. A count that finds a place
- * whose version and attempt are exactly those knows its attempt has ended and passes the
- * place as free without testing it.
+ * (job id, run_lease, a hash of the queue), and publishes the pair in shared memory when its
+ * record commits; a backend that commits the end of that attempt of that queue (the one that
+ * recorded it, or any other: a worker behind a connection pool ends its attempts from
+ * another backend than the one that claimed them) finds the version in its own memory or in
+ * the shared one and publishes the whole as ended. A count that finds a place whose version
+ * and attempt are exactly those knows its attempt has ended and passes the place as free
+ * without testing it.
  *
  * Exact: neither half is enough alone (a second TRUNCATE in one transaction keeps the file,
  * so a new place can take an old one's tid with the same xmin; a job id can repeat in another
  * queue once the id sequence is set back), but a version that holds the attempt is that
  * attempt's place, and an end is published only once its
  * commit is visible (XACT_EVENT_COMMIT), never for a savepoint rolled back or a transaction
- * prepared (the count then tests, as before). Everything else only costs a miss: a place
- * written or ended by another backend, a version overwritten in the backend's memory or in
- * shared memory, a server without the preload (nothing is shared).
+ * prepared (the count then tests, as before); a record is shared only at its COMMIT, once
+ * visible (a record rolled back, to a savepoint too, or prepared, is not). Everything else
+ * only costs a miss: an end committed before the record it ends was shared, a version
+ * overwritten in the backend's memory or in shared memory, a server without the preload
+ * (nothing is shared). Exits look in shared memory only for queues whose hash has a bit in
+ * the map of queues that ever recorded a place (none on a server where no claim did).
  */
 #include "ended_places.hpp"
 #include "pg_boundary.hpp"
@@ -31,6 +37,7 @@ extern "C"
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "storage/lwlock.h"
@@ -48,10 +55,11 @@ constexpr int kWays = 4;
 constexpr int kSets = kPublished / kWays;
 /* Spinlocks over the published sets (set i under lock i % kStripes). */
 constexpr int kStripes = 64;
-/* Places a backend remembers recording (in sets of kWays chosen by attempt). */
+/* Places a backend remembers recording (in sets of kWays chosen by attempt); kShared shared ones. */
 constexpr int kRecorded = 4096;
 /* Ended places one transaction publishes at most (more: the rest are tested as before). */
 constexpr int kPending = 1024;
+constexpr int kShared = 65536;
 
 /*
  * A row version of awa.key_attempts in a database and the attempt it records: the version
@@ -77,11 +85,14 @@ struct VersionSet
 	uint32 next;
 };
 
-/* Shared: the published versions. */
+/* Shared: the published versions, the committed records, the queues that recorded places. */
 struct EndedPlaces
 {
 	slock_t stripe[kStripes];
 	VersionSet set[kSets];
+	slock_t record_stripe[kStripes];
+	VersionSet record[kShared / kWays];
+	pg_atomic_uint64 recording_queues; /* bit (queue hash % 64): a place of such a queue was recorded */
 };
 
 EndedPlaces *shared_ended = nullptr;
@@ -100,6 +111,9 @@ struct PendingEnd
 
 PendingEnd pending[kPending];
 int npending = 0;
+/* Records this transaction made, shared at its commit (the version with its attempt). */
+PendingEnd pending_records[kPending];
+int npending_records = 0;
 
 /* The hash that names a queue in a version. */
 uint32
@@ -108,13 +122,27 @@ queue_hash_of(text *queue)
 	return hash_bytes(reinterpret_cast<const unsigned char *>(VARDATA_ANY(queue)), VARSIZE_ANY_EXHDR(queue));
 }
 
+/* The hash of an attempt, which chooses its set in `recorded` and among the shared records. */
+uint32
+attempt_hash(int64 job_id, int64 run_lease, uint32 queue_hash)
+{
+	int64 key[3] = {job_id, run_lease, queue_hash};
+
+	return hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key));
+}
+
 /* The set of an attempt in `recorded`. */
 VersionSet &
 recorded_set(int64 job_id, int64 run_lease, uint32 queue_hash)
 {
-	int64 key[3] = {job_id, run_lease, queue_hash};
+	return recorded[attempt_hash(job_id, run_lease, queue_hash) % (kRecorded / kWays)];
+}
 
-	return recorded[hash_bytes(reinterpret_cast<const unsigned char *>(key), sizeof(key)) % (kRecorded / kWays)];
+/* The bit of a queue in the map of queues that recorded places. */
+uint64
+queue_bit(uint32 queue_hash)
+{
+	return UINT64CONST(1) << (queue_hash % 64);
 }
 
 /* The set of a version in the published table (every field hashed, no padding). */
@@ -181,6 +209,20 @@ on_ended_places_subxact(SubXactEvent event, SubTransactionId my_subid, SubTransa
 		if (pending[i].subid < my_subid)
 			pending[kept++] = pending[i];
 	npending = kept;
+	kept = 0;
+	for (int i = 0; i < npending_records; i++)
+		if (pending_records[i].subid < my_subid)
+			pending_records[kept++] = pending_records[i];
+	npending_records = kept;
+}
+
+/* Note an end of this transaction: the version that holds the attempt `a` ended. */
+void
+note_end(const PlaceVersion &v)
+{
+	pending[npending].version = v;
+	pending[npending].subid = GetCurrentSubTransactionId();
+	npending++;
 }
 
 } // namespace
@@ -203,6 +245,12 @@ note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, Ite
 	v.job_id = job_id;
 	v.run_lease = run_lease;
 	put_in(recorded_set(job_id, run_lease, v.queue_hash), v, same_attempt);
+	if (npending_records < kPending)
+	{
+		pending_records[npending_records].version = v;
+		pending_records[npending_records].subid = GetCurrentSubTransactionId();
+		npending_records++;
+	}
 }
 
 /* Note the end of an attempt whose place this backend recorded (ended_places.hpp). */
@@ -210,22 +258,38 @@ void
 note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 {
 	PlaceVersion a;
+	uint32 i;
+	bool found = false;
 
-	if (!recorded_any || queue == nullptr || npending == kPending)
+	if (shared_ended == nullptr || queue == nullptr || npending == kPending ||
+		(!recorded_any && pg_atomic_read_u64(&shared_ended->recording_queues) == 0))
 		return;
 	memset(&a, 0, sizeof(a));
 	a.db = MyDatabaseId;
 	a.queue_hash = queue_hash_of(queue);
 	a.job_id = job_id;
 	a.run_lease = run_lease;
-	for (const PlaceVersion &v : recorded_set(job_id, run_lease, a.queue_hash).way)
-		if (same_attempt(v, a))
+	if (recorded_any)
+		for (const PlaceVersion &v : recorded_set(job_id, run_lease, a.queue_hash).way)
+			if (same_attempt(v, a))
+			{
+				note_end(v);
+				return;
+			}
+	/* Recorded by another backend (or forgotten by this one): the shared records. */
+	if ((pg_atomic_read_u64(&shared_ended->recording_queues) & queue_bit(a.queue_hash)) == 0)
+		return;
+	i = attempt_hash(job_id, run_lease, a.queue_hash) % (kShared / kWays);
+	SpinLockAcquire(&shared_ended->record_stripe[i % kStripes]);
+	for (const PlaceVersion &v : shared_ended->record[i].way)
+		if (!found && same_attempt(v, a))
 		{
-			pending[npending].version = v;
-			pending[npending].subid = GetCurrentSubTransactionId();
-			npending++;
-			return;
+			a = v;
+			found = true;
 		}
+	SpinLockRelease(&shared_ended->record_stripe[i % kStripes]);
+	if (found)
+		note_end(a);
 }
 
 /* Whether a place version's attempt has ended (ended_places.hpp). */
@@ -259,6 +323,19 @@ place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_
 void
 ended_places_at_xact_end(bool committed)
 {
+	if (committed && shared_ended != nullptr)
+		for (int p = 0; p < npending_records; p++)
+		{
+			const PlaceVersion &v = pending_records[p].version;
+			uint32 i = attempt_hash(v.job_id, v.run_lease, v.queue_hash) % (kShared / kWays);
+
+			if ((pg_atomic_read_u64(&shared_ended->recording_queues) & queue_bit(v.queue_hash)) == 0)
+				pg_atomic_fetch_or_u64(&shared_ended->recording_queues, queue_bit(v.queue_hash));
+			SpinLockAcquire(&shared_ended->record_stripe[i % kStripes]);
+			put_in(shared_ended->record[i], v, same_attempt);
+			SpinLockRelease(&shared_ended->record_stripe[i % kStripes]);
+		}
+	npending_records = 0;
 	if (committed && shared_ended != nullptr)
 		for (int p = 0; p < npending; p++)
 		{
@@ -297,7 +374,11 @@ ended_places_shmem_startup()
 	{
 		for (slock_t &s : shared_ended->stripe)
 			SpinLockInit(&s);
+		for (slock_t &s : shared_ended->record_stripe)
+			SpinLockInit(&s);
 		memset(shared_ended->set, 0, sizeof(shared_ended->set));
+		memset(shared_ended->record, 0, sizeof(shared_ended->record));
+		pg_atomic_init_u64(&shared_ended->recording_queues, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
