@@ -107,6 +107,17 @@ SELECT id AS still_live FROM awa.insert_job_compat('res', 'res_wait') \gset
 SET statement_timeout = '200ms';
 SELECT state FROM awa.wait_for_job(:still_live, 3600000);
 RESET statement_timeout;
+-- In a transaction that has written it does not sleep (0A000): its locks could hold back the
+-- transaction that would finish the job (an exit of a batch mate holds their claim batch),
+-- and no deadlock check sees a wait on a job. A read with timeout 0, and a job terminal there
+-- (its own writes included), still return at once.
+BEGIN;
+SELECT id AS other FROM awa.insert_job_compat('res', 'res_wait') \gset
+SELECT state FROM awa.wait_for_job(:still_live, 0);
+SELECT pg_temp.err(format('SELECT awa.wait_for_job(%s, 1000)', :still_live)) AS wait_after_write;
+SELECT awa.cancel_job(:other) AS cancelled;
+SELECT state FROM awa.wait_for_job(:other, 3600000);
+ROLLBACK;
 
 -- A result lives as long as its completed job: when prune frees the ring slot of the
 -- completion, both go (in a transaction rolled back, so that the ring is left as it was).

@@ -23,6 +23,7 @@
 extern "C"
 {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -207,6 +208,32 @@ job_wait_shmem_startup()
 
 } // namespace awa
 
+namespace awa
+{
+namespace
+{
+
+/*
+ * Before a wait_for_job sleeps: a transaction that has written may hold the row locks that
+ * the transaction finishing the job waits for (an exit locks its claim batch, which this
+ * one's exit of a batch mate holds), and no deadlock check sees a wait on a job, so the
+ * two would stand still for the whole timeout. Such a transaction is refused (0A000).
+ */
+void
+require_may_sleep()
+{
+	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("wait_for_job cannot wait in a transaction that has written"),
+				 errdetail("Its locks could hold back the transaction that would finish the job, and no "
+						   "deadlock check sees a wait on a job."),
+				 errhint("Call it in its own transaction (autocommit), or with p_timeout_ms = 0 to only read.")));
+}
+
+} // namespace
+} // namespace awa
+
 /*
  * awa.wait_for_job(job_id, timeout_ms, queue) -> awa.job_row: the job as soon as it is
  * terminal (at once if it already is), else its row when the timeout passes; NULL when no
@@ -252,6 +279,7 @@ AWA_SQL_FUNCTION(awa_wait_for_job)
 			PG_RETURN_NULL();
 		if (terminal || TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline) <= 0)
 			PG_RETURN_DATUM(datumCopy(row, false, -1));
+		awa::require_may_sleep();
 		if (slot != nullptr)
 		{
 			if (!awa::counted_wait_sleep(slot, seen, deadline))
