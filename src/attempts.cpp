@@ -285,13 +285,6 @@ newest_open_run_lease(SPIPlanPtr *plans, const char *const *sql, Datum job_id, D
 	return found;
 }
 
-/* The optional routing argument `argno` (text): 0 when absent or NULL. */
-Datum
-queue_arg(FunctionCallInfo fcinfo, int argno)
-{
-	return PG_NARGS() > argno && !PG_ARGISNULL(argno) ? PG_GETARG_DATUM(argno) : (Datum)0;
-}
-
 /* SPI_connect, checked. */
 void
 spi_connect()
@@ -322,8 +315,8 @@ AWA_SQL_FUNCTION(awa_take_attempt)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	spi_connect();
-	found =
-		take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, false, queue_arg(fcinfo, 3));
+	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, false,
+						 awa::optional_queue_arg(fcinfo, 3, "p_queue"));
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();
@@ -343,8 +336,8 @@ AWA_SQL_FUNCTION(awa_take_attempt_unless_busy)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		PG_RETURN_NULL();
 	spi_connect();
-	found =
-		take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, true, queue_arg(fcinfo, 3));
+	found = take_attempt(PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), &taken, true,
+						 awa::optional_queue_arg(fcinfo, 3, "p_queue"));
 	spi_finish();
 	if (!found)
 		PG_RETURN_NULL();
@@ -359,7 +352,7 @@ AWA_SQL_FUNCTION(awa_take_attempt_unless_busy)
 AWA_SQL_FUNCTION(awa_take_open_attempt)
 {
 	Datum job_id = PG_GETARG_DATUM(0);
-	Datum queue = queue_arg(fcinfo, 2);
+	Datum queue = awa::optional_queue_arg(fcinfo, 2, "p_queue");
 	Datum run_lease;
 	Datum taken;
 	bool found = false;
@@ -391,7 +384,7 @@ AWA_SQL_FUNCTION(awa_heartbeat_jobs)
 									   INT4OID,		 INT4OID,	   JSONBOID, TEXTOID};
 	Datum args[12];
 	char nulls[12];
-	Datum queue = queue_arg(fcinfo, 2);
+	Datum queue = awa::optional_queue_arg(fcinfo, 2, "p_queue");
 	int q = queue != (Datum)0 ? 1 : 0;
 	ArrayType *ids;
 	ArrayType *leases;

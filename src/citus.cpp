@@ -11,6 +11,7 @@
 #include "statement_settings.hpp"
 #include "pg_boundary.hpp"
 #include "spi_util.hpp"
+#include "validate.hpp"
 
 extern "C"
 {
@@ -643,11 +644,14 @@ AWA_SQL_FUNCTION(awa_citus_group)
  * awa._require_queue_local(queue) -> void: the refusal of the C++ entry points
  * (require_queue_local_or_given) for a PL/pgSQL call that takes p_queue: under Citus, once
  * distributed, 0A000 with a hint unless the queue is given and its shard is on this node;
- * nothing without Citus (the queue may then be NULL: a call by id alone).
+ * nothing else without Citus (the queue may then be NULL: a call by id alone). A queue given
+ * is checked as every queue argument is (23514: empty or longer than 200 characters).
  */
 AWA_SQL_FUNCTION(awa_require_queue_local)
 {
-	awa::require_queue_local_or_given(PG_ARGISNULL(0) ? nullptr : PG_GETARG_TEXT_PP(0));
+	Datum queue = awa::optional_queue_arg(fcinfo, 0, "p_queue");
+
+	awa::require_queue_local_or_given(queue != (Datum)0 ? DatumGetTextPP(queue) : nullptr);
 	PG_RETURN_VOID();
 }
 

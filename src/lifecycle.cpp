@@ -286,10 +286,10 @@ awa::complete_jobs(FunctionCallInfo fcinfo, Catalog catalog)
 	memset(nulls, ' ', sizeof(nulls));
 	nulls[CP_RESULTS] = results == nullptr ? 'n' : ' ';
 	/* p_queue (1.1, argument 3): NULL completes by id alone, as on one node. */
-	in_queue = catalog == Catalog::V1_1 && PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	values[CP_QUEUE] = catalog == Catalog::V1_1 ? awa::optional_queue_arg(fcinfo, 3, "p_queue") : (Datum)0;
+	in_queue = values[CP_QUEUE] != (Datum)0;
 	/* Under Citus: the queue's shard on this node, or the queue given (citus.cpp). */
-	awa::require_queue_local_or_given(in_queue ? PG_GETARG_TEXT_PP(3) : nullptr);
-	values[CP_QUEUE] = in_queue ? PG_GETARG_DATUM(3) : (Datum)0;
+	awa::require_queue_local_or_given(in_queue ? DatumGetTextPP(values[CP_QUEUE]) : nullptr);
 	nulls[CP_QUEUE] = in_queue ? ' ' : 'n';
 	awa::live_slot_ranges_all(queue_arc, claim_arc, lease_arc);
 	for (int k = 0; k < 4; k++)

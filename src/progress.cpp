@@ -304,13 +304,6 @@ record_progress(const Datum *ids, const Datum *leases, int n, Datum ids_array, D
 	pfree(found);
 }
 
-/* The routing argument at argno: the queue, or 0 when NULL (by id alone). */
-Datum
-queue_or_none(FunctionCallInfo fcinfo, int argno)
-{
-	return PG_NARGS() > argno && !PG_ARGISNULL(argno) ? PG_GETARG_DATUM(argno) : (Datum)0;
-}
-
 } // namespace
 
 /*
@@ -336,7 +329,7 @@ AWA_SQL_FUNCTION(awa_set_progress)
 					PointerGetDatum(construct_array(ids, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
 					PointerGetDatum(construct_array(leases, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
 					PointerGetDatum(construct_array(progress, 1, JSONBOID, -1, false, TYPALIGN_INT)),
-					queue_or_none(fcinfo, 3), open);
+					awa::optional_queue_arg(fcinfo, 3, "p_queue"), open);
 	PG_RETURN_BOOL(open[0]);
 }
 
@@ -384,7 +377,7 @@ AWA_SQL_FUNCTION(awa_set_jobs_progress)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(BOOLOID));
 	open = static_cast<bool *>(palloc(sizeof(bool) * n_ids));
 	record_progress(ids, leases, n_ids, PointerGetDatum(id_array), PointerGetDatum(lease_array),
-					PointerGetDatum(progress_array), queue_or_none(fcinfo, 3), open);
+					PointerGetDatum(progress_array), awa::optional_queue_arg(fcinfo, 3, "p_queue"), open);
 	out = static_cast<Datum *>(palloc(sizeof(Datum) * n_ids));
 	for (int k = 0; k < n_ids; k++)
 		out[k] = BoolGetDatum(open[k]);

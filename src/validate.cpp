@@ -83,6 +83,15 @@ checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 	return queue;
 }
 
+/* An optional queue argument (validate.hpp). */
+Datum
+optional_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return (Datum)0;
+	return PointerGetDatum(checked_text_chars(PG_GETARG_TEXT_PP(argno), kMaxQueueChars, argname));
+}
+
 /* A queue name longer than any valid one is refused before it is copied into a fixed-size
  * key: internal functions are reachable with any input. */
 void

@@ -31,6 +31,12 @@ int64 checked_between(int64 value, int64 lo, int64 hi, const char *argname, int 
 /* Text of a queue argument, checked (NULL -> 22004, 1..kMaxQueueChars characters -> 23514). */
 text *checked_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
 
+/*
+ * An optional queue argument (the queue a call acts in; NULL or absent: any): (Datum)0 when
+ * none, else its text checked as checked_queue_arg checks it (23514), without the Citus check.
+ */
+Datum optional_queue_arg(FunctionCallInfo fcinfo, int argno, const char *argname);
+
 /* A job kind of 1..kMaxKindChars characters (23514). */
 Datum checked_kind(Datum kind, const char *argname);
 

@@ -360,6 +360,9 @@ BEGIN
     PERFORM awa._require(p_job_id IS NULL, 'p_job_id');
     PERFORM awa._check_queue(p_queue, 'p_queue');
     PERFORM awa._check_priority(p_priority, 'p_priority');
+    IF p_from_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_from_queue, 'p_from_queue');
+    END IF;
     PERFORM awa._require_queue_kept(p_from_queue, p_queue, 'move_queue');
     SELECT j.queue, j.priority, j.metadata INTO v_from, v_priority, v_metadata FROM awa.deferred_jobs j
      WHERE j.job_id = p_job_id AND (p_from_queue IS NULL OR j.queue = p_from_queue) FOR UPDATE;
@@ -431,6 +434,9 @@ BEGIN
     END IF;
     PERFORM awa._check_priority(p_priority, 'p_priority');
     PERFORM awa._check_arg(isfinite(p_run_at), 'p_run_at must be a finite timestamp');
+    IF p_from_queue IS NOT NULL THEN
+        PERFORM awa._check_queue(p_from_queue, 'p_from_queue');
+    END IF;
     PERFORM awa._require_queue_kept(p_from_queue, coalesce(p_queue, p_from_queue), 'retry_from_dlq');
     DELETE FROM awa.dlq_entries e WHERE e.job_id = p_job_id AND (p_from_queue IS NULL OR e.queue = p_from_queue)
     RETURNING e.* INTO x;

@@ -1,11 +1,11 @@
 -- Bad input to the worker and maintenance functions (claim_ready_runtime, complete_jobs,
 -- fail_job, fail_job_to_dlq, retry_job_after, snooze_job, heartbeat_jobs, wait_for_jobs,
--- rescue_*, promote_due): NULL, out of range, too long, mismatched arrays raise the
+-- rescue_*, promote_due; the optional queue of every exit): NULL, out of range, too long, mismatched arrays raise the
 -- documented SQLSTATE and change nothing; the wrong state or run_lease is a no-op.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS awa_shard;
-SELECT plan(80);
+SELECT plan(94);
 
 -- One running attempt (run_lease 1) and one job that is still ready.
 SELECT awa.insert_jobs('tap_badw_q', ARRAY['running', 'waiting']) AS ids \gset
@@ -113,6 +113,25 @@ SELECT throws_ok($$SELECT awa.wait_for_jobs('tap_badw_q', -1)$$, '22023', NULL, 
 SELECT throws_ok($$SELECT awa.wait_for_jobs('tap_badw_q', 3600001)$$, '22023', NULL, 'wait_for_jobs: p_timeout_ms over an hour');
 SELECT is(awa.wait_for_jobs('tap_badw_q', 0), true, 'wait_for_jobs: visible work returns true at once');
 SELECT is(awa.wait_for_jobs('tap_badw_empty', 20), false, 'wait_for_jobs: an empty queue times out with false');
+
+-- The queue a call acts in (p_queue; p_from_queue of move_queue and retry_from_dlq), optional:
+-- a badly sized one raises 23514 as every queue argument does, before anything is written.
+SELECT throws_ok(format('SELECT %s', c), '23514', NULL, 'optional queue: ' || c)
+  FROM unnest(ARRAY[
+      format($$awa.complete_jobs(ARRAY[%s]::bigint[], ARRAY[1]::bigint[], NULL, '')$$, :running_id),
+      format($$awa.complete_jobs(ARRAY[%s]::bigint[], ARRAY[1]::bigint[], NULL, %L)$$, :running_id, repeat('q', 201)),
+      format($$awa.heartbeat_jobs(ARRAY[%s]::bigint[], ARRAY[1]::bigint[], '')$$, :running_id),
+      format($$awa.set_progress(%s, 1, '{}', '')$$, :running_id),
+      format($$awa.set_jobs_progress(ARRAY[%s]::bigint[], ARRAY[1]::bigint[], ARRAY['{}']::jsonb[], '')$$, :running_id),
+      format($$awa.fail_job(%s, 1, 'x', NULL, '')$$, :running_id),
+      format($$awa.fail_job_to_dlq(%s, 1, 'x', 'y', '')$$, :running_id),
+      format($$awa.retry_job_after(%s, 1, '1 second', '')$$, :running_id),
+      format($$awa.snooze_job(%s, 1, '1 second', '')$$, :running_id),
+      format($$awa.cancel_job(%s, '')$$, :running_id),
+      format($$awa.delete_job(%s, '')$$, :ready_id),
+      format($$awa.move_failed_to_dlq(%s, 'x', '')$$, :running_id),
+      format($$awa.move_queue(%s, 'tap_badw_q', NULL, '')$$, :ready_id),
+      format($$awa.retry_from_dlq(%s, NULL, NULL, NULL, '')$$, :running_id)]) AS c;
 
 -- Maintenance functions.
 SELECT throws_ok($$SELECT awa.rescue_stale_heartbeats(NULL)$$, '22004', NULL, 'rescue_stale_heartbeats: NULL p_stale');
