@@ -45,6 +45,7 @@ extern "C"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/backend_status.h"
 #include "utils/wait_event.h"
 
 	PGDLLEXPORT void awa_maintenance_main(Datum arg);
@@ -484,6 +485,23 @@ enum class Wake
 };
 
 /*
+ * Sleep on the latch for up to `ms` (at most 100): Wanted or Yield when the database is wanted
+ * elsewhere or the slot asked for meanwhile, NextPass otherwise.
+ */
+Wake
+nap(Oid dbid, long ms)
+{
+	(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(ms, 100L), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (database_wanted_elsewhere())
+		return Wake::Wanted;
+	if (yield_requested(dbid))
+		return Wake::Yield;
+	return Wake::NextPass;
+}
+
+/*
  * Sleep until the next pass, one interval after the start of the last (at once if that pass
  * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
  * asked for. A schedule's tick (w, read by the pass) that comes meanwhile is run at once, by
@@ -520,15 +538,62 @@ sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TickWatch *w)
 						kTickReadMs - TimestampDifferenceMilliseconds(w->read_at, now));
 		if (w->tick != 0)
 			left = std::min(left, TimestampDifferenceMilliseconds(now, w->tick));
-		left = std::max(1L, left);
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, std::min(left, 100L),
-						PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (database_wanted_elsewhere())
-			return Wake::Wanted;
-		if (yield_requested(dbid))
-			return Wake::Yield;
+		Wake wake = nap(dbid, std::max(1L, left));
+
+		if (wake != Wake::NextPass)
+			return wake;
+	}
+}
+
+/*
+ * Whether a pg_restore session (application_name 'pg_restore', which pg_restore sets) is
+ * connected to the database. A restore not made in one transaction (pg_restore -j cannot
+ * be) shows a pass the database in parts: its claim batches not yet restored, a pass would
+ * take their attempts for ended and lose them. Read from the backends' status, fresh.
+ */
+bool
+restore_connected(Oid dbid)
+{
+	bool connected = false;
+	int n;
+
+	pgstat_clear_backend_activity_snapshot();
+	n = pgstat_fetch_stat_numbackends();
+	for (int i = 1; i <= n && !connected; i++)
+	{
+		LocalPgBackendStatus *local = pgstat_fetch_stat_local_beentry(i);
+
+		connected = local != nullptr && local->backendStatus.st_databaseid == dbid &&
+					local->backendStatus.st_procpid != MyProcPid && local->backendStatus.st_appname != nullptr &&
+					strcmp(local->backendStatus.st_appname, "pg_restore") == 0;
+	}
+	pgstat_clear_backend_activity_snapshot();
+	return connected;
+}
+
+/*
+ * While a pg_restore session is connected to the database, run no step (periodic jobs
+ * included): look again every interval, leaving at once when the database is wanted or the
+ * slot asked for. Logged once a wait.
+ */
+Wake
+wait_out_restore(Oid dbid)
+{
+	ereport(LOG, (errmsg("awa_shard: background maintenance of database %u waits while pg_restore is connected to it",
+						 dbid)));
+	for (;;)
+	{
+		TimestampTz next_look = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), maintenance_interval_ms);
+
+		while (GetCurrentTimestamp() < next_look)
+		{
+			Wake wake = nap(dbid, 100L);
+
+			if (wake != Wake::NextPass)
+				return wake;
+		}
+		if (!restore_connected(dbid))
+			return Wake::NextPass;
 	}
 }
 
@@ -602,6 +667,16 @@ awa_maintenance_main(Datum arg)
 		if (awa::database_wanted_elsewhere())
 		{
 			awa::mark_database_absent(dbid, true);
+			break;
+		}
+		if (awa::restore_connected(dbid))
+		{
+			awa::Wake wake = awa::wait_out_restore(dbid);
+
+			if (wake == awa::Wake::NextPass)
+				continue;
+			if (wake == awa::Wake::Wanted)
+				awa::mark_database_absent(dbid, true);
 			break;
 		}
 		pass_started = GetCurrentTimestamp();
