@@ -107,17 +107,23 @@ SELECT id AS still_live FROM awa.insert_job_compat('res', 'res_wait') \gset
 SET statement_timeout = '200ms';
 SELECT state FROM awa.wait_for_job(:still_live, 3600000);
 RESET statement_timeout;
--- In a transaction that has written it does not sleep (0A000): its locks could hold back the
--- transaction that would finish the job (an exit of a batch mate holds their claim batch),
--- and no deadlock check sees a wait on a job. A read with timeout 0, and a job terminal there
--- (its own writes included), still return at once.
+-- In a transaction that has ended attempts it does not sleep (0A000): an exit holds its claim
+-- batch, which the exit of a job claimed in the same call takes too, and no deadlock check
+-- sees a wait on a job. One that only claimed or enqueued waits as before; a read with
+-- timeout 0, and a job terminal there (by its own writes too), return at once.
+SELECT id AS mate_a FROM awa.insert_job_compat('res', 'res_mates') \gset
+SELECT id AS mate_b FROM awa.insert_job_compat('res', 'res_mates') \gset
+SELECT count(*) AS claimed_in_one_call FROM awa.claim_ready_runtime('res_mates', 2);
 BEGIN;
-SELECT id AS other FROM awa.insert_job_compat('res', 'res_wait') \gset
-SELECT state FROM awa.wait_for_job(:still_live, 0);
-SELECT pg_temp.err(format('SELECT awa.wait_for_job(%s, 1000)', :still_live)) AS wait_after_write;
-SELECT awa.cancel_job(:other) AS cancelled;
-SELECT state FROM awa.wait_for_job(:other, 3600000);
+SELECT (awa.insert_job_compat('res', 'res_wait')).state AS enqueued;
+SELECT state FROM awa.wait_for_job(:mate_b, 10);
+SELECT awa.fail_job(:mate_a, 1, 'boom') IS NOT NULL AS failed;
+SELECT state FROM awa.wait_for_job(:mate_b, 0);
+SELECT pg_temp.err(format('SELECT awa.wait_for_job(%s, 1000)', :mate_b)) AS wait_after_exit;
+SELECT awa.cancel_job(:mate_b) AS cancelled;
+SELECT state FROM awa.wait_for_job(:mate_b, 3600000);
 ROLLBACK;
+SELECT count(*) AS completed FROM awa.complete_jobs(ARRAY[:mate_a, :mate_b]::bigint[], ARRAY[1, 1]::bigint[]);
 
 -- A result lives as long as its completed job: when prune frees the ring slot of the
 -- completion, both go (in a transaction rolled back, so that the ring is left as it was).

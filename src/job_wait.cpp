@@ -23,7 +23,6 @@
 extern "C"
 {
 #include "access/htup_details.h"
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -214,20 +213,22 @@ namespace
 {
 
 /*
- * Before a wait_for_job sleeps: a transaction that has written may hold the row locks that
- * the transaction finishing the job waits for (an exit locks its claim batch, which this
- * one's exit of a batch mate holds), and no deadlock check sees a wait on a job, so the
- * two would stand still for the whole timeout. Such a transaction is refused (0A000).
+ * Before a wait_for_job sleeps: a transaction that has ended attempts holds their claim
+ * batches, which the exit that would finish the job takes too when the job was claimed in the
+ * same call, and no deadlock check sees a wait on a job, so the two would stand still for the
+ * whole timeout. Such a transaction is refused (0A000). Other locks of the caller's (a
+ * lane it enqueued into under the lane lock, rows it updated) are not looked for: a claim or
+ * an enqueue before a wait in one transaction is a pattern workers use, and it waits.
  */
 void
 require_may_sleep()
 {
-	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+	if (attempts_ended_in_xact())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("wait_for_job cannot wait in a transaction that has written"),
-				 errdetail("Its locks could hold back the transaction that would finish the job, and no "
-						   "deadlock check sees a wait on a job."),
+				 errmsg("wait_for_job cannot wait in a transaction that has ended attempts"),
+				 errdetail("An exit holds its claim batch, which the exit of the awaited job takes when both "
+						   "were claimed in one call, and no deadlock check sees a wait on a job."),
 				 errhint("Call it in its own transaction (autocommit), or with p_timeout_ms = 0 to only read.")));
 }
 

@@ -352,6 +352,13 @@ note_attempts_ended_all()
 	running_bound_note_exits_unknown();
 }
 
+/* Whether this transaction has ended attempts (key_caps.hpp). */
+bool
+attempts_ended_in_xact()
+{
+	return marked_any;
+}
+
 /* The exit sequence, or 0 when nothing may be remembered (key_caps.hpp). */
 std::uint64_t
 attempt_exit_seq()

@@ -37,6 +37,9 @@ void note_attempt_ended(int64 job_id, int64 run_lease, text *queue);
 /* Remember that this transaction ended attempts it does not name (purge, drop): every memory ends at commit. */
 void note_attempts_ended_all();
 
+/* Whether this transaction has ended attempts (an exit of any kind), rolled back to a savepoint or not. */
+bool attempts_ended_in_xact();
+
 /*
  * The exit sequence now, read before the snapshot of a count whose result may be
  * remembered; 0 when nothing may be remembered (not preloaded, or a prepared transaction
