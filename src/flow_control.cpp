@@ -42,6 +42,7 @@ extern "C"
 #include "utils/lsyscache.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 }
 
@@ -366,15 +367,33 @@ running_attempts(text *queue, Snapshot snapshot)
 	return DatumGetInt64(running);
 }
 
-/* Take the queue's limit lock, held to the end of the transaction. */
+/*
+ * Take the queue's limit lock (once in a transaction), held until its PRE_COMMIT or its end
+ * (running_bound_hold_lock); its tag in *tag. Held by the transaction's own resource owner,
+ * not the statement's portal (one of the extended protocol lives until the commit), so that
+ * PRE_COMMIT can release it; a savepoint rolled back then keeps it to the end.
+ */
 static void
-take_limit_lock(text *queue)
+take_limit_lock(text *queue, LOCKTAG *tag)
 {
 	uint64 h = queue_hash(queue);
-	LOCKTAG tag;
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
-	(void)LockAcquire(&tag, ExclusiveLock, false, false);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, static_cast<uint32>(h >> 32), static_cast<uint32>(h), kLimitLockField);
+	if (!LockHeldByMe(tag, ExclusiveLock))
+	{
+		ResourceOwner owner = CurrentResourceOwner;
+
+		CurrentResourceOwner = TopTransactionResourceOwner;
+		PG_TRY();
+		{
+			(void)LockAcquire(tag, ExclusiveLock, false, false);
+		}
+		PG_FINALLY();
+		{
+			CurrentResourceOwner = owner;
+		}
+		PG_END_TRY();
+	}
 }
 
 /* Attempts a claim may start under a concurrency limit: none at the cap by an exact bound, else after taking the
@@ -385,18 +404,21 @@ concurrency_room(text *queue, int limit, int64 want)
 	std::int64_t running;
 	bool exact;
 	int64 room;
+	LOCKTAG lock;
 
 	/* At the cap by an exact bound: no room, and no wait for the claims holding the lock. */
 	if (running_bound_at_cap(queue, limit))
 		return 0;
-	take_limit_lock(queue);
+	take_limit_lock(queue, &lock);
 	/*
-	 * After the lock: every claim that held it before has committed or aborted, and published
-	 * its bound. Counted only when the bound leaves less room than the claim wants and is not
-	 * exact (a queue at its cap answers without a count while no exit is left untaken).
+	 * After the lock: every claim that held it before has published its bound, and has
+	 * committed, aborted, or is past PRE_COMMIT. Counted only when the bound leaves less room
+	 * than the claim wants and is not exact (a queue at its cap answers without a count while
+	 * no exit is left untaken); a count first waits for the claims past PRE_COMMIT.
 	 */
 	if (!running_bound_lookup(queue, &running, &exact) || (running + want > limit && !exact))
 	{
+		running_bound_wait_committing(queue);
 		RunningCountTicket ticket = running_bound_count_ticket(queue);
 		/* Kept past the count: the bound tells the exits it saw from those it did not by it. */
 		Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -406,6 +428,7 @@ concurrency_room(text *queue, int limit, int64 want)
 	}
 	room = std::max<int64>(std::min<int64>(want, static_cast<int64>(limit) - running), 0);
 	running_bound_started(queue, room);
+	running_bound_hold_lock(queue, &lock);
 	return room;
 }
 

@@ -62,10 +62,10 @@ void forget_queue_limits();
 
 /*
  * How many of `want` attempts a claim of a queue with a concurrency limit may start (0 and
- * up): takes the queue's limit lock (held to the end of the transaction, so claims of the
- * queue follow one another), then counts its running attempts on the latest committed state
- * unless the queue's bound of them (running_bound.hpp) leaves room for `want`. SPI must be
- * connected.
+ * up): takes the queue's limit lock (held until the transaction's PRE_COMMIT or its end, so
+ * claims of the queue follow one another), then counts its running attempts on the latest
+ * committed state, once the claims past PRE_COMMIT are visible, unless the queue's bound of
+ * them (running_bound.hpp) leaves room for `want`. SPI must be connected.
  */
 int64 concurrency_room(text *queue, int limit, int64 want);
 

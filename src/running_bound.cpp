@@ -39,6 +39,15 @@
  * bound is trusted for kExactTrustMs. Otherwise the old rule holds: an upper bound, whose
  * exits since lower nothing if any was pending.
  *
+ * The limit lock ends at PRE_COMMIT: there a claim's transaction publishes its bound and
+ * releases the lock, before its commit record is flushed, so the next claim of the queue does
+ * not wait for that flush. Its bound holds the transaction's attempts; a count would not see
+ * them until the commit is visible, so the transaction is listed as committing in its entry
+ * (by index, like the pending exits) until then, and a count waits for the listed
+ * transactions first. A commit that fails after PRE_COMMIT forgets the bound it published.
+ * A prepare, a transaction that also claimed a queue that read no limit, and one with no room
+ * in the list keep the lock to the end and publish there, as before.
+ *
  * An entry is trusted under the queue_meta stamp (set_concurrency_limit, drop_queue), for
  * this database and queue (a 128-bit hash of both), and for at most kTrustMs after the count
  * it started from. A claim that read the queue's settings before a limit was set takes no
@@ -49,7 +58,7 @@
  * forgets the bound at its PREPARE and is followed like a prepared exit (key_caps.cpp): no
  * count publishes while it is in progress, so the first count after its COMMIT PREPARED sees
  * its attempts. An abort publishes nothing (the bound before it still holds). A savepoint rolled back
- * may have released limit locks taken inside it, so it forgets the bounds of the transaction's queues (and takes none
+ * may have undone exits, so it forgets the bounds of the transaction's queues (and takes none
  * of its exits off); a prepare forgets them too (the claims commit elsewhere). Not preloaded, or under Citus (claims of
  * one queue may run on several nodes), every claim counts.
  */
@@ -66,10 +75,14 @@ extern "C"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "storage/lwlock.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
@@ -93,6 +106,8 @@ constexpr long kExactTrustMs = 1000;
 constexpr int kPendingListed = 8;
 /* The last exits added to an entry's counter, with their transactions. */
 constexpr int kRecentAdds = 16;
+/* Claims past PRE_COMMIT that released their queue's limit lock, listed per entry (more: they keep the lock). */
+constexpr int kCommittingListed = 16;
 /* Queues one transaction follows (claims) or ends attempts of at most (more: their bounds become unknown, their exits
  * are lost). */
 constexpr int kFollowed = 8;
@@ -110,6 +125,13 @@ struct PendingExit
 	TransactionId xid;
 	QueueId id;
 	std::uint32_t n;
+};
+
+/* A claim past PRE_COMMIT whose commit is not visible yet, its queue's limit lock released (xid invalid: free). */
+struct CommittingClaim
+{
+	TransactionId xid;
+	QueueId id;
 };
 
 /* An exit added to an entry's counter: its transaction, attempts, and the counter after it. */
@@ -146,6 +168,7 @@ struct Bound
 	AddedExit recent[kRecentAdds];
 	PendingExit pending[kPendingListed];
 	std::uint32_t pending_unlisted; /* exits past PRE_COMMIT of this index not listed (no xid, or no room) */
+	CommittingClaim committing[kCommittingListed]; /* of this index, whatever queue holds the entry */
 };
 
 /* Shared: the entries, with per entry the exits past PRE_COMMIT that have not added themselves. */
@@ -178,6 +201,10 @@ struct Followed
 	bool unpublished;		/* counted while a followed prepared transaction was in progress: publish nothing */
 	std::uint64_t epoch;	/* counted_here: the exactness epoch read before the count */
 	std::int64_t started;
+	bool holds_lock;			  /* the claim holds the queue's limit lock `lock` (taken once in the transaction) */
+	LOCKTAG lock;				  /* ... its tag */
+	int committing;				  /* released at PRE_COMMIT: its slot in the entry's committing claims; else -1 */
+	TransactionId committing_xid; /* ... listed under this transaction id */
 };
 
 /* Exits of one queue in this transaction: how many, and how many its count (if any) already did not see. */
@@ -368,6 +395,7 @@ follow(const QueueId &id)
 		return nullptr;
 	followed[nfollowed] = {};
 	followed[nfollowed].id = id;
+	followed[nfollowed].committing = -1;
 	return &followed[nfollowed++];
 }
 
@@ -431,6 +459,41 @@ add_exits(Exits &x, TransactionId xid)
 		e.nadds++;
 	}
 	SpinLockRelease(&e.lock);
+}
+
+/*
+ * List this transaction's claim of a queue among the entry's committing claims; false when
+ * the list is full (the claim then keeps its limit lock to the end).
+ */
+bool
+list_committing(Followed &f, TransactionId xid)
+{
+	Bound &e = bounds->entry[index_of(f.id)];
+
+	SpinLockAcquire(&e.lock);
+	for (int k = 0; k < kCommittingListed; k++)
+		if (!TransactionIdIsValid(e.committing[k].xid))
+		{
+			e.committing[k] = {xid, f.id};
+			f.committing = k;
+			f.committing_xid = xid;
+			break;
+		}
+	SpinLockRelease(&e.lock);
+	return f.committing >= 0;
+}
+
+/* The transaction's commit is visible, or it aborted: no count waits for it any more. */
+void
+unlist_committing(Followed &f)
+{
+	Bound &e = bounds->entry[index_of(f.id)];
+
+	SpinLockAcquire(&e.lock);
+	if (e.committing[f.committing].xid == f.committing_xid)
+		e.committing[f.committing].xid = InvalidTransactionId;
+	SpinLockRelease(&e.lock);
+	f.committing = -1;
 }
 
 /* Forget this transaction's followed queues and exits (a savepoint rolled back, a prepare, an abort). */
@@ -733,6 +796,51 @@ running_bound_started(text *queue, std::int64_t n)
 	f->started = std::max<std::int64_t>(f->started + n, 0);
 }
 
+/* The claim holds the queue's limit lock (see the header). */
+void
+running_bound_hold_lock(text *queue, const LOCKTAG *lock)
+{
+	Followed *f;
+
+	if (!bounds_usable())
+		return;
+	f = followed_of(queue_id(queue));
+	if (f == nullptr)
+		return; /* not followed: nothing is published, the lock is kept to the end */
+	f->holds_lock = true;
+	f->lock = *lock;
+}
+
+/* Under the queue's limit lock, before a count: wait for the claims whose commit is on its way (see the header). */
+void
+running_bound_wait_committing(text *queue)
+{
+	TransactionId wait[kCommittingListed];
+	int n = 0;
+	QueueId id;
+
+	if (!bounds_usable())
+		return;
+	id = queue_id(queue);
+	{
+		Bound &e = bounds->entry[index_of(id)];
+
+		SpinLockAcquire(&e.lock);
+		for (const CommittingClaim &c : e.committing)
+			if (TransactionIdIsValid(c.xid) && c.id.lo == id.lo && c.id.hi == id.hi)
+				wait[n++] = c.xid;
+		SpinLockRelease(&e.lock);
+	}
+	/*
+	 * Only claims that held the limit lock before this one are listed (a claim lists itself
+	 * under it), so none is added meanwhile. After the wait each has committed, visible to
+	 * the count's snapshot, or aborted.
+	 */
+	for (int k = 0; k < n; k++)
+		if (!TransactionIdIsCurrentTransactionId(wait[k]))
+			XactLockTableWait(wait[k], nullptr, nullptr, XLTW_None);
+}
+
 /* An attempt of the queue ends in this transaction (see the header). */
 void
 running_bound_note_exit(text *queue)
@@ -903,6 +1011,27 @@ running_bound_at_pre_commit()
 		pg_atomic_fetch_add_u32(&bounds->pending_unknown, 1);
 		unknown_raised = true;
 	}
+	/*
+	 * The claims' bounds published now, and their limit locks released: the next claim of the
+	 * queue need not wait for this commit's flush. The bound it finds holds this transaction's
+	 * attempts; a count, which would not see them until the commit is visible, waits for this
+	 * transaction first (running_bound_wait_committing). Not for a transaction that also
+	 * claimed queues that read no limit (its commit may forget their bounds first).
+	 */
+	if (nunlimited > 0 || unlimited_lost || !TransactionIdIsValid(xid))
+		return;
+	for (int i = 0; i < nfollowed; i++)
+		if (followed[i].holds_lock && list_committing(followed[i], xid))
+		{
+			ResourceOwner owner = CurrentResourceOwner;
+
+			publish(followed[i]);
+			/* Taken by the transaction's resource owner (flow_control.cpp, take_limit_lock). */
+			CurrentResourceOwner = TopTransactionResourceOwner;
+			LockRelease(&followed[i].lock, ExclusiveLock, false);
+			CurrentResourceOwner = owner;
+			followed[i].holds_lock = false;
+		}
 }
 
 /* Publish the followed queues' bounds, then add the exits (see the header). */
@@ -923,7 +1052,8 @@ running_bound_at_xact_end(bool committed)
 				forget(queue_id(unlimited[i]));
 		}
 		for (int i = 0; i < nfollowed; i++)
-			publish(followed[i]);
+			if (followed[i].committing < 0)
+				publish(followed[i]);
 		TransactionId xid = GetTopTransactionIdIfAny();
 
 		for (int i = 0; i < nexits; i++)
@@ -933,6 +1063,20 @@ running_bound_at_xact_end(bool committed)
 		if (unknown_raised)
 			pg_atomic_fetch_add_u64(&bounds->epoch, 1);
 		pg_memory_barrier();
+		/* Visible now: counts no longer wait for it. */
+		for (int i = 0; i < nfollowed; i++)
+			if (followed[i].committing >= 0)
+				unlist_committing(followed[i]);
+	}
+	else if (bounds != nullptr)
+	{
+		/* Aborted after publishing at PRE_COMMIT: its attempts never start, the bound it left is forgotten. */
+		for (int i = 0; i < nfollowed; i++)
+			if (followed[i].committing >= 0)
+			{
+				forget(followed[i].id);
+				unlist_committing(followed[i]);
+			}
 	}
 	end_transaction(); /* takes back the pending marks, after the exits were added */
 }
@@ -993,6 +1137,8 @@ running_bound_shmem_startup()
 			e.pending_unlisted = 0;
 			for (PendingExit &p : e.pending)
 				p.xid = InvalidTransactionId;
+			for (CommittingClaim &c : e.committing)
+				c.xid = InvalidTransactionId;
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);

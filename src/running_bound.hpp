@@ -10,6 +10,7 @@
 extern "C"
 {
 #include "postgres.h"
+#include "storage/lock.h"
 #include "utils/snapshot.h"
 }
 
@@ -56,6 +57,20 @@ std::int64_t running_bound_counted(text *queue, std::int64_t running, const Runn
 void running_bound_started(text *queue, std::int64_t n);
 
 /*
+ * The claim holds the queue's limit lock `lock` (taken once in the transaction). When its
+ * bound is followed, the lock is released at PRE_COMMIT, once the bound is published, and
+ * the transaction is listed as committing until its commit is visible or it aborts (an
+ * abort after PRE_COMMIT forgets the bound); otherwise it is held to the end.
+ */
+void running_bound_hold_lock(text *queue, const LOCKTAG *lock);
+
+/*
+ * Under the queue's limit lock, before a count: wait for the claims that released the lock
+ * at PRE_COMMIT and whose commit is not visible yet, so that the count sees their attempts.
+ */
+void running_bound_wait_committing(text *queue);
+
+/*
  * A claim of the queue read no concurrency limit, with the queue_meta stamp read before
  * (stamp_before): if the stamp has moved when this transaction commits (a limit may have been
  * set meanwhile), the queue's bound is forgotten once the commit is visible.
@@ -85,13 +100,16 @@ bool running_bound_at_cap(text *queue, int limit);
 /* Without a lock: a bound of the queue's running attempts, when one is known and trusted (a hint only). */
 bool running_bound_peek(text *queue, std::int64_t *bound);
 
-/* PRE_COMMIT: this transaction's exits of queues with a bound count as pending until they are added. Never raises. */
+/*
+ * PRE_COMMIT: this transaction's exits of queues with a bound count as pending until they are
+ * added; its claims' bounds are published and their limit locks released. Never raises.
+ */
 void running_bound_at_pre_commit();
 
 /*
- * Transaction end: a commit publishes each followed queue's bound (after the commit is
- * visible, before the limit locks go), then adds its exits; an abort publishes nothing.
- * Never raises.
+ * Transaction end: a commit publishes each followed queue's bound not published at
+ * PRE_COMMIT (after the commit is visible, before the limit locks go), then adds its exits;
+ * an abort publishes nothing, and forgets the bounds it published at PRE_COMMIT. Never raises.
  */
 void running_bound_at_xact_end(bool committed);
 
