@@ -110,6 +110,8 @@ constexpr int kRunsPerTick = 10;
 const Step kNextTickStep = {"SELECT awa._next_schedule_tick($1)", true};
 /* How often a sleeping worker reads the next tick again (a schedule made or resumed meanwhile). */
 constexpr long kTickReadMs = 1000;
+/* How often a worker waiting out a pg_restore looks again, at most (milliseconds). */
+constexpr int kRestoreLookMs = 1000;
 /* How long after a run a tick it left due (its row held, its lane locked, its enqueue failed) is tried again. */
 constexpr long kDueRetryMs = 1000;
 
@@ -502,50 +504,6 @@ nap(Oid dbid, long ms)
 }
 
 /*
- * Sleep until the next pass, one interval after the start of the last (at once if that pass
- * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
- * asked for. A schedule's tick (w, read by the pass) that comes meanwhile is run at once, by
- * the periodic-jobs step alone: a tick waits for no pass (docs/api.md, "Periodic jobs"). The
- * next tick is read again every kTickReadMs, for a schedule made or resumed meanwhile.
- */
-Wake
-sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TickWatch *w)
-{
-	TimestampTz next_pass = TimestampTzPlusMilliseconds(pass_started, maintenance_interval_ms);
-
-	for (;;)
-	{
-		TimestampTz now = GetCurrentTimestamp();
-		long left;
-
-		if (w->tick != 0 && now >= w->tick)
-		{
-			if (!run_schedules_now(dbid, w))
-				return Wake::NextPass; /* the extension is gone: the pass finds it so */
-			pgstat_report_stat(true);
-			pgstat_report_activity(STATE_IDLE, nullptr);
-			continue;
-		}
-		if (now >= next_pass)
-			return Wake::NextPass;
-		if (TimestampDifferenceExceeds(w->read_at, now, static_cast<int>(kTickReadMs)))
-		{
-			read_next_tick(dbid, w);
-			pgstat_report_activity(STATE_IDLE, nullptr);
-			continue;
-		}
-		left = std::min(TimestampDifferenceMilliseconds(now, next_pass),
-						kTickReadMs - TimestampDifferenceMilliseconds(w->read_at, now));
-		if (w->tick != 0)
-			left = std::min(left, TimestampDifferenceMilliseconds(now, w->tick));
-		Wake wake = nap(dbid, std::max(1L, left));
-
-		if (wake != Wake::NextPass)
-			return wake;
-	}
-}
-
-/*
  * Whether a pg_restore session (application_name 'pg_restore', which pg_restore sets) is
  * connected to the database. A restore not made in one transaction (pg_restore -j cannot
  * be) shows a pass the database in parts: its claim batches not yet restored, a pass would
@@ -572,9 +530,57 @@ restore_connected(Oid dbid)
 }
 
 /*
+ * Sleep until the next pass, one interval after the start of the last (at once if that pass
+ * took longer), waking every 100 ms to leave at once when the database is wanted or the slot
+ * asked for. A schedule's tick (w, read by the pass) that comes meanwhile is run at once, by
+ * the periodic-jobs step alone: a tick waits for no pass (docs/api.md, "Periodic jobs"). The
+ * next tick is read again every kTickReadMs, for a schedule made or resumed meanwhile.
+ */
+Wake
+sleep_until_next_pass(Oid dbid, TimestampTz pass_started, TickWatch *w)
+{
+	TimestampTz next_pass = TimestampTzPlusMilliseconds(pass_started, maintenance_interval_ms);
+
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		long left;
+
+		if (w->tick != 0 && now >= w->tick)
+		{
+			/* Not while a pg_restore is connected (one may have come since the pass): waited out first. */
+			if (restore_connected(dbid))
+				return Wake::NextPass;
+			if (!run_schedules_now(dbid, w))
+				return Wake::NextPass; /* the extension is gone: the pass finds it so */
+			pgstat_report_stat(true);
+			pgstat_report_activity(STATE_IDLE, nullptr);
+			continue;
+		}
+		if (now >= next_pass)
+			return Wake::NextPass;
+		if (TimestampDifferenceExceeds(w->read_at, now, static_cast<int>(kTickReadMs)))
+		{
+			read_next_tick(dbid, w);
+			pgstat_report_activity(STATE_IDLE, nullptr);
+			continue;
+		}
+		left = std::min(TimestampDifferenceMilliseconds(now, next_pass),
+						kTickReadMs - TimestampDifferenceMilliseconds(w->read_at, now));
+		if (w->tick != 0)
+			left = std::min(left, TimestampDifferenceMilliseconds(now, w->tick));
+		Wake wake = nap(dbid, std::max(1L, left));
+
+		if (wake != Wake::NextPass)
+			return wake;
+	}
+}
+
+/*
  * While a pg_restore session is connected to the database, run no step (periodic jobs
- * included): look again every interval, leaving at once when the database is wanted or the
- * slot asked for. Logged once a wait.
+ * included): look again every interval, or every second if that is sooner (a schedule's
+ * tick waits for the restore, not for a long interval after it), leaving at once when the
+ * database is wanted or the slot asked for. Logged once a wait.
  */
 Wake
 wait_out_restore(Oid dbid)
@@ -583,7 +589,8 @@ wait_out_restore(Oid dbid)
 						 dbid)));
 	for (;;)
 	{
-		TimestampTz next_look = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), maintenance_interval_ms);
+		TimestampTz next_look =
+			TimestampTzPlusMilliseconds(GetCurrentTimestamp(), std::min(maintenance_interval_ms, kRestoreLookMs));
 
 		while (GetCurrentTimestamp() < next_look)
 		{

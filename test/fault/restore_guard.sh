@@ -8,7 +8,12 @@
 # 2. A database holding running attempts (receipts), waiting and finished jobs is dumped
 #    and restored with pg_restore -j 2 (not in one transaction) while maintenance runs every
 #    20 ms: every job comes back in its state, and the running attempts complete with their
-#    run_lease. Run as the postgres user; prints "restore_guard: N passed, M failed".
+#    run_lease.
+# 3. With a long interval (60 s) the worker runs a schedule's ticks in its sleep between
+#    passes: a pg_restore session that connects then stops the ticks too (no job enqueued
+#    while it is connected), and ticks resume within a second or so once it has gone, not a
+#    whole interval later.
+# Run as the postgres user; prints "restore_guard: N passed, M failed".
 TEST=restore_guard; . "$(dirname "$0")/lib.sh"
 new_server restore 59100
 cat >> "$dir/data/postgresql.conf" <<CONF
@@ -60,5 +65,27 @@ check "pg_restore -j 2: every job back in its state" "$(state_counts dst)" "$src
 check "pg_restore -j 2: the running attempts complete with their run_lease" \
   "$(q dst -c "SELECT count(*) FROM awa.complete_jobs((SELECT array_agg(job_id) FROM public.open_attempts),
                                                     (SELECT array_agg(run_lease) FROM public.open_attempts))")" "5"
+# 3. Ticks in the sleep between passes, in the one database left (a worker each).
+q postgres -c "DROP DATABASE src WITH (FORCE)" -c "DROP DATABASE dst WITH (FORCE)" -c "DROP DATABASE other WITH (FORCE)" >/dev/null
+q guarded >/dev/null <<'SQL' || give_up "the schedule could not be made"
+SELECT awa.create_queue('tk');
+SELECT awa.schedule('every_second', '1 seconds', 'tick', 'tk');
+SQL
+q postgres -c "ALTER SYSTEM SET awa_shard.maintenance_interval = '60s'" -c "SELECT pg_reload_conf()" >/dev/null
+ticks() { q guarded -c "SELECT count(*) FROM awa.jobs WHERE queue = 'tk'"; }
+sleep 0.5   # the setting read, a last 20 ms pass run: the worker sleeps for a minute from here
+first=$(ticks)
+wait_for guarded 10 "SELECT count(*) > $first + 1 FROM awa.jobs WHERE queue = 'tk'" t || give_up "the schedule did not tick in the sleep"
+PGAPPNAME=pg_restore "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d guarded -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+bg+=($!)
+wait_for guarded 10 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pg_restore'" 1 || give_up "no pg_restore session"
+sleep 1.2   # a tick run when it connected ends
+held=$(ticks)
+sleep 3.5   # three ticks or more
+check "no tick in the sleep while pg_restore is connected" "$(ticks)" "$held"
+q postgres -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pg_restore'" >/dev/null
+stop_background; bg=()
+check "ticks resume soon after pg_restore has gone (not an interval later)" \
+  "$(wait_for guarded 10 "SELECT count(*) > $held FROM awa.jobs WHERE queue = 'tk'" t && echo resumed)" "resumed"
 summary
 [ "$failed" -eq 0 ]
