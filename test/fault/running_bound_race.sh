@@ -77,7 +77,9 @@ for i in 1 2 3 4; do timeout 300 sh -c 'while :; do :; done' & bg+=($!); done
 rounds=${ITERATIONS:-30}; right=0; results=""
 for i in $(seq 1 "$rounds"); do
   q race -c "TRUNCATE held" -c "INSERT INTO held SELECT job_id, run_lease FROM awa.claim_ready_runtime('qc', 4)" >/dev/null || exit 1
-  ( sleep 0.15; q race -c "SELECT count(*) FROM (SELECT * FROM held LIMIT 1) h, awa.complete_jobs(ARRAY[h.job_id], ARRAY[h.run_lease])" >/dev/null ) &
+  # The completion once the waiter sleeps in wait_for_job (its first claim made, whatever the load).
+  ( wait_for race 30 "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT waiter()' AND wait_event_type = 'Extension'" 1
+    q race -c "SELECT count(*) FROM (SELECT * FROM held LIMIT 1) h, awa.complete_jobs(ARRAY[h.job_id], ARRAY[h.run_lease])" >/dev/null ) &
   got=$(q race -c "SELECT waiter()")
   wait $!
   [ "$got" = "0 1 completed" ] && right=$((right + 1)) || results="$results [$got]"
