@@ -164,6 +164,9 @@ test_unended(Relation rel, const Entry *entries, const NamedAttempt *attempts, i
 	int m = 0;
 
 	for (int i = 0; i < n; i++)
+		prefetch_place_ended(rel->rd_node.relNode, const_cast<ItemPointer>(&entries[i].tid), entries[i].xmin,
+							 attempts[i].job_id, attempts[i].run_lease, attempts[i].queue);
+	for (int i = 0; i < n; i++)
 	{
 		open[i] = false;
 		if (place_attempt_ended(rel->rd_node.relNode, const_cast<ItemPointer>(&entries[i].tid), entries[i].xmin,
@@ -253,6 +256,7 @@ count_key_attempts_direct(text *queue, const Datum *keys, int n, const int queue
 	basis = memo_basis(rel, queue);
 	CommandCounterIncrement();
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	memo_prefetch(basis, keys, n);
 	for (int k = 0; k < n && !leases; k++)
 	{
 		RememberedPlace memory[kRememberedPlaces];
@@ -494,6 +498,8 @@ record_key_attempts_direct(text *queue, int16 priority, int16 shard, const Keyed
 		return false;
 	for (int k = 0; k < places->nkeys; k++)
 		next_free[k] = -1;
+	for (int i = 0; i < n; i++)
+		prefetch_place_recorded(attempts[i].job_id, attempts[i].run_lease, queue);
 	for (int f = places->nfree - 1; f >= 0; f--)
 		next_free[places->free[f].key] = f;
 	for (int i = 0; i < n && all; i++)

@@ -253,6 +253,18 @@ note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, Ite
 	}
 }
 
+/* Start loading an attempt's set of recorded places into the cache (ended_places.hpp). */
+void
+prefetch_place_recorded(int64 job_id, int64 run_lease, text *queue)
+{
+	const VersionSet &set = recorded_set(job_id, run_lease, queue_hash_of(queue));
+
+	if (shared_ended == nullptr)
+		return;
+	for (std::size_t b = 0; b < sizeof(VersionSet); b += 64)
+		__builtin_prefetch(reinterpret_cast<const char *>(&set) + b, 1);
+}
+
 /* Note the end of an attempt whose place this backend recorded (ended_places.hpp). */
 void
 note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
@@ -292,6 +304,47 @@ note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue)
 		note_end(a);
 }
 
+/* A place version of this database as the published table holds it. */
+static PlaceVersion
+version_of(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue)
+{
+	PlaceVersion v;
+
+	memset(&v, 0, sizeof(v));
+	v.db = MyDatabaseId;
+	v.relfile = relfile;
+	v.tid = *tid;
+	v.xmin = xmin;
+	v.queue_hash = queue_hash_of(queue);
+	v.job_id = job_id;
+	v.run_lease = run_lease;
+	return v;
+}
+
+/*
+ * Start loading a set and its stripe's lock into the cache, so that a loop over several sets
+ * overlaps their misses (the sets a transaction touches are far apart).
+ */
+static void
+prefetch_set(const VersionSet &set, const slock_t &lock)
+{
+	__builtin_prefetch(&lock, 1);
+	for (std::size_t b = 0; b < sizeof(VersionSet); b += 64)
+		__builtin_prefetch(reinterpret_cast<const char *>(&set) + b, 1);
+}
+
+/* Start loading a version's published set into the cache (ended_places.hpp). */
+void
+prefetch_place_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue)
+{
+	int i;
+
+	if (shared_ended == nullptr)
+		return;
+	i = published_set(version_of(relfile, tid, xmin, job_id, run_lease, queue));
+	prefetch_set(shared_ended->set[i], shared_ended->stripe[i % kStripes]);
+}
+
 /* Whether a place version's attempt has ended (ended_places.hpp). */
 bool
 place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue)
@@ -302,14 +355,7 @@ place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_
 
 	if (shared_ended == nullptr)
 		return false;
-	memset(&v, 0, sizeof(v));
-	v.db = MyDatabaseId;
-	v.relfile = relfile;
-	v.tid = *tid;
-	v.xmin = xmin;
-	v.queue_hash = queue_hash_of(queue);
-	v.job_id = job_id;
-	v.run_lease = run_lease;
+	v = version_of(relfile, tid, xmin, job_id, run_lease, queue);
 	i = published_set(v);
 	SpinLockAcquire(&shared_ended->stripe[i % kStripes]);
 	ended = false;
@@ -323,6 +369,13 @@ place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_
 void
 ended_places_at_xact_end(bool committed)
 {
+	for (int p = 0; committed && shared_ended != nullptr && p < npending_records; p++)
+	{
+		const PlaceVersion &v = pending_records[p].version;
+		uint32 i = attempt_hash(v.job_id, v.run_lease, v.queue_hash) % (kShared / kWays);
+
+		prefetch_set(shared_ended->record[i], shared_ended->record_stripe[i % kStripes]);
+	}
 	if (committed && shared_ended != nullptr)
 		for (int p = 0; p < npending_records; p++)
 		{
@@ -336,6 +389,12 @@ ended_places_at_xact_end(bool committed)
 			SpinLockRelease(&shared_ended->record_stripe[i % kStripes]);
 		}
 	npending_records = 0;
+	for (int p = 0; committed && shared_ended != nullptr && p < npending; p++)
+	{
+		int i = published_set(pending[p].version);
+
+		prefetch_set(shared_ended->set[i], shared_ended->stripe[i % kStripes]);
+	}
 	if (committed && shared_ended != nullptr)
 		for (int p = 0; p < npending; p++)
 		{

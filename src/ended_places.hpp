@@ -21,6 +21,9 @@ namespace awa
  */
 void note_place_recorded(int64 job_id, int64 run_lease, text *queue, Oid relfile, ItemPointer tid);
 
+/* Start loading into the cache what note_place_recorded will write for this attempt (a claim's are far apart). */
+void prefetch_place_recorded(int64 job_id, int64 run_lease, text *queue);
+
 /*
  * This transaction ended the attempt (job_id, run_lease) of `queue`: its place version, when
  * this backend recorded it, is published at commit (nothing when queue is nullptr).
@@ -33,6 +36,12 @@ void note_place_attempt_ended(int64 job_id, int64 run_lease, text *queue);
  * backend that recorded it and ended it). False says nothing: the count tests the attempt.
  */
 bool place_attempt_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue);
+
+/*
+ * Start loading into the cache the set place_attempt_ended will read for the same version, so
+ * that a count's tests of several places overlap their misses.
+ */
+void prefetch_place_ended(Oid relfile, ItemPointer tid, TransactionId xmin, int64 job_id, int64 run_lease, text *queue);
 
 /* Transaction end: at commit publish the ended attempts' place versions; else forget them. Never raises. */
 void ended_places_at_xact_end(bool committed);

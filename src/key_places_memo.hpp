@@ -65,6 +65,12 @@ MemoBasis memo_basis(Relation rel, text *queue);
  */
 bool memo_lookup(const MemoBasis &basis, text *key, RememberedPlace *out, int *n);
 
+/*
+ * Start loading into the cache the sets memo_lookup will read for these keys, so that their
+ * misses overlap instead of following one another: a claim's keys fall in sets far apart.
+ */
+void memo_prefetch(const MemoBasis &basis, const Datum *keys, int n);
+
 /* Remember the places of the basis' queue's key a count read from the table under the key's lock (n may be 0). */
 void memo_fill(const MemoBasis &basis, text *key, const RememberedPlace *places, int n);
 
