@@ -548,6 +548,19 @@ on_running_bound_subxact(SubXactEvent event, SubTransactionId my_subid, SubTrans
 	}
 }
 
+/* Whether this transaction claimed the queue while it read no concurrency limit. */
+bool
+claimed_unlimited(text *queue)
+{
+	if (unlimited_lost)
+		return true;
+	for (int i = 0; i < nunlimited; i++)
+		if (VARSIZE_ANY_EXHDR(unlimited[i]) == VARSIZE_ANY_EXHDR(queue) &&
+			memcmp(VARDATA_ANY(unlimited[i]), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) == 0)
+			return true;
+	return false;
+}
+
 } // namespace
 
 /* A trusted bound of the queue's running attempts, under its limit lock (see the header). */
@@ -573,6 +586,12 @@ running_bound_lookup(text *queue, std::int64_t *bound, bool *exact)
 		*bound = f->base + f->started;
 		return true;
 	}
+	/*
+	 * Attempts this transaction started before the limit was set are in no bound another
+	 * claim published (they were not committed when it counted): only a count sees them.
+	 */
+	if (claimed_unlimited(queue))
+		return false;
 	stamp = queue_meta_stamp();
 	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &forgets, &counted, exact))
 		return false; /* queue_meta changed by this transaction, or nothing trusted: count */
@@ -904,10 +923,8 @@ running_bound_note_unlimited(text *queue, std::uint64_t stamp_before)
 		return;
 	if (nunlimited == 0 && !unlimited_lost)
 		unlimited_stamp = stamp_before;
-	for (int i = 0; i < nunlimited; i++)
-		if (VARSIZE_ANY_EXHDR(unlimited[i]) == VARSIZE_ANY_EXHDR(queue) &&
-			memcmp(VARDATA_ANY(unlimited[i]), VARDATA_ANY(queue), VARSIZE_ANY_EXHDR(queue)) == 0)
-			return;
+	if (claimed_unlimited(queue))
+		return;
 	if (nunlimited == kFollowed)
 	{
 		unlimited_lost = true;
