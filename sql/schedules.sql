@@ -239,6 +239,42 @@ SELECT awa.run_schedules() >= 3 AS every_tick_since_made;
 SELECT count(*) >= 3 AS jobs, count(*) = count(DISTINCT run_at) AS each_once
   FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'newborn';
 SELECT awa.unschedule('newborn') AS newborn_removed;
+-- Resumed 4 seconds ago, after a pause longer than 10 seconds (its last job is old), and run
+-- only now: every tick since the resume, not only the latest as after downtime; the ticks of
+-- the pause are not enqueued. The same for new ticks given by a change of cron.
+SELECT awa.schedule('resumed', '1 seconds', 'k', 'sched_q') IS NOT NULL AS resumed_made,
+       awa.pause_schedule('resumed') AS resumed_paused;
+UPDATE awa.cron_schedules SET created_at = now() - interval '1 hour', last_enqueued_at = now() - interval '30 minutes'
+ WHERE name = 'resumed';
+SELECT awa.resume_schedule('resumed') AS resumed_again;
+UPDATE awa.cron_schedules SET ticks_reset_at = ticks_reset_at - interval '4 seconds',
+       next_run_at = awa._cron_next(cron, timezone, ticks_reset_at - interval '4 seconds') WHERE name = 'resumed';
+SELECT ticks_reset_at AS resumed_at FROM awa.cron_schedules WHERE name = 'resumed' \gset
+SELECT awa.run_schedules() >= 4 AS every_tick_since_resumed;
+SELECT count(*) >= 4 AS jobs, count(*) = count(DISTINCT run_at) AS each_once,
+       min(run_at) > :'resumed_at'::timestamptz AS none_of_the_pause
+  FROM awa.jobs WHERE queue = 'sched_q' AND metadata->>'awa_schedule' = 'resumed';
+SELECT awa.schedule('resumed', '2 seconds', 'k', 'sched_q') IS NOT NULL AS retimed;
+SELECT ticks_reset_at > :'resumed_at'::timestamptz AS new_ticks_reset,
+       next_run_at > ticks_reset_at AS next_after_reset
+  FROM awa.cron_schedules WHERE name = 'resumed';
+SELECT ticks_reset_at AS retimed_at FROM awa.cron_schedules WHERE name = 'resumed' \gset
+SELECT awa.schedule('resumed', '2 seconds', 'k2', 'sched_q') IS NOT NULL AS same_ticks_kept;
+SELECT ticks_reset_at = :'retimed_at'::timestamptz AS reset_kept FROM awa.cron_schedules WHERE name = 'resumed';
+SELECT awa.unschedule('resumed') AS resumed_removed;
+
+-- drop_queue takes the queue's schedules with it: their next tick would create it again.
+SELECT awa.schedule('to_drop', '1 seconds', 'k', 'sched_drop') IS NOT NULL AS to_drop_made,
+       awa.schedule('kept', '@yearly', 'k', 'sched_q') IS NOT NULL AS kept_made;
+UPDATE awa.cron_schedules SET next_run_at = now() - interval '1 second' WHERE name = 'to_drop';
+SELECT awa.run_schedules() >= 1 AS enqueued_before_drop;
+SELECT awa.drop_queue('sched_drop', true) >= 1 AS dropped_its_jobs;
+SELECT name, queue FROM awa.schedules WHERE name IN ('to_drop', 'kept') ORDER BY 1;
+SELECT pg_sleep(1.1);
+SELECT awa.run_schedules() >= 0 AS ran_after_drop;
+SELECT (SELECT count(*) FROM awa.queues WHERE queue = 'sched_drop') AS sched_drop_queues,
+       (SELECT count(*) FROM awa.jobs WHERE queue = 'sched_drop') AS sched_drop_jobs;
+SELECT awa.unschedule('kept') AS kept_removed;
 
 -- Unschedule: the schedule goes, its jobs stay; unknown names answer false.
 SELECT awa.unschedule('hourly') AS removed, awa.unschedule('hourly') AS removed_again;

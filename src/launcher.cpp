@@ -596,6 +596,25 @@ mark_database_switched_off(Oid dbid)
 	LWLockRelease(launcher_shared->lock);
 }
 
+/*
+ * The worker of a database stops serving it (maintenance turned off for it or everywhere, or
+ * a pg_restore connected): forget when its last pass began, so that the periodic-jobs step
+ * takes the ticks that come meanwhile for downtime, not for a turn waited (database_served_since).
+ */
+void
+mark_database_unserved(Oid dbid)
+{
+	DatabaseMark *m;
+
+	if (launcher_shared == nullptr)
+		return;
+	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
+	m = mark_find(dbid);
+	if (m != nullptr)
+		pg_atomic_write_u64(&m->completed_pass_started_at, 0);
+	LWLockRelease(launcher_shared->lock);
+}
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void
 wake_database(Oid dbid)
@@ -773,8 +792,9 @@ database_has_worker()
 
 /*
  * When the last background pass of this backend's database that has ended began, if that pass
- * ended less than kServedWithinMs ago; 0 otherwise (not preloaded, no pass since the server
- * started, or none lately). The periodic-jobs step enqueues every tick that came after it.
+ * ended less than kServedWithinMs ago and the database has been served since; 0 otherwise (not
+ * preloaded, no pass since the server started, none lately, or its worker stopped serving it:
+ * mark_database_unserved). The periodic-jobs step enqueues every tick that came after it.
  */
 TimestampTz
 database_served_since()

@@ -24,6 +24,9 @@ void mark_database_absent(Oid dbid, bool wanted_elsewhere);
 /* A worker's database has maintenance switched off by its own setting: look again in a minute. */
 void mark_database_switched_off(Oid dbid);
 
+/* The database's worker stops serving it (maintenance off, a restore): its ticks meanwhile are downtime. */
+void mark_database_unserved(Oid dbid);
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
 

@@ -587,6 +587,7 @@ wait_out_restore(Oid dbid)
 {
 	ereport(LOG, (errmsg("awa_shard: background maintenance of database %u waits while pg_restore is connected to it",
 						 dbid)));
+	mark_database_unserved(dbid); /* the restore's schedules: their ticks meanwhile are downtime */
 	for (;;)
 	{
 		TimestampTz next_look =
@@ -649,6 +650,7 @@ awa_maintenance_main(Datum arg)
 	if (awa::still_served() == awa::Served::SwitchedOff)
 	{
 		awa::mark_database_switched_off(dbid);
+		awa::mark_database_unserved(dbid);
 		proc_exit(0);
 	}
 	awa::TickWatch ticks;
@@ -670,7 +672,10 @@ awa_maintenance_main(Datum arg)
 		if (served == awa::Served::SwitchedOff)
 			awa::mark_database_switched_off(dbid);
 		if (served != awa::Served::Yes)
+		{
+			awa::mark_database_unserved(dbid);
 			break;
+		}
 		if (awa::database_wanted_elsewhere())
 		{
 			awa::mark_database_absent(dbid, true);

@@ -23,6 +23,7 @@ CREATE TABLE awa.cron_schedules (
     last_run_at timestamptz,
     last_enqueued_at timestamptz,
     last_job_id bigint,
+    ticks_reset_at timestamptz,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     CONSTRAINT cron_schedules_pkey PRIMARY KEY (queue, name),
@@ -40,3 +41,4 @@ COMMENT ON COLUMN awa.cron_schedules.next_run_at IS 'The next tick to enqueue; s
 COMMENT ON COLUMN awa.cron_schedules.last_run_at IS 'The tick (run_at) of the last job enqueued.';
 COMMENT ON COLUMN awa.cron_schedules.last_enqueued_at IS 'When the last job was enqueued.';
 COMMENT ON COLUMN awa.cron_schedules.last_job_id IS 'Id of the last job enqueued.';
+COMMENT ON COLUMN awa.cron_schedules.ticks_reset_at IS 'When resume_schedule, or a change of cron or time zone, last set next_run_at to the first tick after that moment (NULL: never); the ticks from there on are owed as after a job enqueued then.';

@@ -370,6 +370,10 @@ BEGIN
     PERFORM awa._require_queue(p_queue, 'p_queue');
     PERFORM awa._require(p_force IS NULL, 'p_force');
     PERFORM awa._require_read_committed('drop_queue');
+    -- The queue's periodic jobs go with it, or their next tick would create it again. First,
+    -- before any lock a pass's enqueue could wait for: a pass running one of them holds its
+    -- row until it commits, and its job is then removed with the queue's others.
+    DELETE FROM awa.cron_schedules c WHERE c.queue = p_queue;
     PERFORM 1 FROM awa.queue_meta m WHERE m.queue = p_queue FOR UPDATE;
     FOR v_lane IN SELECT e.priority, e.enqueue_shard FROM awa.queue_enqueue_heads e
                    WHERE e.queue = p_queue ORDER BY e.priority, e.enqueue_shard LOOP

@@ -122,6 +122,7 @@ DECLARE
     v_last_enqueued timestamptz;
     v_last_job bigint;
     v_created timestamptz;
+    v_ticks_reset timestamptz;
 BEGIN
     PERFORM awa._check_queue(p_name, 'p_name');
     PERFORM awa._require(p_cron IS NULL, 'p_cron');
@@ -157,20 +158,23 @@ BEGIN
     FOR v_try IN 1..100 LOOP
         v_old_queue := awa._lock_schedule(p_name);
         v_same_ticks := NULL; v_old_next := NULL; v_paused := NULL; v_last_run := NULL;
-        v_last_enqueued := NULL; v_last_job := NULL; v_created := NULL;
+        v_last_enqueued := NULL; v_last_job := NULL; v_created := NULL; v_ticks_reset := NULL;
         IF v_old_queue IS NOT NULL THEN
             SELECT s.cron = p_cron AND s.timezone = p_timezone, s.next_run_at, s.paused, s.last_run_at,
-                   s.last_enqueued_at, s.last_job_id, s.created_at
-              INTO v_same_ticks, v_old_next, v_paused, v_last_run, v_last_enqueued, v_last_job, v_created
+                   s.last_enqueued_at, s.last_job_id, s.created_at, s.ticks_reset_at
+              INTO v_same_ticks, v_old_next, v_paused, v_last_run, v_last_enqueued, v_last_job, v_created,
+                   v_ticks_reset
               FROM awa.cron_schedules s WHERE s.queue = v_old_queue AND s.name = p_name;
         END IF;
         v_now := clock_timestamp();
         v_next := CASE WHEN v_same_ticks THEN v_old_next ELSE awa._cron_next(p_cron, p_timezone, v_now) END;
+        -- New ticks of a schedule that had others are owed from now, as after a resume.
+        v_ticks_reset := CASE WHEN v_old_queue IS NULL OR v_same_ticks THEN v_ticks_reset ELSE v_now END;
         IF v_old_queue = p_queue THEN
             UPDATE awa.cron_schedules s
                SET cron = p_cron, timezone = p_timezone, kind = p_kind, args = p_args, priority = p_priority,
                    max_attempts = p_max_attempts, metadata = p_metadata, tags = p_tags, next_run_at = v_next,
-                   updated_at = v_now
+                   ticks_reset_at = v_ticks_reset, updated_at = v_now
              WHERE s.queue = p_queue AND s.name = p_name;
             RETURN CASE WHEN v_paused THEN NULL ELSE v_next END;
         END IF;
@@ -179,9 +183,9 @@ BEGIN
         END IF;
         INSERT INTO awa.cron_schedules
                (name, cron, timezone, kind, queue, args, priority, max_attempts, metadata, tags, paused,
-                next_run_at, last_run_at, last_enqueued_at, last_job_id, created_at, updated_at)
+                next_run_at, last_run_at, last_enqueued_at, last_job_id, ticks_reset_at, created_at, updated_at)
         VALUES (p_name, p_cron, p_timezone, p_kind, p_queue, p_args, p_priority, p_max_attempts, p_metadata,
-                p_tags, coalesce(v_paused, false), v_next, v_last_run, v_last_enqueued, v_last_job,
+                p_tags, coalesce(v_paused, false), v_next, v_last_run, v_last_enqueued, v_last_job, v_ticks_reset,
                 coalesce(v_created, v_now), v_now)
         ON CONFLICT DO NOTHING;
         IF FOUND THEN
@@ -272,7 +276,8 @@ BEGIN
       FROM awa.cron_schedules s WHERE s.queue = v_queue AND s.name = p_name;
     v_now := clock_timestamp();
     UPDATE awa.cron_schedules s
-       SET paused = false, next_run_at = awa._cron_next(v_cron, v_timezone, v_now), updated_at = v_now
+       SET paused = false, next_run_at = awa._cron_next(v_cron, v_timezone, v_now), ticks_reset_at = v_now,
+           updated_at = v_now
      WHERE s.queue = v_queue AND s.name = p_name AND s.paused;
     RETURN true;
 END
@@ -412,12 +417,17 @@ BEGIN
         -- reported and stays due, and does not hold back the others of the pass.
         BEGIN
             SELECT c.name, c.cron, c.timezone, c.kind, c.queue, c.args, c.priority, c.max_attempts,
-                   c.metadata, c.tags, c.next_run_at, coalesce(c.last_enqueued_at, c.created_at) AS last_news
+                   c.metadata, c.tags, c.next_run_at, coalesce(c.last_enqueued_at, c.created_at) AS last_news,
+                   c.ticks_reset_at
               INTO s
               FROM awa.cron_schedules c
              WHERE c.queue = d.queue AND c.name = d.name;
             v_latest := awa._cron_latest(s.cron, s.timezone, s.next_run_at, v_now);
+            -- Every due tick when the maintenance kept up: the last job (or the schedule's
+            -- creation, or the resume or new ticks its next tick follows) less than 10 seconds
+            -- ago, or the tick after the start of the database's last background pass.
             v_tick := CASE WHEN s.last_news > v_now - interval '10 seconds' OR s.next_run_at >= v_served_since
+                                OR (s.ticks_reset_at > v_now - interval '10 seconds' AND s.next_run_at > s.ticks_reset_at)
                            THEN s.next_run_at ELSE v_latest END;
             v_ticks := 0;
             LOOP

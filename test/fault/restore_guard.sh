@@ -13,6 +13,12 @@
 #    passes: a pg_restore session that connects then stops the ticks too (no job enqueued
 #    while it is connected), and ticks resume within a second or so once it has gone, not a
 #    whole interval later.
+# 4. A pg_restore session connected for 12 s (longer than the 10 s a schedule's ticks count as
+#    late, not lost): the first pass after it enqueues the latest tick only, none of the ticks
+#    that came while it was connected (a restore's schedules hold the source's next ticks;
+#    every tick since the last pass before the restore would be a burst of jobs).
+# 5. Maintenance switched off for the database (its own setting) for 12 s, then
+#    run_maintenance: one job, the latest tick, not one per second of the gap.
 # Run as the postgres user; prints "restore_guard: N passed, M failed".
 TEST=restore_guard; . "$(dirname "$0")/lib.sh"
 new_server restore 59100
@@ -87,5 +93,31 @@ q postgres -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHE
 stop_background; bg=()
 check "ticks resume soon after pg_restore has gone (not an interval later)" \
   "$(wait_for guarded 10 "SELECT count(*) > $held FROM awa.jobs WHERE queue = 'tk'" t && echo resumed)" "resumed"
+# 4. A longer restore: downtime for the schedule, the latest tick only.
+sleep 2     # ticks again, one a second
+PGAPPNAME=pg_restore "$PGBIN/psql" -h "$dir" -p "$port" -X -q -d guarded -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+bg+=($!)
+wait_for guarded 10 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pg_restore'" 1 || give_up "no pg_restore session"
+sleep 1.2   # a tick run when it connected ends
+t_held=$(q guarded -c "SELECT clock_timestamp()"); held=$(ticks)
+sleep 12
+t_end=$(q guarded -c "SELECT clock_timestamp()")
+q postgres -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pg_restore'" >/dev/null
+stop_background; bg=()
+wait_for guarded 10 "SELECT count(*) > $held FROM awa.jobs WHERE queue = 'tk'" t || give_up "no tick after the long restore"
+check "after a 12 s restore: none of the ticks that came during it enqueued (the latest only)" \
+  "$(q guarded -c "SELECT count(*) FROM awa.jobs WHERE queue = 'tk' AND run_at > '$t_held' AND run_at < timestamptz '$t_end' - interval '1 second'")" "0"
+
+# 5. Maintenance switched off for the database, then one run_maintenance: the latest tick only.
+q postgres -c "ALTER SYSTEM RESET awa_shard.maintenance_interval" -c "SELECT pg_reload_conf()" \
+  -c "ALTER DATABASE guarded SET awa_shard.maintenance = off" >/dev/null
+wait_for guarded 70 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance' AND datname = 'guarded'" 0 \
+  || give_up "the worker did not leave the database"
+sleep 1.2   # a pass under way ends
+off=$(ticks)
+sleep 12
+check "maintenance off for 12 s, then run_maintenance: one job (the latest tick)" \
+  "$(q guarded -c "SELECT (awa.run_maintenance())->>'schedules'")" "1"
+check "  and the ticks of the gap are not enqueued" "$(( $(ticks) - off ))" "1"
 summary
 [ "$failed" -eq 0 ]
