@@ -615,6 +615,21 @@ mark_database_unserved(Oid dbid)
 	LWLockRelease(launcher_shared->lock);
 }
 
+/*
+ * Maintenance turned off server-wide, or restricted to another database: every database
+ * stops being served, those waiting for a worker's turn too (see mark_database_unserved).
+ */
+void
+mark_all_databases_unserved()
+{
+	if (launcher_shared == nullptr)
+		return;
+	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
+	for (DatabaseMark &m : launcher_shared->marks)
+		pg_atomic_write_u64(&m.completed_pass_started_at, 0);
+	LWLockRelease(launcher_shared->lock);
+}
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void
 wake_database(Oid dbid)

@@ -27,6 +27,9 @@ void mark_database_switched_off(Oid dbid);
 /* The database's worker stops serving it (maintenance off, a restore): its ticks meanwhile are downtime. */
 void mark_database_unserved(Oid dbid);
 
+/* Maintenance off server-wide or restricted elsewhere: no database is served any more. */
+void mark_all_databases_unserved();
+
 /* CREATE or ALTER EXTENSION in a database: serve it from the launcher's next tick. */
 void wake_database(Oid dbid);
 

@@ -578,6 +578,13 @@ running_bound_lookup(text *queue, std::int64_t *bound, bool *exact)
 	*exact = false;
 	if (!bounds_usable() || untrusted)
 		return false;
+	/*
+	 * Attempts this transaction started while it read no limit are in no bound: neither in one
+	 * another claim published (they were not committed when it counted) nor in what this
+	 * transaction follows of the queue from an earlier claim under a limit. Only a count sees them.
+	 */
+	if (claimed_unlimited(queue))
+		return false;
 	id = queue_id(queue);
 	f = followed_of(id);
 	if (f != nullptr)
@@ -586,12 +593,6 @@ running_bound_lookup(text *queue, std::int64_t *bound, bool *exact)
 		*bound = f->base + f->started;
 		return true;
 	}
-	/*
-	 * Attempts this transaction started before the limit was set are in no bound another
-	 * claim published (they were not committed when it counted): only a count sees them.
-	 */
-	if (claimed_unlimited(queue))
-		return false;
 	stamp = queue_meta_stamp();
 	if ((stamp & 1) != 0 || !published(id, stamp, bound, &gen, &forgets, &counted, exact))
 		return false; /* queue_meta changed by this transaction, or nothing trusted: count */

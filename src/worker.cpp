@@ -671,6 +671,8 @@ awa_maintenance_main(Datum arg)
 		served = awa::still_served();
 		if (served == awa::Served::SwitchedOff)
 			awa::mark_database_switched_off(dbid);
+		if (served == awa::Served::No)
+			awa::mark_all_databases_unserved();
 		if (served != awa::Served::Yes)
 		{
 			awa::mark_database_unserved(dbid);

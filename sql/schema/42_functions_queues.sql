@@ -541,7 +541,7 @@ BEGIN
                     USING ERRCODE = '55P03',
                           DETAIL = format('The drop gave way to them %s times in %s s; nothing was dropped.',
                                           v_try, round(extract(epoch FROM clock_timestamp() - v_start)::numeric, 1)),
-                          HINT = 'Pause the queue (awa.pause_queue) and stop its producers, then retry.';
+                          HINT = 'Pause the queue (awa.pause_queue) and stop its producers, end any open transaction that changes one of its schedules (the drop removes them), then retry.';
             END IF;
             PERFORM pg_sleep(least(0.02 * v_try, 0.25));
         END;

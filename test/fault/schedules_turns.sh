@@ -6,7 +6,10 @@
 # one-second schedule. The wait is for a turn, not downtime: every tick gets exactly one job,
 # late, and none is lost. Checks that the run met such waits (more than 10 s between two
 # enqueues of a database), then that each schedule's ticks follow one another second by second, one
-# job each. Run as the postgres user; prints "schedules_turns: N passed, M failed".
+# job each. Then, with the worker serving the databases in turns again, maintenance is turned
+# off server-wide for 12 s: the databases waiting for their turn stop being served too, so a
+# run_maintenance in each then enqueues the latest tick only, not one per second since that
+# database's last pass. Run as the postgres user; prints "schedules_turns: N passed, M failed".
 TEST=schedules_turns; . "$(dirname "$0")/lib.sh"
 
 new_server turns 58000
@@ -42,6 +45,23 @@ for d in t1 t2 t3; do
   check "$d: no tick missed, none twice, each on its second (gaps|twice|off)" "${r#*|}" "0|0|0"
   check "$d: the schedule's next tick is one second after its last" \
     "$(q $d -c "SELECT count(*) FROM awa.cron_schedules WHERE next_run_at <> last_run_at + interval '1 second'")" "0"
+done
+
+# Maintenance off server-wide while two of the databases wait for their turn.
+"$PGBIN/pg_ctl" -D "$dir/data" -m fast stop >/dev/null
+start_server -c shared_preload_libraries=awa_shard -c awa_shard.max_maintenance_workers=1 -c fsync=off \
+  || give_up "the server did not restart"
+for d in t1 t2 t3; do
+  wait_for $d 120 "SELECT coalesce((SELECT passes FROM awa.maintenance_status WHERE database = current_database()), 0) > 0" t \
+    || give_up "$d was not served after the restart"
+done
+q postgres -c "ALTER SYSTEM SET awa_shard.maintenance = off" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for postgres 30 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'awa_shard maintenance'" 0 \
+  || give_up "the worker did not leave"
+sleep 12
+for d in t1 t2 t3; do
+  check "$d: maintenance off 12 s, then run_maintenance: the latest tick only" \
+    "$(q $d -c "SELECT (awa.run_maintenance())->>'schedules'")" "1"
 done
 summary
 [ "$failed" -eq 0 ]
