@@ -580,7 +580,8 @@ mark_database_absent(Oid dbid, bool wanted_elsewhere)
 /*
  * A worker found its database's own setting turning maintenance off (ALTER DATABASE ... SET
  * awa_shard.maintenance = off): leave the database alone for a minute, like one without the
- * extension, and look again then (the launcher cannot read database settings itself).
+ * extension, and look again then (the launcher cannot read database settings itself). The
+ * database is no longer served (mark_database_unserved).
  */
 void
 mark_database_switched_off(Oid dbid)
@@ -592,7 +593,10 @@ mark_database_switched_off(Oid dbid)
 	LWLockAcquire(launcher_shared->lock, LW_EXCLUSIVE);
 	m = mark_of(dbid);
 	if (m != nullptr)
+	{
 		m->absent_at = GetCurrentTimestamp();
+		pg_atomic_write_u64(&m->completed_pass_started_at, 0);
+	}
 	LWLockRelease(launcher_shared->lock);
 }
 

@@ -21,7 +21,7 @@ void register_maintenance_launcher();
 /* A worker leaves its database (no extension, or wanted_elsewhere by DROP DATABASE and the like). */
 void mark_database_absent(Oid dbid, bool wanted_elsewhere);
 
-/* A worker's database has maintenance switched off by its own setting: look again in a minute. */
+/* A worker's database has maintenance switched off by its own setting: unserved, look again in a minute. */
 void mark_database_switched_off(Oid dbid);
 
 /* The database's worker stops serving it (maintenance off, a restore): its ticks meanwhile are downtime. */

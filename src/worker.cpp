@@ -650,7 +650,6 @@ awa_maintenance_main(Datum arg)
 	if (awa::still_served() == awa::Served::SwitchedOff)
 	{
 		awa::mark_database_switched_off(dbid);
-		awa::mark_database_unserved(dbid);
 		proc_exit(0);
 	}
 	awa::TickWatch ticks;
@@ -671,13 +670,10 @@ awa_maintenance_main(Datum arg)
 		served = awa::still_served();
 		if (served == awa::Served::SwitchedOff)
 			awa::mark_database_switched_off(dbid);
-		if (served == awa::Served::No)
+		else if (served == awa::Served::No)
 			awa::mark_all_databases_unserved();
 		if (served != awa::Served::Yes)
-		{
-			awa::mark_database_unserved(dbid);
 			break;
-		}
 		if (awa::database_wanted_elsewhere())
 		{
 			awa::mark_database_absent(dbid, true);
