@@ -60,11 +60,14 @@ lc_messages = 'C'
 citus.node_conninfo = 'sslmode=disable'
 CONF
     # The suite's nodes skip durability and the background maintenance (each test runs the
-    # passes it checks); AWA_CITUS_AS_USERS=1 keeps the defaults, as users run a server
+    # passes it checks), and Citus's timed drop of a move's or split's old shards (each test
+    # drops them where it checks what follows: citus_cleanup_orphaned_resources; a move drops
+    # them first itself); AWA_CITUS_AS_USERS=1 keeps the defaults, as users run a server
     # (fsync, synchronous_commit, full_page_writes on; maintenance on), for measurements.
     if [ -z "${AWA_CITUS_AS_USERS:-}" ]; then
       printf "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nawa_shard.maintenance = off\n" \
         >> "$work/n$n/postgresql.conf"
+      echo "citus.defer_shard_delete_interval = -1" >> "$work/n$n/postgresql.conf"
     fi
     # Workers report every command they send to another node (a NOTICE the coordinator
     # relays to its client): the suite counts them (docs/scale-out.md, "Measured").
