@@ -1299,7 +1299,10 @@ BEGIN
                AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq
                AND r.job_id = f.job_id;
         END IF;
-        -- Whole rows move: only the slot changes (no column is named).
+        -- Whole rows move: only the slot changes (no column is named). Each lane's cursor is
+        -- read once (MATERIALIZED): inlined, the planner read it again for every row of the
+        -- slot, and under a busy lane (many claim marks not yet folded) a move ran for
+        -- minutes, holding back vacuum of every table meanwhile.
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
               WHERE r.ready_slot = v_slot
@@ -1312,7 +1315,7 @@ BEGIN
                   WHERE r.ready_slot = v_slot
                     AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
                   ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n),
-        pending AS (
+        pending AS MATERIALIZED (
             SELECT l.queue, l.priority, l.enqueue_shard, coalesce(h.claim_seq, 0) AS claim_seq
               FROM lanes l
               LEFT JOIN awa.lane_cursors h
@@ -6378,6 +6381,11 @@ DECLARE
     v_cols text;
     v_select text;
     v_pending text;
+    v_cursor_priorities smallint[];
+    v_cursor_shards smallint[];
+    v_cursor_seqs bigint[];
+    v_from bigint;
+    l record;
 BEGIN
     IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
                                            'completion_batches_' || p_slot], p_budget_ms, true) THEN
@@ -6402,17 +6410,28 @@ BEGIN
       FROM pg_catalog.pg_attribute a
      WHERE a.attrelid = 'awa.ready_entries'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
     FOREACH v_queue IN ARRAY v_locked LOOP
-        -- Literals: every statement is routed by its queue. The heads are held, so the copy
-        -- and the delete see the same rows.
-        v_pending := format('r.queue = %1$L AND r.ready_slot = %2$s'
-                            ' AND r.lane_seq >= coalesce((SELECT c.claim_seq FROM awa.lane_cursors c'
-                            '  WHERE c.queue = %1$L AND c.priority = r.priority AND c.enqueue_shard = r.enqueue_shard), 0)',
-                            v_queue, p_slot);
-        EXECUTE format('INSERT INTO awa.ready_entries (%s) SELECT %s FROM awa.ready_entries r WHERE %s',
-                       v_cols, v_select, v_pending);
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        v_moved := v_moved + v_rows;
-        EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_pending);
+        -- Literals: every statement is routed by its queue. The heads are held, so the
+        -- cursors, the copy and the delete see the same rows. The queue's cursors are read
+        -- once and each lane of the slot is moved from its own (a lane without a claim head
+        -- from its first row): a cursor read inside the statement was read again for every
+        -- row of the slot.
+        EXECUTE format('SELECT array_agg(c.priority), array_agg(c.enqueue_shard), array_agg(c.claim_seq)'
+                       '  FROM awa.lane_cursors c WHERE c.queue = %L', v_queue)
+           INTO v_cursor_priorities, v_cursor_shards, v_cursor_seqs;
+        FOR l IN EXECUTE format('SELECT DISTINCT r.priority, r.enqueue_shard FROM awa.ready_entries r'
+                                ' WHERE r.queue = %L AND r.ready_slot = %s', v_queue, p_slot) LOOP
+            v_from := coalesce((SELECT c.claim_seq
+                                  FROM unnest(v_cursor_priorities, v_cursor_shards, v_cursor_seqs)
+                                       AS c(priority, enqueue_shard, claim_seq)
+                                 WHERE c.priority = l.priority AND c.enqueue_shard = l.enqueue_shard), 0);
+            v_pending := format('r.queue = %L AND r.priority = %s AND r.enqueue_shard = %s AND r.ready_slot = %s'
+                                ' AND r.lane_seq >= %s', v_queue, l.priority, l.enqueue_shard, p_slot, v_from);
+            EXECUTE format('INSERT INTO awa.ready_entries (%s) SELECT %s FROM awa.ready_entries r WHERE %s',
+                           v_cols, v_select, v_pending);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            v_moved := v_moved + v_rows;
+            EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_pending);
+        END LOOP;
     END LOOP;
     RETURN v_moved;
 END

@@ -84,3 +84,35 @@ SELECT max(live_slots) AS max_live_slots, (SELECT live_slots FROM samples ORDER 
 SELECT count(*) AS paused_available, count(DISTINCT id) AS distinct_jobs FROM awa.jobs WHERE queue = 'am_paused' AND state = 'available';
 \c :home
 DROP DATABASE awa_maintenance_amortised;
+
+-- 4. A move reads each lane's claim cursor once, not once per row it moves: 3,000 pending jobs
+-- of one lane whose cursor is a claim mark, moved forward by an explicit prune. The buffers of
+-- the cursor's tables (the lane's claim head and its marks) stay a handful; read per row,
+-- they were several per moved row, and a move under a busy lane (its marks many and not yet
+-- folded) ran for minutes, holding back every table's vacuum meanwhile.
+CREATE DATABASE awa_maintenance_move;
+ALTER DATABASE awa_maintenance_move SET awa_shard.maintenance = off;
+\c awa_maintenance_move
+SET client_min_messages = warning;
+CREATE EXTENSION awa_shard;
+RESET client_min_messages;
+\set ECHO none
+\i sql/buffers_of.psql
+\set ECHO all
+-- No autovacuum reads among the counted buffers.
+SELECT pg_temp.set_autovacuum('queue\_claim\_heads', false) + pg_temp.set_autovacuum('claim\_marks', false) AS tables_quiet;
+SELECT awa.create_queue('am_move') AS created;
+SELECT cardinality(awa.insert_jobs('am_move', array_fill('m'::text, ARRAY[3000]))) AS enqueued;
+WITH c AS (SELECT job_id, run_lease FROM awa.claim_ready_runtime('am_move', 10, 0, 0))
+SELECT count(*) AS completed FROM awa.complete_jobs(ARRAY(SELECT job_id FROM c), ARRAY(SELECT run_lease FROM c));
+SELECT count(*) AS claim_marks FROM awa.claim_marks WHERE queue = 'am_move';
+SELECT awa.rotate_queue_ring() AS sealed;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('queue\_claim\_heads') + pg_temp.buffers_of('claim\_marks') AS cursor_buffers0 \gset
+SELECT awa.prune_queue_ring() AS prune;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('queue\_claim\_heads') + pg_temp.buffers_of('claim\_marks') - :cursor_buffers0 < 100
+       AS cursor_read_per_lane;
+SELECT ready_slot, count(*) FROM awa.ready_entries WHERE queue = 'am_move' GROUP BY 1 ORDER BY 1;
+\c :home
+DROP DATABASE awa_maintenance_move;

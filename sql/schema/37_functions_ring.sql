@@ -704,7 +704,10 @@ BEGIN
                AND r.priority = f.priority AND r.enqueue_shard = f.enqueue_shard AND r.lane_seq = f.lane_seq
                AND r.job_id = f.job_id;
         END IF;
-        -- Whole rows move: only the slot changes (no column is named).
+        -- Whole rows move: only the slot changes (no column is named). Each lane's cursor is
+        -- read once (MATERIALIZED): inlined, the planner read it again for every row of the
+        -- slot, and under a busy lane (many claim marks not yet folded) a move ran for
+        -- minutes, holding back vacuum of every table meanwhile.
         WITH RECURSIVE lanes AS (
             (SELECT r.queue, r.priority, r.enqueue_shard FROM awa.ready_entries r
               WHERE r.ready_slot = v_slot
@@ -717,7 +720,7 @@ BEGIN
                   WHERE r.ready_slot = v_slot
                     AND (r.queue, r.priority, r.enqueue_shard) > (l.queue, l.priority, l.enqueue_shard)
                   ORDER BY r.queue, r.priority, r.enqueue_shard LIMIT 1) n),
-        pending AS (
+        pending AS MATERIALIZED (
             SELECT l.queue, l.priority, l.enqueue_shard, coalesce(h.claim_seq, 0) AS claim_seq
               FROM lanes l
               LEFT JOIN awa.lane_cursors h

@@ -665,6 +665,11 @@ DECLARE
     v_cols text;
     v_select text;
     v_pending text;
+    v_cursor_priorities smallint[];
+    v_cursor_shards smallint[];
+    v_cursor_seqs bigint[];
+    v_from bigint;
+    l record;
 BEGIN
     IF NOT awa._lock_ring_partitions(ARRAY['ready_entries_' || p_slot, 'done_entries_' || p_slot,
                                            'completion_batches_' || p_slot], p_budget_ms, true) THEN
@@ -689,17 +694,28 @@ BEGIN
       FROM pg_catalog.pg_attribute a
      WHERE a.attrelid = 'awa.ready_entries'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
     FOREACH v_queue IN ARRAY v_locked LOOP
-        -- Literals: every statement is routed by its queue. The heads are held, so the copy
-        -- and the delete see the same rows.
-        v_pending := format('r.queue = %1$L AND r.ready_slot = %2$s'
-                            ' AND r.lane_seq >= coalesce((SELECT c.claim_seq FROM awa.lane_cursors c'
-                            '  WHERE c.queue = %1$L AND c.priority = r.priority AND c.enqueue_shard = r.enqueue_shard), 0)',
-                            v_queue, p_slot);
-        EXECUTE format('INSERT INTO awa.ready_entries (%s) SELECT %s FROM awa.ready_entries r WHERE %s',
-                       v_cols, v_select, v_pending);
-        GET DIAGNOSTICS v_rows = ROW_COUNT;
-        v_moved := v_moved + v_rows;
-        EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_pending);
+        -- Literals: every statement is routed by its queue. The heads are held, so the
+        -- cursors, the copy and the delete see the same rows. The queue's cursors are read
+        -- once and each lane of the slot is moved from its own (a lane without a claim head
+        -- from its first row): a cursor read inside the statement was read again for every
+        -- row of the slot.
+        EXECUTE format('SELECT array_agg(c.priority), array_agg(c.enqueue_shard), array_agg(c.claim_seq)'
+                       '  FROM awa.lane_cursors c WHERE c.queue = %L', v_queue)
+           INTO v_cursor_priorities, v_cursor_shards, v_cursor_seqs;
+        FOR l IN EXECUTE format('SELECT DISTINCT r.priority, r.enqueue_shard FROM awa.ready_entries r'
+                                ' WHERE r.queue = %L AND r.ready_slot = %s', v_queue, p_slot) LOOP
+            v_from := coalesce((SELECT c.claim_seq
+                                  FROM unnest(v_cursor_priorities, v_cursor_shards, v_cursor_seqs)
+                                       AS c(priority, enqueue_shard, claim_seq)
+                                 WHERE c.priority = l.priority AND c.enqueue_shard = l.enqueue_shard), 0);
+            v_pending := format('r.queue = %L AND r.priority = %s AND r.enqueue_shard = %s AND r.ready_slot = %s'
+                                ' AND r.lane_seq >= %s', v_queue, l.priority, l.enqueue_shard, p_slot, v_from);
+            EXECUTE format('INSERT INTO awa.ready_entries (%s) SELECT %s FROM awa.ready_entries r WHERE %s',
+                           v_cols, v_select, v_pending);
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            v_moved := v_moved + v_rows;
+            EXECUTE format('DELETE FROM awa.ready_entries r WHERE %s', v_pending);
+        END LOOP;
     END LOOP;
     RETURN v_moved;
 END
