@@ -1246,6 +1246,8 @@ BEGIN
         PERFORM awa._heads_locked(NULL);
         -- Rows of the slot claimed after the cursors were remembered (read after the heads are
         -- held, so a claim that committed before they were taken is seen): attempts may be open.
+        -- A probe per lane whose cursor moved (OFFSET 0: as a semi-join, the planner read every
+        -- row of the slot for each such lane).
         IF EXISTS (SELECT 1 FROM awa.lane_cursors h
                      LEFT JOIN unnest(v_cursors) o
                        ON o.queue = h.queue AND o.priority = h.priority AND o.enqueue_shard = h.enqueue_shard
@@ -1253,7 +1255,8 @@ BEGIN
                       AND EXISTS (SELECT 1 FROM awa.ready_entries r
                                    WHERE r.ready_slot = v_slot AND r.queue = h.queue
                                      AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq)) THEN
+                                     AND r.lane_seq >= coalesce(o.claim_seq, 1) AND r.lane_seq < h.claim_seq
+                                  OFFSET 0)) THEN
             RAISE EXCEPTION USING ERRCODE = 'AWA01', MESSAGE = 'skipped_running';
         END IF;
         -- Finished jobs dead-lettered, retried or deleted since they were copied: drop their
