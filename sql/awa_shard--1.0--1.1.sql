@@ -6280,7 +6280,10 @@ COMMENT ON FUNCTION awa._local_shard_sqls(text) IS 'Internal: a statement rewrit
 -- job its queue keeps past the slot: a failed job (kept by default) or one within its queue's
 -- retention ('skipped_retained'); a claim slot an open receipt ('skipped_open_receipts'); a
 -- lease slot a lease ('skipped_open_leases'). NULL when none. Each test is one statement a
--- group of colocated shards here (awa._local_shard_sqls), stopping at the first that finds.
+-- group of colocated shards here (awa._local_shard_sqls), stopping at the first that finds;
+-- open receipts are asked of the slot's claim batches one by one (awa._open_claim_batches, as
+-- on one server: through awa._open_receipts the planner may pair every ready row of a slot
+-- with every claim batch of its lane).
 -- Each statement is prepared once a session (named by ring, slot, test and shard group; made
 -- again if its text changed, as after a split) and run from then on: a worker's free tests
 -- the slot twice, the second time holding the slot's locks, which planning every shard group
@@ -6300,7 +6303,7 @@ BEGIN
     -- Pairs of (reason, statement), in the order tested.
     v_tests := CASE p_ring
         WHEN 'queue' THEN ARRAY[
-            'skipped_running', format('SELECT 1 FROM awa._open_receipts c WHERE c.ready_slot = %s', p_slot),
+            'skipped_running', format('SELECT 1 FROM awa._open_claim_batches b WHERE b.ready_slot = %s', p_slot),
             'skipped_running', format('SELECT 1 FROM awa.leases l WHERE l.ready_slot = %s', p_slot),
             'skipped_pending', format(
                 'SELECT 1 FROM awa.ready_entries r LEFT JOIN awa.lane_cursors h'
@@ -6318,7 +6321,7 @@ BEGIN
                 'SELECT 1 FROM awa.completion_batches b JOIN awa.queue_meta m ON m.queue = b.queue'
                 ' WHERE b.ready_slot = %s AND b.finalized_at + m.completed_retention > clock_timestamp()', p_slot)]
         WHEN 'claim' THEN ARRAY[
-            'skipped_open_receipts', format('SELECT 1 FROM awa._open_receipts c WHERE c.claim_slot = %s', p_slot)]
+            'skipped_open_receipts', format('SELECT 1 FROM awa._open_claim_batches b WHERE b.claim_slot = %s', p_slot)]
         ELSE ARRAY[
             'skipped_open_leases', format('SELECT 1 FROM awa.leases l WHERE l.lease_slot = %s', p_slot)] END;
     FOR i IN 1 .. cardinality(v_tests) / 2 LOOP
