@@ -1092,8 +1092,9 @@ COMMENT ON FUNCTION awa._queue_slot_worth_pruning(integer) IS 'Internal: whether
 --      finished) into the current slot with their lane identity and lane_seq (delete and
 --      insert): claims drain them in the same order, and a claim holding one of those heads
 --      makes this prune step back instead. The lanes of the slot are found by skipping along
---      the lane index, and each lane is read from its cursor on, so the work done under the
---      lock grows with the lanes and the pending rows, not with the rows of the slot;
+--      the lane index and each lane's cursor is read once (the heads to lock, a probe each),
+--      so the work done under the lock is the lanes, the pending rows and at most one read
+--      of the slot's rows, never a product of rows and lanes or batches;
 --   6. nothing moved: truncate the slot's partitions and mark it free ('pruned'). Rows
 --      moved: remember the moving transaction in the slot ('moved'); the slot stays live
 --      (readers and the arc still include it) until the second step.
