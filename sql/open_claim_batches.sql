@@ -92,5 +92,33 @@ SELECT awa.rotate_attempt_ring('claim') AS claim_ring;
 SELECT awa.prune_attempt_ring('claim') AS claim_prune;
 SELECT awa.prune_queue_ring() AS queue_prune;
 
+-- A batch that is not wholly completed is probed within its own block: 300 claims of 10 on
+-- one lane (346 batches: a claim across a block boundary makes two), each with nine
+-- completions and one failure (no completion batch names every offset of a batch with the
+-- failure, so it is tested receipt by receipt), and none open. The probes read a 64-row range of
+-- the lane each; they read every row of the lane in the slot for each batch before (18,930
+-- buffers of the ready plane for these 3,000 rows, 1,312 now).
+\set ECHO none
+\i sql/buffers_of.psql
+\set ECHO all
+SELECT pg_temp.set_autovacuum('ready\_entries%', false) AS ready_tables_quiet;
+SELECT awa.create_queue('ocb_probe') IS NOT NULL AS created;
+SELECT cardinality(awa.insert_jobs('ocb_probe', array_fill('p'::text, ARRAY[3000]))) AS enqueued;
+DO $$ DECLARE ids bigint[]; leases bigint[]; BEGIN
+  FOR i IN 1 .. 300 LOOP
+    SELECT array_agg(job_id ORDER BY job_id), array_agg(run_lease ORDER BY job_id) INTO ids, leases
+      FROM awa.claim_ready_runtime('ocb_probe', 10, 0, 0);
+    PERFORM awa.complete_jobs(ids[1:9], leases[1:9]);
+    PERFORM awa.fail_job(ids[10], leases[10], 'probe');
+  END LOOP; END $$;
+SELECT ready_slot AS probe_slot FROM awa.claim_batches WHERE queue = 'ocb_probe' LIMIT 1 \gset
+SELECT count(*) AS probe_batches FROM awa.claim_batches WHERE queue = 'ocb_probe';
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('ready\_entries%') AS ready_buffers0 \gset
+SELECT count(*) AS open_batches FROM awa._open_claim_batches WHERE ready_slot = :probe_slot;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.buffers_of('ready\_entries%') - :ready_buffers0 < 4000 AS probed_within_blocks;
+SELECT * FROM pg_temp.agree();
+
 \c :home
 DROP DATABASE awa_open_claim_batches;
