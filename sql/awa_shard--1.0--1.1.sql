@@ -3672,6 +3672,9 @@ DECLARE
     d awa.deferred_jobs;
     v_queue text;
     v_count integer := 0;
+    -- The time, read once: compared with clock_timestamp() itself (volatile, so never an
+    -- index bound), every pass read every job not yet due (586,000 of them: 0.2-1.3 s).
+    v_now timestamptz := clock_timestamp();
 BEGIN
     PERFORM awa._require(p_limit IS NULL, 'p_limit');
     PERFORM awa._require_at_least(p_limit, 1, 'p_limit');
@@ -3688,7 +3691,7 @@ BEGIN
     BEGIN
         WITH due AS (
             SELECT j.job_id, j.queue FROM awa.deferred_jobs j
-             WHERE j.run_at <= clock_timestamp()
+             WHERE j.run_at <= v_now
                AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
              ORDER BY j.run_at, j.priority, j.job_id
              LIMIT p_limit
@@ -3712,7 +3715,7 @@ BEGIN
     -- the next pass; the queues oldest due job first, as the batch takes jobs, so that a held
     -- queue does not let queues whose jobs became due later go before the others.
     FOR v_queue IN SELECT j.queue COLLATE "C" FROM awa.deferred_jobs j
-                    WHERE j.run_at <= clock_timestamp()
+                    WHERE j.run_at <= v_now
                       AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = j.queue AND m.paused)
                     GROUP BY 1 ORDER BY min(j.run_at), 1 LOOP
         EXIT WHEN v_count >= p_limit;

@@ -24,17 +24,21 @@ namespace
 SPIPlanPtr due_plan = nullptr;
 SPIPlanPtr move_due_plan = nullptr;
 
-/* Whether queue $1 has a due deferred job and is not paused (a paused queue is not promoted). */
+/*
+ * Whether queue $1 has a job due at $2 and is not paused (a paused queue is not promoted).
+ * The time is a parameter: clock_timestamp() (volatile) bounds no index scan, and the probe
+ * read every deferred job of the queue that was not yet due.
+ */
 const char *const kDueSql =
-	"SELECT 1 WHERE EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.queue = $1 AND d.run_at <= clock_timestamp()) "
+	"SELECT 1 WHERE EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.queue = $1 AND d.run_at <= $2) "
 	"  AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = $1 AND m.paused)";
 
 /*
- * Take up to $2 due deferred jobs of queue $1 out of awa.deferred_jobs, oldest first,
+ * Take up to $2 deferred jobs of queue $1 due at $3 out of awa.deferred_jobs, oldest first,
  * skipping rows another promoter holds: the rows in that order, and their states as text.
  */
 const char *const kMoveDueSql =
-	"WITH due AS (SELECT j.job_id FROM awa.deferred_jobs j WHERE j.queue = $1 AND j.run_at <= clock_timestamp() "
+	"WITH due AS (SELECT j.job_id FROM awa.deferred_jobs j WHERE j.queue = $1 AND j.run_at <= $3 "
 	"    ORDER BY j.run_at, j.priority, j.job_id LIMIT $2 FOR UPDATE SKIP LOCKED), "
 	"moved AS (DELETE FROM awa.deferred_jobs j USING due WHERE j.queue = $1 AND j.job_id = due.job_id RETURNING j.*) "
 	"SELECT array_agg(m ORDER BY m.run_at, m.priority, m.job_id) FROM moved m";
@@ -52,18 +56,21 @@ namespace awa
 int
 promote_due_queue(text *queue, int limit)
 {
-	static const Oid argtypes[2] = {TEXTOID, INT4OID};
-	Datum values[2] = {PointerGetDatum(queue), Int32GetDatum(limit)};
+	static const Oid due_types[2] = {TEXTOID, TIMESTAMPTZOID};
+	static const Oid move_types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum now = TimestampTzGetDatum(GetCurrentTimestamp()); /* clock_timestamp() */
+	Datum due_values[2] = {PointerGetDatum(queue), now};
+	Datum move_values[3] = {PointerGetDatum(queue), Int32GetDatum(limit), now};
 	Datum rows;
 	ArrayType *arr;
 	Datum *elems;
 	bool *elem_nulls;
 	int n;
 
-	exec_plan(keep_plan(&due_plan, kDueSql, 1, argtypes), values, nullptr, false, 1, SPI_OK_SELECT, "due jobs");
+	exec_plan(keep_plan(&due_plan, kDueSql, 2, due_types), due_values, nullptr, false, 1, SPI_OK_SELECT, "due jobs");
 	if (SPI_processed == 0)
 		return 0;
-	exec_plan(keep_plan(&move_due_plan, kMoveDueSql, 2, argtypes), values, nullptr, false, 1, SPI_OK_SELECT,
+	exec_plan(keep_plan(&move_due_plan, kMoveDueSql, 3, move_types), move_values, nullptr, false, 1, SPI_OK_SELECT,
 			  "promotion");
 	if (!spi_single_value(&rows))
 		return 0;
